@@ -1,0 +1,708 @@
+//! The flash device: enforces the rules of real flash on top of a [`Store`], keeps the
+//! virtual clock and the counters, and injects wear, defects, bit flips and power cuts.
+
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::Serialize;
+
+use crate::error::{NandError, Result};
+use crate::geometry::{DeviceSpec, Geometry};
+use crate::store::{BadState, BlockInfo, Store};
+
+/// Data-area argument of a program operation.
+#[derive(Clone, Copy, Debug)]
+pub enum Data<'a> {
+    /// Leave the data area alone (spare-only program).
+    None,
+    /// Program these bytes.
+    Bytes(&'a [u8]),
+    /// Program `len` bytes whose content the caller does not track (simulation mode). The
+    /// payload-less store drops them; stores with payload record zeros.
+    Opaque(u32),
+}
+
+/// What a power cut does to the operation it interrupts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum TornMode {
+    /// Pick one of the modes below with the fault plan's seeded generator.
+    #[default]
+    Random,
+    /// The operation did not reach the cells at all.
+    Nothing,
+    /// Program: a random subset of the bits it would clear are cleared. Erase: a random
+    /// subset of the block's pages are erased, the others keep their content.
+    Partial,
+    /// The operation completed but power went before it was acknowledged.
+    Complete,
+}
+
+/// Faults to inject. Operation indices count programs and erases together, from 1.
+#[derive(Clone, Debug, Default)]
+pub struct FaultPlan {
+    /// Cut power during the N-th program/erase (1-based).
+    pub power_cut_at: Option<u64>,
+    pub torn: TornMode,
+    /// Probability that a read bit comes back flipped (transient, not stored).
+    pub bitflip_rate: f64,
+    /// Probability that a program / erase reports status-fail (block goes bad).
+    pub program_fail_rate: f64,
+    pub erase_fail_rate: f64,
+    /// Program/erase operation indices (1-based) that report status-fail.
+    pub fail_ops: Vec<u64>,
+    pub seed: u64,
+}
+
+/// Operation counters. `bytes_*` count data and spare bytes moved.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    pub page_reads: u64,
+    pub spare_reads: u64,
+    pub programs: u64,
+    pub erases: u64,
+    pub bytes_read: u64,
+    pub bytes_programmed: u64,
+    pub program_failures: u64,
+    pub erase_failures: u64,
+    pub bitflips: u64,
+}
+
+/// Wear summary over good blocks.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct WearStats {
+    pub min: u32,
+    pub max: u32,
+    pub mean: f64,
+    pub stddev: f64,
+    pub total: u64,
+}
+
+impl WearStats {
+    pub fn of(counts: impl Iterator<Item = u32>) -> WearStats {
+        let (mut n, mut sum, mut sq, mut min, mut max) = (0u64, 0u64, 0f64, u32::MAX, 0u32);
+        for c in counts {
+            n += 1;
+            sum += c as u64;
+            sq += c as f64 * c as f64;
+            min = min.min(c);
+            max = max.max(c);
+        }
+        if n == 0 {
+            return WearStats::default();
+        }
+        let mean = sum as f64 / n as f64;
+        let var = (sq / n as f64 - mean * mean).max(0.0);
+        WearStats {
+            min,
+            max,
+            mean,
+            stddev: var.sqrt(),
+            total: sum,
+        }
+    }
+}
+
+const PS_PER_US: f64 = 1_000_000.0;
+const PS_PER_NS: f64 = 1_000.0;
+
+#[derive(Clone, Copy, Debug)]
+struct Costs {
+    read: u64,
+    read_byte: u64,
+    spare: u64,
+    program: u64,
+    program_byte: u64,
+    erase: u64,
+}
+
+/// A flash device over a store. All operations advance the virtual clock (picoseconds).
+pub struct Nand {
+    spec: DeviceSpec,
+    geo: Geometry,
+    store: Box<dyn Store>,
+    costs: Costs,
+    clock_ps: u64,
+    counters: Counters,
+    /// Next page index to program per block (in-order devices only).
+    write_ptr: Vec<u32>,
+    ops: u64,
+    dead: bool,
+    faults: FaultPlan,
+    rng: Xoshiro256PlusPlus,
+    flip_countdown: u64,
+    scripted_flips: Vec<(u64, u32, u8)>,
+    scratch: Vec<u8>,
+}
+
+impl Nand {
+    /// A device over `store`, which must have the spec's geometry.
+    pub fn open(spec: DeviceSpec, store: Box<dyn Store>) -> Result<Nand> {
+        spec.validate()?;
+        if store.geometry() != &spec.geometry {
+            return Err(NandError::Config(
+                "store geometry differs from the device spec".into(),
+            ));
+        }
+        let geo = spec.geometry.clone();
+        let t = &spec.timing;
+        let costs = Costs {
+            read: (t.read_us * PS_PER_US).round() as u64,
+            read_byte: (t.read_ns_per_byte * PS_PER_NS).round() as u64,
+            spare: (t.spare_read_us * PS_PER_US).round() as u64,
+            program: (t.program_us * PS_PER_US).round() as u64,
+            program_byte: (t.program_ns_per_byte * PS_PER_NS).round() as u64,
+            erase: (t.erase_us * PS_PER_US).round() as u64,
+        };
+        let mut write_ptr = Vec::new();
+        if geo.in_order {
+            write_ptr = (0..geo.blocks)
+                .map(|b| {
+                    let first = geo.first_page(b);
+                    (0..geo.pages_per_block)
+                        .rev()
+                        .find(|&i| store.page_programs(first + i as u64) > 0)
+                        .map_or(0, |i| i + 1)
+                })
+                .collect();
+        }
+        let mut nand = Nand {
+            spec,
+            geo,
+            store,
+            costs,
+            clock_ps: 0,
+            counters: Counters::default(),
+            write_ptr,
+            ops: 0,
+            dead: false,
+            faults: FaultPlan::default(),
+            rng: Xoshiro256PlusPlus::seed_from_u64(0),
+            flip_countdown: u64::MAX,
+            scripted_flips: Vec::new(),
+            scratch: Vec::new(),
+        };
+        nand.set_faults(FaultPlan::default());
+        Ok(nand)
+    }
+
+    /// A device with a fresh RAM store.
+    pub fn ram(spec: DeviceSpec) -> Result<Nand> {
+        let store = crate::store::RamStore::new(&spec.geometry)?;
+        Nand::open(spec, Box::new(store))
+    }
+
+    /// A device with a fresh payload-less store (simulation mode).
+    pub fn payloadless(spec: DeviceSpec) -> Result<Nand> {
+        let store = crate::store::PayloadlessStore::new(&spec.geometry)?;
+        Nand::open(spec, Box::new(store))
+    }
+
+    /// Install a fault plan; operation indices restart from the current count.
+    pub fn set_faults(&mut self, plan: FaultPlan) {
+        self.rng = Xoshiro256PlusPlus::seed_from_u64(plan.seed ^ 0x5eed_f1a5_u64);
+        self.faults = plan;
+        self.flip_countdown = self.next_flip_gap();
+    }
+
+    pub fn spec(&self) -> &DeviceSpec {
+        &self.spec
+    }
+    #[inline]
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+    /// Virtual time spent by the device, picoseconds.
+    #[inline]
+    pub fn clock_ps(&self) -> u64 {
+        self.clock_ps
+    }
+    /// Virtual time spent by the device, seconds.
+    pub fn clock_s(&self) -> f64 {
+        self.clock_ps as f64 / 1e12
+    }
+    /// Let time pass (idle): the clock moves to at least `ps`.
+    pub fn advance_clock_to(&mut self, ps: u64) {
+        self.clock_ps = self.clock_ps.max(ps);
+    }
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    /// Programs and erases attempted so far (what [`FaultPlan::power_cut_at`] counts).
+    pub fn op_count(&self) -> u64 {
+        self.ops
+    }
+    /// True once power has been cut: every operation fails until the store is reopened.
+    pub fn is_dead(&self) -> bool {
+        self.dead
+    }
+    pub fn store(&self) -> &dyn Store {
+        &*self.store
+    }
+    /// Take the store back (e.g. to reopen it after a power cut).
+    pub fn into_store(self) -> Box<dyn Store> {
+        self.store
+    }
+    pub fn sync(&mut self) -> Result<()> {
+        self.alive()?;
+        self.store.sync()
+    }
+    pub fn ram_bytes(&self) -> u64 {
+        self.store.ram_bytes() + self.write_ptr.len() as u64 * 4
+    }
+    pub fn block_info(&self, block: u32) -> BlockInfo {
+        self.store.block_info(block)
+    }
+    #[inline]
+    pub fn is_bad(&self, block: u32) -> bool {
+        self.store.block_info(block).bad != BadState::Good
+    }
+    pub fn erase_count(&self, block: u32) -> u32 {
+        self.store.block_info(block).erase_count
+    }
+    /// Erase-count summary over blocks that are not factory-bad.
+    pub fn wear(&self) -> WearStats {
+        WearStats::of(
+            (0..self.geo.blocks)
+                .map(|b| self.store.block_info(b))
+                .filter(|i| i.bad != BadState::Factory)
+                .map(|i| i.erase_count),
+        )
+    }
+    /// Programs done on `ppn` since its block's last erase.
+    pub fn page_programs(&self, ppn: u64) -> u32 {
+        self.store.page_programs(ppn) as u32
+    }
+
+    /// Mark blocks bad at manufacture (bad-block marker 0x00 in the first spare byte of the
+    /// block's first two pages, when the device has a spare area).
+    pub fn mark_factory_bad(&mut self, blocks: &[u32]) -> Result<()> {
+        for &b in blocks {
+            self.check_block(b)?;
+            let mut info = self.store.block_info(b);
+            info.bad = BadState::Factory;
+            self.store.set_block_info(b, info)?;
+            if self.geo.spare_size > 0 {
+                let first = self.geo.first_page(b);
+                for p in first..first + self.geo.pages_per_block.min(2) as u64 {
+                    self.store.write(p, self.geo.page_size, &[0])?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Mark a seeded random `fraction` of blocks factory-bad; returns them.
+    pub fn mark_factory_bad_seeded(&mut self, fraction: f64, seed: u64) -> Result<Vec<u32>> {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let list: Vec<u32> = (0..self.geo.blocks)
+            .filter(|_| rng.gen_bool(fraction.clamp(0.0, 1.0)))
+            .collect();
+        self.mark_factory_bad(&list)?;
+        Ok(list)
+    }
+
+    /// Flip `bit` of column `col` of page `ppn` on the next read of it (one shot).
+    pub fn inject_bitflip(&mut self, ppn: u64, col: u32, bit: u8) {
+        self.scripted_flips.push((ppn, col, bit & 7));
+    }
+
+    // ---- reads -------------------------------------------------------------------------
+
+    /// Read `buf.len()` bytes of page `ppn` from column `col`. A read that starts in the
+    /// spare area costs a spare read, otherwise a page read.
+    pub fn read(&mut self, ppn: u64, col: u32, buf: &mut [u8]) -> Result<()> {
+        self.alive()?;
+        self.check_range(ppn, col, buf.len())?;
+        self.store.read(ppn, col, buf)?;
+        let n = buf.len() as u64;
+        if col >= self.geo.page_size {
+            self.counters.spare_reads += 1;
+            self.clock_ps += self.costs.spare + self.costs.read_byte * n;
+        } else {
+            self.counters.page_reads += 1;
+            self.clock_ps += self.costs.read + self.costs.read_byte * n;
+        }
+        self.counters.bytes_read += n;
+        self.apply_flips(ppn, col, buf);
+        Ok(())
+    }
+
+    /// Read the data area and/or the spare area of a page in one operation.
+    pub fn read_page(
+        &mut self,
+        ppn: u64,
+        data: Option<&mut [u8]>,
+        spare: Option<&mut [u8]>,
+    ) -> Result<()> {
+        match (data, spare) {
+            (Some(d), Some(s)) => {
+                self.read(ppn, 0, d)?;
+                self.alive()?;
+                self.check_range(ppn, self.geo.page_size, s.len())?;
+                self.store.read(ppn, self.geo.page_size, s)?;
+                self.counters.bytes_read += s.len() as u64;
+                self.clock_ps += self.costs.read_byte * s.len() as u64;
+                self.apply_flips(ppn, self.geo.page_size, s);
+                Ok(())
+            }
+            (Some(d), None) => self.read(ppn, 0, d),
+            (None, Some(s)) => self.read(ppn, self.geo.page_size, s),
+            (None, None) => {
+                // A data read whose payload the caller does not need (simulation mode).
+                self.alive()?;
+                self.check_range(ppn, 0, 0)?;
+                self.counters.page_reads += 1;
+                self.clock_ps += self.costs.read + self.costs.read_byte * self.geo.page_size as u64;
+                self.counters.bytes_read += self.geo.page_size as u64;
+                Ok(())
+            }
+        }
+    }
+
+    /// Account for a data read of `len` bytes at `col` without moving bytes (simulation).
+    pub fn read_opaque(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
+        self.alive()?;
+        self.check_range(ppn, col, len as usize)?;
+        self.counters.page_reads += 1;
+        self.counters.bytes_read += len as u64;
+        self.clock_ps += self.costs.read + self.costs.read_byte * len as u64;
+        Ok(())
+    }
+
+    // ---- programs ----------------------------------------------------------------------
+
+    /// Program `bytes` at column `col` of page `ppn` (data area, spare area, or both).
+    pub fn program_bytes(&mut self, ppn: u64, col: u32, bytes: &[u8]) -> Result<()> {
+        let ps = self.geo.page_size;
+        if col >= ps {
+            self.program(ppn, 0, Data::None, Some((col - ps, bytes)))
+        } else {
+            let d = bytes.len().min((ps - col) as usize);
+            let spare = if d < bytes.len() {
+                Some((0, &bytes[d..]))
+            } else {
+                None
+            };
+            self.program(ppn, col, Data::Bytes(&bytes[..d]), spare)
+        }
+    }
+
+    /// Program a page: data (if any) at column 0, spare (if any) at the start of the spare
+    /// area. One program operation.
+    pub fn program_page(&mut self, ppn: u64, data: Data<'_>, spare: Option<&[u8]>) -> Result<()> {
+        self.program(ppn, 0, data, spare.map(|s| (0, s)))
+    }
+
+    /// The general program operation: `data` at data column `col`, and `spare` bytes at
+    /// offset `.0` of the spare area. Counts as one (partial) program of the page.
+    pub fn program(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        data: Data<'_>,
+        spare: Option<(u32, &[u8])>,
+    ) -> Result<()> {
+        self.alive()?;
+        let data_len = match data {
+            Data::None => 0,
+            Data::Bytes(b) => b.len(),
+            Data::Opaque(n) => n as usize,
+        };
+        if col as usize + data_len > self.geo.page_size as usize {
+            return Err(NandError::ColumnOutOfRange {
+                ppn,
+                col,
+                len: data_len,
+                raw: self.geo.page_size,
+            });
+        }
+        if let Some((so, s)) = spare {
+            self.check_range(ppn, self.geo.page_size + so, s.len())?;
+        } else {
+            self.check_range(ppn, col, data_len)?;
+        }
+        let block = self.geo.block_of(ppn);
+        if self.is_bad(block) {
+            return Err(NandError::BadBlock { block });
+        }
+        let done = self.store.page_programs(ppn) as u32;
+        if self.geo.nop != 0 && done >= self.geo.nop {
+            return Err(NandError::NopExceeded {
+                ppn,
+                done,
+                nop: self.geo.nop,
+            });
+        }
+        let idx = (ppn - self.geo.first_page(block)) as u32;
+        if self.geo.in_order {
+            let wp = self.write_ptr[block as usize];
+            if !(idx == wp || (wp > 0 && idx == wp - 1)) {
+                return Err(NandError::OutOfOrder { ppn });
+            }
+        }
+        // Bit rule: a program may only clear bits.
+        if let Data::Bytes(b) = data {
+            if self.store.data_known(ppn) {
+                self.check_clears_only(ppn, col, b)?;
+            }
+        }
+        if let Some((so, s)) = spare {
+            self.check_clears_only(ppn, self.geo.page_size + so, s)?;
+        }
+
+        self.ops += 1;
+        let bytes = (data_len + spare.map_or(0, |s| s.1.len())) as u64;
+        self.clock_ps += self.costs.program + self.costs.program_byte * bytes;
+        self.counters.programs += 1;
+        self.counters.bytes_programmed += bytes;
+
+        if self.faults.power_cut_at == Some(self.ops) {
+            let mode = self.pick_torn();
+            if mode != TornMode::Nothing {
+                self.apply_program(ppn, col, data, spare, mode == TornMode::Partial)?;
+                self.bump_programs(ppn, block, idx)?;
+            }
+            self.dead = true;
+            return Err(NandError::PowerLoss);
+        }
+        if self.injected_failure(self.faults.program_fail_rate) {
+            self.apply_program(ppn, col, data, spare, true)?;
+            self.bump_programs(ppn, block, idx)?;
+            self.counters.program_failures += 1;
+            self.grow_bad(block)?;
+            return Err(NandError::ProgramFailed { ppn, block });
+        }
+        self.apply_program(ppn, col, data, spare, false)?;
+        self.bump_programs(ppn, block, idx)
+    }
+
+    // ---- erase -------------------------------------------------------------------------
+
+    /// Erase a block: every data and spare byte becomes 0xFF.
+    pub fn erase(&mut self, block: u32) -> Result<()> {
+        self.alive()?;
+        self.check_block(block)?;
+        let mut info = self.store.block_info(block);
+        if info.bad != BadState::Good {
+            return Err(NandError::BadBlock { block });
+        }
+        self.ops += 1;
+        self.clock_ps += self.costs.erase;
+        self.counters.erases += 1;
+        if self.faults.power_cut_at == Some(self.ops) {
+            match self.pick_torn() {
+                TornMode::Nothing => {}
+                TornMode::Partial => {
+                    let first = self.geo.first_page(block);
+                    for p in first..first + self.geo.pages_per_block as u64 {
+                        if self.rng.gen_bool(0.5) {
+                            self.store.erase_page(p)?;
+                        }
+                    }
+                    info.erase_count += 1;
+                    self.store.set_block_info(block, info)?;
+                }
+                _ => {
+                    self.store.erase(block)?;
+                    info.erase_count += 1;
+                    self.store.set_block_info(block, info)?;
+                }
+            }
+            self.reset_write_ptr(block);
+            self.dead = true;
+            return Err(NandError::PowerLoss);
+        }
+        if info.erase_count >= self.spec.endurance
+            || self.injected_failure(self.faults.erase_fail_rate)
+        {
+            self.counters.erase_failures += 1;
+            self.grow_bad(block)?;
+            return Err(NandError::EraseFailed { block });
+        }
+        self.store.erase(block)?;
+        info.erase_count += 1;
+        self.store.set_block_info(block, info)?;
+        if self.geo.in_order {
+            self.write_ptr[block as usize] = 0;
+        }
+        Ok(())
+    }
+
+    // ---- internals ---------------------------------------------------------------------
+
+    #[inline]
+    fn alive(&self) -> Result<()> {
+        if self.dead {
+            Err(NandError::PowerLoss)
+        } else {
+            Ok(())
+        }
+    }
+
+    #[inline]
+    fn check_block(&self, block: u32) -> Result<()> {
+        if block >= self.geo.blocks {
+            return Err(NandError::BlockOutOfRange {
+                block,
+                blocks: self.geo.blocks,
+            });
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn check_range(&self, ppn: u64, col: u32, len: usize) -> Result<()> {
+        if ppn >= self.geo.pages() {
+            return Err(NandError::PageOutOfRange {
+                ppn,
+                pages: self.geo.pages(),
+            });
+        }
+        let raw = self.geo.raw_page_size();
+        if col as usize + len > raw as usize {
+            return Err(NandError::ColumnOutOfRange { ppn, col, len, raw });
+        }
+        Ok(())
+    }
+
+    fn check_clears_only(&mut self, ppn: u64, col: u32, new: &[u8]) -> Result<()> {
+        let mut old = std::mem::take(&mut self.scratch);
+        old.clear();
+        old.resize(new.len(), 0);
+        let r = self.store.read(ppn, col, &mut old);
+        let bad = old.iter().zip(new).position(|(o, n)| n & !o != 0);
+        self.scratch = old;
+        r?;
+        match bad {
+            Some(i) => Err(NandError::SetsBits {
+                ppn,
+                col: col + i as u32,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn apply_program(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        data: Data<'_>,
+        spare: Option<(u32, &[u8])>,
+        torn: bool,
+    ) -> Result<()> {
+        match data {
+            Data::None => {}
+            Data::Bytes(b) => self.write_maybe_torn(ppn, col, b, torn)?,
+            Data::Opaque(n) => self.store.program_opaque(ppn, col, n)?,
+        }
+        if let Some((so, s)) = spare {
+            self.write_maybe_torn(ppn, self.geo.page_size + so, s, torn)?;
+        }
+        Ok(())
+    }
+
+    fn write_maybe_torn(&mut self, ppn: u64, col: u32, new: &[u8], torn: bool) -> Result<()> {
+        if !torn {
+            return self.store.write(ppn, col, new);
+        }
+        // Clear a random subset of the bits the program would have cleared.
+        let mut old = vec![0u8; new.len()];
+        self.store.read(ppn, col, &mut old)?;
+        for (o, n) in old.iter_mut().zip(new) {
+            let clear = *o & !*n;
+            let keep: u8 = self.rng.gen();
+            *o &= !(clear & keep);
+        }
+        self.store.write(ppn, col, &old)
+    }
+
+    fn bump_programs(&mut self, ppn: u64, block: u32, idx: u32) -> Result<()> {
+        let n = self.store.page_programs(ppn);
+        self.store.set_page_programs(ppn, n.saturating_add(1))?;
+        if self.geo.in_order {
+            let wp = &mut self.write_ptr[block as usize];
+            *wp = (*wp).max(idx + 1);
+        }
+        Ok(())
+    }
+
+    fn reset_write_ptr(&mut self, block: u32) {
+        if self.geo.in_order {
+            let first = self.geo.first_page(block);
+            self.write_ptr[block as usize] = (0..self.geo.pages_per_block)
+                .rev()
+                .find(|&i| self.store.page_programs(first + i as u64) > 0)
+                .map_or(0, |i| i + 1);
+        }
+    }
+
+    fn grow_bad(&mut self, block: u32) -> Result<()> {
+        let mut info = self.store.block_info(block);
+        info.bad = BadState::Grown;
+        self.store.set_block_info(block, info)
+    }
+
+    fn injected_failure(&mut self, rate: f64) -> bool {
+        if !self.faults.fail_ops.is_empty() && self.faults.fail_ops.contains(&self.ops) {
+            return true;
+        }
+        rate > 0.0 && self.rng.gen_bool(rate.min(1.0))
+    }
+
+    fn pick_torn(&mut self) -> TornMode {
+        match self.faults.torn {
+            TornMode::Random => match self.rng.gen_range(0..3) {
+                0 => TornMode::Nothing,
+                1 => TornMode::Partial,
+                _ => TornMode::Complete,
+            },
+            m => m,
+        }
+    }
+
+    fn next_flip_gap(&mut self) -> u64 {
+        let p = self.faults.bitflip_rate;
+        if p <= 0.0 {
+            return u64::MAX;
+        }
+        if p >= 1.0 {
+            return 0;
+        }
+        let u: f64 = self.rng.gen_range(f64::MIN_POSITIVE..1.0);
+        let g = (u.ln() / (1.0 - p).ln()).floor();
+        if g >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            g as u64
+        }
+    }
+
+    fn apply_flips(&mut self, ppn: u64, col: u32, buf: &mut [u8]) {
+        if !self.scripted_flips.is_empty() {
+            let end = col as usize + buf.len();
+            let mut i = 0;
+            while i < self.scripted_flips.len() {
+                let (p, c, bit) = self.scripted_flips[i];
+                if p == ppn && (c as usize) >= col as usize && (c as usize) < end {
+                    buf[(c - col) as usize] ^= 1 << bit;
+                    self.counters.bitflips += 1;
+                    self.scripted_flips.swap_remove(i);
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        if self.flip_countdown == u64::MAX {
+            return;
+        }
+        let bits = buf.len() as u64 * 8;
+        while self.flip_countdown < bits {
+            let b = self.flip_countdown;
+            buf[(b / 8) as usize] ^= 1 << (b % 8);
+            self.counters.bitflips += 1;
+            let gap = self.next_flip_gap();
+            self.flip_countdown = b.saturating_add(1).saturating_add(gap);
+        }
+        self.flip_countdown -= bits;
+    }
+}

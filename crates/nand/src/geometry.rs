@@ -1,0 +1,349 @@
+//! Device geometry, timing and the named presets.
+//!
+//! A device is `blocks` erase blocks of `pages_per_block` pages; each page has `page_size`
+//! data bytes followed by `spare_size` spare (OOB) bytes. Within a page, a *column* addresses
+//! the data bytes at `0..page_size` and the spare bytes at `page_size..page_size+spare_size`,
+//! as on a real NAND part.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{NandError, Result};
+
+/// Shape of the device.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Geometry {
+    /// Data bytes per page (the program unit).
+    pub page_size: u32,
+    /// Spare (OOB) bytes per page.
+    pub spare_size: u32,
+    /// Pages per erase block.
+    pub pages_per_block: u32,
+    /// Number of erase blocks.
+    pub blocks: u32,
+    /// Partial programs allowed per page between erases; 0 means unlimited (NOR-style
+    /// bit clearing, as the Flash Memory Server uses to clear "obsolete" flags).
+    pub nop: u32,
+    /// Pages of a block must be programmed in ascending order (MLC).
+    pub in_order: bool,
+}
+
+impl Geometry {
+    /// Bytes of one page including spare.
+    #[inline]
+    pub fn raw_page_size(&self) -> u32 {
+        self.page_size + self.spare_size
+    }
+    /// Data bytes of one erase block.
+    #[inline]
+    pub fn block_bytes(&self) -> u64 {
+        self.page_size as u64 * self.pages_per_block as u64
+    }
+    /// Total pages.
+    #[inline]
+    pub fn pages(&self) -> u64 {
+        self.pages_per_block as u64 * self.blocks as u64
+    }
+    /// User-visible capacity (data area only).
+    #[inline]
+    pub fn capacity_bytes(&self) -> u64 {
+        self.block_bytes() * self.blocks as u64
+    }
+    /// Block holding page `ppn`.
+    #[inline]
+    pub fn block_of(&self, ppn: u64) -> u32 {
+        (ppn / self.pages_per_block as u64) as u32
+    }
+    /// First page of `block`.
+    #[inline]
+    pub fn first_page(&self, block: u32) -> u64 {
+        block as u64 * self.pages_per_block as u64
+    }
+
+    /// Reject shapes no device can have; names the offending field.
+    pub fn validate(&self) -> Result<()> {
+        let bad =
+            |field: &str, why: &str| Err(NandError::Config(format!("geometry.{field}: {why}")));
+        if self.page_size == 0 {
+            return bad("page_size", "must be > 0");
+        }
+        if self.page_size > 1 << 20 {
+            return bad("page_size", "must be at most 1 MiB");
+        }
+        if self.spare_size > self.page_size {
+            return bad("spare_size", "must not exceed page_size");
+        }
+        if self.pages_per_block == 0 {
+            return bad("pages_per_block", "must be > 0");
+        }
+        if self.blocks == 0 {
+            return bad("blocks", "must be > 0");
+        }
+        if self.nop > 255 {
+            return bad("nop", "must be 0 (unlimited) or at most 255");
+        }
+        if self.pages() > 1 << 40 {
+            return bad("blocks", "device too large");
+        }
+        Ok(())
+    }
+}
+
+/// Latency model. Every operation costs a fixed part plus a per-byte part, so both NAND
+/// (fixed page times) and NOR-style cards (per-byte programming) are expressed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timing {
+    /// Fixed cost of a page (data) read, µs.
+    pub read_us: f64,
+    /// Additional cost per byte read, ns.
+    #[serde(default)]
+    pub read_ns_per_byte: f64,
+    /// Cost of reading only the spare area, µs (plus per-byte read cost).
+    pub spare_read_us: f64,
+    /// Fixed cost of one program operation, µs.
+    pub program_us: f64,
+    /// Additional cost per byte programmed, ns.
+    #[serde(default)]
+    pub program_ns_per_byte: f64,
+    /// Cost of erasing one block, µs.
+    pub erase_us: f64,
+}
+
+impl Timing {
+    pub fn validate(&self) -> Result<()> {
+        let fields = [
+            ("read_us", self.read_us),
+            ("read_ns_per_byte", self.read_ns_per_byte),
+            ("spare_read_us", self.spare_read_us),
+            ("program_us", self.program_us),
+            ("program_ns_per_byte", self.program_ns_per_byte),
+            ("erase_us", self.erase_us),
+        ];
+        for (name, v) in fields {
+            if !v.is_finite() || v < 0.0 {
+                return Err(NandError::Config(format!(
+                    "timing.{name}: must be a finite number >= 0, got {v}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A complete device description: geometry, timing, endurance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceSpec {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub geometry: Geometry,
+    pub timing: Timing,
+    /// Erase cycles a block survives; the erase after that fails and the block goes bad.
+    pub endurance: u32,
+}
+
+impl DeviceSpec {
+    pub fn validate(&self) -> Result<()> {
+        self.geometry.validate()?;
+        self.timing.validate()?;
+        if self.endurance == 0 {
+            return Err(NandError::Config("endurance: must be > 0".into()));
+        }
+        if self.name.len() > 63 {
+            return Err(NandError::Config("name: at most 63 bytes".into()));
+        }
+        Ok(())
+    }
+
+    /// Parse a TOML device description (same fields as the JSON form).
+    pub fn from_toml(text: &str) -> Result<Self> {
+        let spec: DeviceSpec = toml::from_str(text)
+            .map_err(|e| NandError::Config(e.to_string().replace('\n', " ")))?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Look a preset up by name.
+    pub fn preset(name: &str) -> Result<Self> {
+        presets()
+            .into_iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| {
+                let names: Vec<String> = presets().into_iter().map(|p| p.name).collect();
+                NandError::Config(format!(
+                    "unknown device preset '{name}' (known: {})",
+                    names.join(", ")
+                ))
+            })
+    }
+}
+
+const MIB: u64 = 1 << 20;
+
+fn spec(
+    name: &str,
+    description: &str,
+    geometry: Geometry,
+    timing: Timing,
+    endurance: u32,
+) -> DeviceSpec {
+    DeviceSpec {
+        name: name.into(),
+        description: description.into(),
+        geometry,
+        timing,
+        endurance,
+    }
+}
+
+/// The built-in presets, each from the paper or datasheet named in its description.
+pub fn presets() -> Vec<DeviceSpec> {
+    vec![
+        spec(
+            "intel-series2plus-24m",
+            "Intel Series 2+ 24 MB flash card of the Chiang papers (Table 1): 128 KiB erase \
+             segments, NOR-style unlimited bit clearing, program 6-9 us/byte (7.5 used), \
+             erase 0.6-0.8 s (0.7 used), read 150-250 ns/byte (200 used). The 4 KiB 'page' is \
+             only the bookkeeping unit: any bytes may be programmed any number of times.",
+            Geometry {
+                page_size: 4096,
+                spare_size: 0,
+                pages_per_block: 32,
+                blocks: (24 * MIB / (128 * 1024)) as u32,
+                nop: 0,
+                in_order: false,
+            },
+            Timing {
+                read_us: 0.0,
+                read_ns_per_byte: 200.0,
+                spare_read_us: 0.0,
+                program_us: 0.0,
+                program_ns_per_byte: 7500.0,
+                erase_us: 700_000.0,
+            },
+            1_000_000,
+        ),
+        spec(
+            "nandsim-256m",
+            "ScaleFFS Table IV (Linux nandsim, small-block SLC): 256 MiB, 512+16 B pages, \
+             32 pages/block, read page 55.7 us, read spare 27.0 us, program 237.7 us, erase \
+             2005 us, NOP 4.",
+            Geometry {
+                page_size: 512,
+                spare_size: 16,
+                pages_per_block: 32,
+                blocks: (256 * MIB / (16 * 1024)) as u32,
+                nop: 4,
+                in_order: false,
+            },
+            Timing {
+                read_us: 55.7,
+                read_ns_per_byte: 0.0,
+                spare_read_us: 27.0,
+                program_us: 237.7,
+                program_ns_per_byte: 0.0,
+                erase_us: 2005.0,
+            },
+            100_000,
+        ),
+        spec(
+            "chang-kuo-16g",
+            "Chang & Kuo 2005 Table IV: 16 GiB small-block SLC, 512+16 B pages, 16 KiB \
+             blocks, read 230 us, program 459 us, erase 925 us, spare read 40 us. NOP 4 as \
+             for small-block SLC parts (the paper does not say).",
+            Geometry {
+                page_size: 512,
+                spare_size: 16,
+                pages_per_block: 32,
+                blocks: (16 * 1024 * MIB / (16 * 1024)) as u32,
+                nop: 4,
+                in_order: false,
+            },
+            Timing {
+                read_us: 230.0,
+                read_ns_per_byte: 0.0,
+                spare_read_us: 40.0,
+                program_us: 459.0,
+                program_ns_per_byte: 0.0,
+                erase_us: 925.0,
+            },
+            1_000_000,
+        ),
+        spec(
+            "slc-large-1g",
+            "Large-block SLC, 1 Gbit class (Samsung K9F1G08U0B datasheet): 2048+64 B pages, \
+             64 pages/block, tR 25 us + 2112 B at tRC 25 ns (77.8 us page, 26.6 us spare), \
+             tPROG 200 us, tBERS 1.5 ms, NOP 4.",
+            Geometry {
+                page_size: 2048,
+                spare_size: 64,
+                pages_per_block: 64,
+                blocks: (1024 * MIB / (128 * 1024)) as u32,
+                nop: 4,
+                in_order: false,
+            },
+            Timing {
+                read_us: 77.8,
+                read_ns_per_byte: 0.0,
+                spare_read_us: 26.6,
+                program_us: 200.0,
+                program_ns_per_byte: 0.0,
+                erase_us: 1500.0,
+            },
+            100_000,
+        ),
+        spec(
+            "mlc2-2g",
+            "MLC, 2 bits/cell (Samsung K9G8G08U0A class): 2048+64 B pages, 128 pages/block, \
+             tR 60 us + transfer (112.8 us page, 61.6 us spare), tPROG 800 us, tBERS 1.5 ms, \
+             NOP 1, pages programmed in order.",
+            Geometry {
+                page_size: 2048,
+                spare_size: 64,
+                pages_per_block: 128,
+                blocks: (2048 * MIB / (256 * 1024)) as u32,
+                nop: 1,
+                in_order: true,
+            },
+            Timing {
+                read_us: 112.8,
+                read_ns_per_byte: 0.0,
+                spare_read_us: 61.6,
+                program_us: 800.0,
+                program_ns_per_byte: 0.0,
+                erase_us: 1500.0,
+            },
+            10_000,
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_are_valid_and_sized_as_documented() {
+        for p in presets() {
+            p.validate().unwrap();
+        }
+        let intel = DeviceSpec::preset("intel-series2plus-24m").unwrap();
+        assert_eq!(intel.geometry.capacity_bytes(), 24 * MIB);
+        assert_eq!(intel.geometry.block_bytes(), 128 * 1024);
+        let ck = DeviceSpec::preset("chang-kuo-16g").unwrap();
+        assert_eq!(ck.geometry.pages(), 32 * 1024 * 1024);
+        assert!(DeviceSpec::preset("nope").is_err());
+    }
+
+    #[test]
+    fn toml_roundtrip_and_field_errors() {
+        let intel = DeviceSpec::preset("nandsim-256m").unwrap();
+        let text = toml::to_string(&intel).unwrap();
+        assert_eq!(DeviceSpec::from_toml(&text).unwrap(), intel);
+        let broken = text.replace("pages_per_block = 32", "pages_per_block = 0");
+        let err = DeviceSpec::from_toml(&broken).unwrap_err().to_string();
+        assert!(err.contains("pages_per_block"), "{err}");
+    }
+}

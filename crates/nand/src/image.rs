@@ -1,0 +1,352 @@
+//! Image-file store: the medium kept in a self-describing file that reopens across
+//! processes. The byte layout is specified in `docs/format/nand-image.md`.
+//!
+//! Every store operation is written through to the file at once (positioned I/O, no
+//! buffering in the process), so a process that dies — or a simulated power cut — leaves
+//! the file holding exactly what reached the medium. `sync` adds an fsync.
+//!
+//! Data bytes are stored inverted (`!b`), so an all-zero (sparse) file region is an erased
+//! medium and formatting a large image costs no writes.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{NandError, Result};
+use crate::geometry::{DeviceSpec, Geometry, Timing};
+use crate::store::{BadState, BlockInfo, Store};
+
+pub const MAGIC: &[u8; 16] = b"FLASHKIT-NAND\0\0\0";
+pub const VERSION: u32 = 1;
+pub const HEADER_LEN: u64 = 4096;
+const BLOCK_ENTRY: u64 = 12;
+
+/// An open image file.
+pub struct ImageStore {
+    path: PathBuf,
+    file: File,
+    geo: Geometry,
+    raw: u64,
+    block_off: u64,
+    page_off: u64,
+    data_off: u64,
+    blocks: Vec<BlockInfo>,
+    programs: Vec<u8>,
+    buf: Vec<u8>,
+}
+
+fn align(x: u64) -> u64 {
+    x.div_ceil(4096) * 4096
+}
+
+fn layout(geo: &Geometry) -> (u64, u64, u64, u64) {
+    let block_off = HEADER_LEN;
+    let page_off = align(block_off + geo.blocks as u64 * BLOCK_ENTRY);
+    let data_off = align(page_off + geo.pages());
+    let end = data_off + geo.pages() * geo.raw_page_size() as u64;
+    (block_off, page_off, data_off, end)
+}
+
+fn encode_block(info: BlockInfo) -> [u8; 12] {
+    let mut e = [0u8; 12];
+    e[0..4].copy_from_slice(&info.erase_count.to_le_bytes());
+    let state: u32 = match info.bad {
+        BadState::Good => 0,
+        BadState::Factory => 1,
+        BadState::Grown => 2,
+    };
+    e[4..8].copy_from_slice(&state.to_le_bytes());
+    let crc = crc32c::crc32c(&e[0..8]);
+    e[8..12].copy_from_slice(&crc.to_le_bytes());
+    e
+}
+
+fn header_bytes(spec: &DeviceSpec, block_off: u64, page_off: u64, data_off: u64) -> Vec<u8> {
+    let g = &spec.geometry;
+    let t = &spec.timing;
+    let mut h = vec![0u8; HEADER_LEN as usize];
+    h[0..16].copy_from_slice(MAGIC);
+    let mut put32 = |o: usize, v: u32| h[o..o + 4].copy_from_slice(&v.to_le_bytes());
+    put32(16, VERSION);
+    put32(20, HEADER_LEN as u32);
+    put32(24, g.page_size);
+    put32(28, g.spare_size);
+    put32(32, g.pages_per_block);
+    put32(36, g.blocks);
+    put32(40, g.nop);
+    put32(44, g.in_order as u32);
+    put32(48, spec.endurance);
+    let times = [
+        t.read_us,
+        t.read_ns_per_byte,
+        t.spare_read_us,
+        t.program_us,
+        t.program_ns_per_byte,
+        t.erase_us,
+    ];
+    for (i, v) in times.iter().enumerate() {
+        h[56 + i * 8..64 + i * 8].copy_from_slice(&v.to_le_bytes());
+    }
+    let name = spec.name.as_bytes();
+    h[104..104 + name.len()].copy_from_slice(name);
+    h[168..176].copy_from_slice(&block_off.to_le_bytes());
+    h[176..184].copy_from_slice(&page_off.to_le_bytes());
+    h[184..192].copy_from_slice(&data_off.to_le_bytes());
+    let crc = crc32c::crc32c(&h[0..4092]);
+    h[4092..4096].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+impl ImageStore {
+    fn err(path: &Path, msg: impl Into<String>) -> NandError {
+        NandError::Image {
+            path: path.display().to_string(),
+            msg: msg.into(),
+        }
+    }
+
+    /// Create a new, fully erased image for `spec`. Refuses to overwrite an existing file
+    /// unless `overwrite`.
+    pub fn create(path: &Path, spec: &DeviceSpec, overwrite: bool) -> Result<ImageStore> {
+        spec.validate()?;
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(true);
+        if overwrite {
+            opts.create(true).truncate(true);
+        } else {
+            opts.create_new(true);
+        }
+        let file = opts
+            .open(path)
+            .map_err(|e| Self::err(path, format!("cannot create: {e}")))?;
+        let (block_off, page_off, data_off, end) = layout(&spec.geometry);
+        let io = |e: std::io::Error| Self::err(path, format!("write failed: {e}"));
+        file.set_len(end).map_err(io)?;
+        file.write_all_at(&header_bytes(spec, block_off, page_off, data_off), 0)
+            .map_err(io)?;
+        let table: Vec<u8> = (0..spec.geometry.blocks)
+            .flat_map(|_| encode_block(BlockInfo::default()))
+            .collect();
+        file.write_all_at(&table, block_off).map_err(io)?;
+        file.sync_all().map_err(io)?;
+        drop(file);
+        Ok(ImageStore::open(path)?.1)
+    }
+
+    /// Open an existing image; returns the device description stored in it.
+    pub fn open(path: &Path) -> Result<(DeviceSpec, ImageStore)> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| Self::err(path, format!("cannot open: {e}")))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Self::err(path, e.to_string()))?
+            .len();
+        if len < HEADER_LEN {
+            return Err(Self::err(
+                path,
+                format!("truncated: {len} bytes, a flashkit NAND image header needs {HEADER_LEN}"),
+            ));
+        }
+        let mut h = vec![0u8; HEADER_LEN as usize];
+        file.read_exact_at(&mut h, 0)
+            .map_err(|e| Self::err(path, e.to_string()))?;
+        if &h[0..16] != MAGIC {
+            return Err(Self::err(path, "not a flashkit NAND image (bad magic)"));
+        }
+        let get32 = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().unwrap());
+        let get64 = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().unwrap());
+        let version = get32(16);
+        if version != VERSION {
+            return Err(Self::err(
+                path,
+                format!("unsupported image version {version} (this build reads {VERSION})"),
+            ));
+        }
+        let crc = get32(4092);
+        if crc != crc32c::crc32c(&h[0..4092]) {
+            return Err(Self::err(path, "header checksum mismatch (corrupt image)"));
+        }
+        let geometry = Geometry {
+            page_size: get32(24),
+            spare_size: get32(28),
+            pages_per_block: get32(32),
+            blocks: get32(36),
+            nop: get32(40),
+            in_order: get32(44) != 0,
+        };
+        let f = |o: usize| f64::from_le_bytes(h[o..o + 8].try_into().unwrap());
+        let timing = Timing {
+            read_us: f(56),
+            read_ns_per_byte: f(64),
+            spare_read_us: f(72),
+            program_us: f(80),
+            program_ns_per_byte: f(88),
+            erase_us: f(96),
+        };
+        let name_end = h[104..168].iter().position(|&b| b == 0).unwrap_or(64);
+        let name = String::from_utf8_lossy(&h[104..104 + name_end]).into_owned();
+        let description = crate::presets()
+            .into_iter()
+            .find(|p| p.name == name && p.geometry == geometry)
+            .map(|p| p.description)
+            .unwrap_or_default();
+        let spec = DeviceSpec {
+            name,
+            description,
+            geometry,
+            timing,
+            endurance: get32(48),
+        };
+        spec.validate()
+            .map_err(|e| Self::err(path, format!("header: {e}")))?;
+        let (block_off, page_off, data_off, end) = layout(&spec.geometry);
+        if (get64(168), get64(176), get64(184)) != (block_off, page_off, data_off) {
+            return Err(Self::err(
+                path,
+                "header: table offsets do not match the geometry",
+            ));
+        }
+        if len < end {
+            return Err(Self::err(
+                path,
+                format!("truncated: {len} bytes, the geometry needs {end}"),
+            ));
+        }
+        let g = &spec.geometry;
+        let mut table = vec![0u8; (g.blocks as u64 * BLOCK_ENTRY) as usize];
+        file.read_exact_at(&mut table, block_off)
+            .map_err(|e| Self::err(path, e.to_string()))?;
+        let mut blocks = Vec::with_capacity(g.blocks as usize);
+        for (b, e) in table.chunks_exact(12).enumerate() {
+            let crc = u32::from_le_bytes(e[8..12].try_into().unwrap());
+            if crc != crc32c::crc32c(&e[0..8]) {
+                return Err(Self::err(path, format!("block table entry {b} corrupt")));
+            }
+            let bad = match u32::from_le_bytes(e[4..8].try_into().unwrap()) {
+                0 => BadState::Good,
+                1 => BadState::Factory,
+                2 => BadState::Grown,
+                s => {
+                    return Err(Self::err(
+                        path,
+                        format!("block table entry {b}: unknown state {s}"),
+                    ))
+                }
+            };
+            blocks.push(BlockInfo {
+                erase_count: u32::from_le_bytes(e[0..4].try_into().unwrap()),
+                bad,
+            });
+        }
+        let mut programs = vec![0u8; g.pages() as usize];
+        file.read_exact_at(&mut programs, page_off)
+            .map_err(|e| Self::err(path, e.to_string()))?;
+        let store = ImageStore {
+            path: path.to_path_buf(),
+            file,
+            raw: g.raw_page_size() as u64,
+            geo: g.clone(),
+            block_off,
+            page_off,
+            data_off,
+            blocks,
+            programs,
+            buf: Vec::new(),
+        };
+        Ok((spec, store))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    #[inline]
+    fn off(&self, ppn: u64, col: u32) -> u64 {
+        self.data_off + ppn * self.raw + col as u64
+    }
+}
+
+impl Store for ImageStore {
+    fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+    fn keeps_payload(&self) -> bool {
+        true
+    }
+    fn read(&mut self, ppn: u64, col: u32, buf: &mut [u8]) -> Result<()> {
+        self.file.read_exact_at(buf, self.off(ppn, col))?;
+        buf.iter_mut().for_each(|b| *b = !*b);
+        Ok(())
+    }
+    fn write(&mut self, ppn: u64, col: u32, bytes: &[u8]) -> Result<()> {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        buf.extend(bytes.iter().map(|b| !b));
+        let r = self.file.write_all_at(&buf, self.off(ppn, col));
+        self.buf = buf;
+        Ok(r?)
+    }
+    fn program_opaque(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
+        let zeros = vec![0u8; len as usize];
+        self.write(ppn, col, &zeros)
+    }
+    fn data_known(&self, _ppn: u64) -> bool {
+        true
+    }
+    fn erase(&mut self, block: u32) -> Result<()> {
+        let first = self.geo.first_page(block);
+        let n = self.geo.pages_per_block as usize;
+        self.file
+            .write_all_at(&vec![0u8; n * self.raw as usize], self.off(first, 0))?;
+        self.programs[first as usize..first as usize + n].fill(0);
+        self.file
+            .write_all_at(&vec![0u8; n], self.page_off + first)?;
+        Ok(())
+    }
+    fn erase_page(&mut self, ppn: u64) -> Result<()> {
+        self.file
+            .write_all_at(&vec![0u8; self.raw as usize], self.off(ppn, 0))?;
+        self.set_page_programs(ppn, 0)
+    }
+    fn page_programs(&self, ppn: u64) -> u8 {
+        self.programs[ppn as usize]
+    }
+    fn set_page_programs(&mut self, ppn: u64, n: u8) -> Result<()> {
+        self.programs[ppn as usize] = n;
+        self.file.write_all_at(&[n], self.page_off + ppn)?;
+        Ok(())
+    }
+    fn block_info(&self, block: u32) -> BlockInfo {
+        self.blocks[block as usize]
+    }
+    fn set_block_info(&mut self, block: u32, info: BlockInfo) -> Result<()> {
+        self.blocks[block as usize] = info;
+        self.file.write_all_at(
+            &encode_block(info),
+            self.block_off + block as u64 * BLOCK_ENTRY,
+        )?;
+        Ok(())
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.file.sync_data()?;
+        Ok(())
+    }
+    fn ram_bytes(&self) -> u64 {
+        (self.programs.len() + self.blocks.len() * 8) as u64
+    }
+}
+
+/// Open an image as a device.
+pub fn open_device(path: &Path) -> Result<crate::Nand> {
+    let (spec, store) = ImageStore::open(path)?;
+    crate::Nand::open(spec, Box::new(store))
+}
+
+/// Create an image for `spec` and open it as a device.
+pub fn create_device(path: &Path, spec: &DeviceSpec, overwrite: bool) -> Result<crate::Nand> {
+    let store = ImageStore::create(path, spec, overwrite)?;
+    crate::Nand::open(spec.clone(), Box::new(store))
+}

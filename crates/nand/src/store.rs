@@ -1,0 +1,274 @@
+//! Where the medium's state lives: RAM, an image file ([`crate::image::ImageStore`]), or
+//! nowhere for the data area (payload-less simulation store).
+//!
+//! A store keeps exactly what is physically on the medium (page bytes, spare bytes) plus the
+//! bookkeeping the device model needs to enforce the rules across reopen (programs done per
+//! page since its erase, per-block erase count and bad state). It does not check rules: that
+//! is [`crate::Nand`]'s job, so every store behaves the same.
+
+use std::collections::HashMap;
+
+use crate::error::Result;
+use crate::geometry::Geometry;
+
+/// Why a block is bad.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BadState {
+    #[default]
+    Good,
+    /// Marked bad at manufacture.
+    Factory,
+    /// Went bad in use (worn out, or a program/erase failed).
+    Grown,
+}
+
+/// Per-block state kept by the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct BlockInfo {
+    pub erase_count: u32,
+    pub bad: BadState,
+}
+
+/// The medium.
+pub trait Store: Send {
+    fn geometry(&self) -> &Geometry;
+    /// False for the payload-less store: data areas written with [`Store::program_opaque`]
+    /// are not kept.
+    fn keeps_payload(&self) -> bool;
+    /// Read `buf.len()` bytes of page `ppn` from column `col` (data then spare).
+    fn read(&mut self, ppn: u64, col: u32, buf: &mut [u8]) -> Result<()>;
+    /// Store bytes (already checked against the rules).
+    fn write(&mut self, ppn: u64, col: u32, bytes: &[u8]) -> Result<()>;
+    /// A data-area program whose content the caller does not track (simulation mode).
+    /// Stores that keep payloads record zeros; the payload-less store records nothing.
+    fn program_opaque(&mut self, ppn: u64, col: u32, len: u32) -> Result<()>;
+    /// True when the data area of `ppn` is known byte for byte (always, except pages of
+    /// the payload-less store that only saw opaque programs).
+    fn data_known(&self, ppn: u64) -> bool;
+    /// Set every byte of the block, data and spare, to 0xFF and its program counts to 0.
+    fn erase(&mut self, block: u32) -> Result<()>;
+    /// Set a single page to 0xFF (used to model an incomplete erase).
+    fn erase_page(&mut self, ppn: u64) -> Result<()>;
+    fn page_programs(&self, ppn: u64) -> u8;
+    fn set_page_programs(&mut self, ppn: u64, n: u8) -> Result<()>;
+    fn block_info(&self, block: u32) -> BlockInfo;
+    fn set_block_info(&mut self, block: u32, info: BlockInfo) -> Result<()>;
+    /// Make everything written so far durable (image files).
+    fn sync(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Bytes of host RAM this store holds.
+    fn ram_bytes(&self) -> u64;
+}
+
+/// Everything in RAM: data, spare, program counts, block table.
+pub struct RamStore {
+    geo: Geometry,
+    raw: u32,
+    bytes: Vec<u8>,
+    programs: Vec<u8>,
+    blocks: Vec<BlockInfo>,
+}
+
+impl RamStore {
+    pub fn new(geo: &Geometry) -> Result<Self> {
+        geo.validate()?;
+        let total = geo.pages() as u128 * geo.raw_page_size() as u128;
+        if total > (1u128 << 36) {
+            return Err(crate::NandError::Config(format!(
+                "a RAM store of {total} bytes is too large; use the payload-less store (simulation) or an image file"
+            )));
+        }
+        Ok(RamStore {
+            geo: geo.clone(),
+            raw: geo.raw_page_size(),
+            bytes: vec![0xFF; total as usize],
+            programs: vec![0; geo.pages() as usize],
+            blocks: vec![BlockInfo::default(); geo.blocks as usize],
+        })
+    }
+    #[inline]
+    fn off(&self, ppn: u64, col: u32) -> usize {
+        (ppn * self.raw as u64 + col as u64) as usize
+    }
+}
+
+impl Store for RamStore {
+    fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+    fn keeps_payload(&self) -> bool {
+        true
+    }
+    fn read(&mut self, ppn: u64, col: u32, buf: &mut [u8]) -> Result<()> {
+        let o = self.off(ppn, col);
+        buf.copy_from_slice(&self.bytes[o..o + buf.len()]);
+        Ok(())
+    }
+    fn write(&mut self, ppn: u64, col: u32, bytes: &[u8]) -> Result<()> {
+        let o = self.off(ppn, col);
+        self.bytes[o..o + bytes.len()].copy_from_slice(bytes);
+        Ok(())
+    }
+    fn program_opaque(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
+        let o = self.off(ppn, col);
+        self.bytes[o..o + len as usize].fill(0);
+        Ok(())
+    }
+    fn data_known(&self, _ppn: u64) -> bool {
+        true
+    }
+    fn erase(&mut self, block: u32) -> Result<()> {
+        let first = self.geo.first_page(block);
+        let o = self.off(first, 0);
+        let n = self.geo.pages_per_block as usize * self.raw as usize;
+        self.bytes[o..o + n].fill(0xFF);
+        let p = first as usize;
+        self.programs[p..p + self.geo.pages_per_block as usize].fill(0);
+        Ok(())
+    }
+    fn erase_page(&mut self, ppn: u64) -> Result<()> {
+        let o = self.off(ppn, 0);
+        self.bytes[o..o + self.raw as usize].fill(0xFF);
+        self.programs[ppn as usize] = 0;
+        Ok(())
+    }
+    fn page_programs(&self, ppn: u64) -> u8 {
+        self.programs[ppn as usize]
+    }
+    fn set_page_programs(&mut self, ppn: u64, n: u8) -> Result<()> {
+        self.programs[ppn as usize] = n;
+        Ok(())
+    }
+    fn block_info(&self, block: u32) -> BlockInfo {
+        self.blocks[block as usize]
+    }
+    fn set_block_info(&mut self, block: u32, info: BlockInfo) -> Result<()> {
+        self.blocks[block as usize] = info;
+        Ok(())
+    }
+    fn ram_bytes(&self) -> u64 {
+        (self.bytes.len() + self.programs.len() + self.blocks.len() * 8) as u64
+    }
+}
+
+/// Payload-less store for simulation mode. It keeps every spare area, the program count of
+/// every page, the block table, and the data area only of pages that were programmed with
+/// real bytes (headers and other metadata the layers above read back). Data programmed
+/// with [`Store::program_opaque`] is dropped: such pages read back as zeros.
+///
+/// Memory: `pages × (spare_size + 1)` bytes plus the kept pages; `chang-kuo-16g` (32 Mi
+/// pages of 16 B spare) needs 544 MiB.
+pub struct PayloadlessStore {
+    geo: Geometry,
+    spare: Vec<u8>,
+    programs: Vec<u8>,
+    blocks: Vec<BlockInfo>,
+    kept: HashMap<u64, Box<[u8]>>,
+}
+
+impl PayloadlessStore {
+    pub fn new(geo: &Geometry) -> Result<Self> {
+        geo.validate()?;
+        Ok(PayloadlessStore {
+            geo: geo.clone(),
+            spare: vec![0xFF; (geo.pages() * geo.spare_size as u64) as usize],
+            programs: vec![0; geo.pages() as usize],
+            blocks: vec![BlockInfo::default(); geo.blocks as usize],
+            kept: HashMap::new(),
+        })
+    }
+}
+
+impl Store for PayloadlessStore {
+    fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+    fn keeps_payload(&self) -> bool {
+        false
+    }
+    fn read(&mut self, ppn: u64, col: u32, buf: &mut [u8]) -> Result<()> {
+        let ps = self.geo.page_size as usize;
+        let ss = self.geo.spare_size as usize;
+        let col = col as usize;
+        for (i, b) in buf.iter_mut().enumerate() {
+            let c = col + i;
+            *b = if c < ps {
+                match self.kept.get(&ppn) {
+                    Some(p) => p[c],
+                    None if self.programs[ppn as usize] == 0 => 0xFF,
+                    None => 0,
+                }
+            } else {
+                self.spare[ppn as usize * ss + (c - ps)]
+            };
+        }
+        Ok(())
+    }
+    fn write(&mut self, ppn: u64, col: u32, bytes: &[u8]) -> Result<()> {
+        let ps = self.geo.page_size as usize;
+        let ss = self.geo.spare_size as usize;
+        let col = col as usize;
+        let end = col + bytes.len();
+        if col < ps {
+            let fresh = self.programs[ppn as usize] == 0;
+            let page = self
+                .kept
+                .entry(ppn)
+                .or_insert_with(|| vec![if fresh { 0xFF } else { 0 }; ps].into_boxed_slice());
+            let d = end.min(ps);
+            page[col..d].copy_from_slice(&bytes[..d - col]);
+        }
+        if end > ps {
+            let s0 = col.max(ps);
+            let base = ppn as usize * ss;
+            self.spare[base + s0 - ps..base + end - ps].copy_from_slice(&bytes[s0 - col..]);
+        }
+        Ok(())
+    }
+    fn program_opaque(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
+        if let Some(p) = self.kept.get_mut(&ppn) {
+            p[col as usize..(col + len) as usize].fill(0);
+        }
+        Ok(())
+    }
+    fn data_known(&self, ppn: u64) -> bool {
+        self.programs[ppn as usize] == 0 || self.kept.contains_key(&ppn)
+    }
+    fn erase(&mut self, block: u32) -> Result<()> {
+        let first = self.geo.first_page(block);
+        for ppn in first..first + self.geo.pages_per_block as u64 {
+            self.erase_page(ppn)?;
+        }
+        Ok(())
+    }
+    fn erase_page(&mut self, ppn: u64) -> Result<()> {
+        let ss = self.geo.spare_size as usize;
+        let base = ppn as usize * ss;
+        self.spare[base..base + ss].fill(0xFF);
+        self.programs[ppn as usize] = 0;
+        if !self.kept.is_empty() {
+            self.kept.remove(&ppn);
+        }
+        Ok(())
+    }
+    fn page_programs(&self, ppn: u64) -> u8 {
+        self.programs[ppn as usize]
+    }
+    fn set_page_programs(&mut self, ppn: u64, n: u8) -> Result<()> {
+        self.programs[ppn as usize] = n;
+        Ok(())
+    }
+    fn block_info(&self, block: u32) -> BlockInfo {
+        self.blocks[block as usize]
+    }
+    fn set_block_info(&mut self, block: u32, info: BlockInfo) -> Result<()> {
+        self.blocks[block as usize] = info;
+        Ok(())
+    }
+    fn ram_bytes(&self) -> u64 {
+        let kept = self.kept.len() as u64 * (self.geo.page_size as u64 + 32);
+        (self.spare.len() + self.programs.len() + self.blocks.len() * 8) as u64 + kept
+    }
+}

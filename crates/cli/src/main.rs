@@ -1,1 +1,60 @@
-fn main() {}
+//! The `flashkit` command line: argument parsing and dispatch only. Each subcommand lives
+//! in its own file under `cmd/` (see `cmd/mod.rs` for how to add one); printing helpers
+//! are in `output.rs`.
+
+mod cmd;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// flashkit: a flash-memory storage stack and the laboratory to study it.
+#[derive(Parser, Debug)]
+#[command(name = "flashkit", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// List the built-in flash device presets with every figure.
+    Devices(cmd::devices::DevicesArgs),
+    /// Raw NAND image tools: format, info.
+    #[command(subcommand)]
+    Nand(Box<cmd::nand::NandCmd>),
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Devices(a) => cmd::devices::run(a),
+        Command::Nand(c) => cmd::nand::run(*c),
+    }
+}
+
+fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        let msg = msg.split_whitespace().collect::<Vec<_>>().join(" ");
+        eprintln!("flashkit: internal error (a bug, please report it): {msg}{at}");
+    }));
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("flashkit: {}", output::error_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! Arguments and helpers shared by subcommands: choosing a device (a preset by name or a
+//! TOML/JSON description file) and overriding its geometry, timing and endurance.
+//!
+//! A subcommand that needs a device flattens [`DeviceArgs`] into its arguments and calls
+//! [`DeviceArgs::resolve`] (device required) or [`DeviceArgs::resolve_or`] (with a default
+//! preset):
+//!
+//! ```ignore
+//! #[derive(clap::Args)]
+//! pub struct SimArgs {
+//!     #[command(flatten)]
+//!     device: common::DeviceArgs,
+//! }
+//! let spec = args.device.resolve_or("nandsim-256m")?;
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use nand::DeviceSpec;
+
+/// `--device PRESET | --device-file FILE` plus per-field overrides.
+#[derive(Args, Debug, Clone, Default)]
+pub struct DeviceArgs {
+    /// Device preset (see `flashkit devices`).
+    #[arg(
+        long,
+        value_name = "PRESET",
+        conflicts_with = "device_file",
+        help_heading = "Device"
+    )]
+    pub device: Option<String>,
+    /// Device description file (TOML, or JSON when it ends in .json) with the fields of
+    /// `flashkit devices --json`.
+    #[arg(long, value_name = "FILE.toml", help_heading = "Device")]
+    pub device_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub overrides: SpecOverrides,
+}
+
+/// Fields that may be changed on top of the chosen device. Every override is validated
+/// together with the rest of the description.
+#[derive(Args, Debug, Clone, Default)]
+pub struct SpecOverrides {
+    /// Number of erase blocks.
+    #[arg(long, value_name = "N", help_heading = "Device overrides")]
+    pub blocks: Option<u32>,
+    /// Data bytes per page.
+    #[arg(long, value_name = "BYTES", help_heading = "Device overrides")]
+    pub page_size: Option<u32>,
+    /// Spare (OOB) bytes per page.
+    #[arg(long, value_name = "BYTES", help_heading = "Device overrides")]
+    pub spare_size: Option<u32>,
+    /// Pages per erase block.
+    #[arg(long, value_name = "N", help_heading = "Device overrides")]
+    pub pages_per_block: Option<u32>,
+    /// Partial programs allowed per page between erases (0 = unlimited).
+    #[arg(long, value_name = "N", help_heading = "Device overrides")]
+    pub nop: Option<u32>,
+    /// Pages of a block must be programmed in ascending order.
+    #[arg(long, value_name = "BOOL", help_heading = "Device overrides")]
+    pub in_order: Option<bool>,
+    /// Erase cycles a block survives.
+    #[arg(long, value_name = "CYCLES", help_heading = "Device overrides")]
+    pub endurance: Option<u32>,
+    /// Fixed cost of a page read, µs.
+    #[arg(long, value_name = "US", help_heading = "Device overrides")]
+    pub read_us: Option<f64>,
+    /// Cost of a spare-area read, µs.
+    #[arg(long, value_name = "US", help_heading = "Device overrides")]
+    pub spare_read_us: Option<f64>,
+    /// Fixed cost of a program, µs.
+    #[arg(long, value_name = "US", help_heading = "Device overrides")]
+    pub program_us: Option<f64>,
+    /// Cost of a block erase, µs.
+    #[arg(long, value_name = "US", help_heading = "Device overrides")]
+    pub erase_us: Option<f64>,
+}
+
+impl SpecOverrides {
+    /// The overrides given, as `--flag value` strings (for error messages).
+    pub fn describe(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        let mut add = |flag: &str, val: Option<String>| {
+            if let Some(val) = val {
+                v.push(format!("--{flag} {val}"));
+            }
+        };
+        add("blocks", self.blocks.map(|x| x.to_string()));
+        add("page-size", self.page_size.map(|x| x.to_string()));
+        add("spare-size", self.spare_size.map(|x| x.to_string()));
+        add(
+            "pages-per-block",
+            self.pages_per_block.map(|x| x.to_string()),
+        );
+        add("nop", self.nop.map(|x| x.to_string()));
+        add("in-order", self.in_order.map(|x| x.to_string()));
+        add("endurance", self.endurance.map(|x| x.to_string()));
+        add("read-us", self.read_us.map(|x| x.to_string()));
+        add("spare-read-us", self.spare_read_us.map(|x| x.to_string()));
+        add("program-us", self.program_us.map(|x| x.to_string()));
+        add("erase-us", self.erase_us.map(|x| x.to_string()));
+        v
+    }
+
+    /// Apply the overrides to `spec` and validate the result; errors name the field.
+    pub fn apply(&self, mut spec: DeviceSpec) -> Result<DeviceSpec> {
+        let given = self.describe();
+        if given.is_empty() {
+            return Ok(spec);
+        }
+        let g = &mut spec.geometry;
+        let t = &mut spec.timing;
+        set(&mut g.blocks, self.blocks);
+        set(&mut g.page_size, self.page_size);
+        set(&mut g.spare_size, self.spare_size);
+        set(&mut g.pages_per_block, self.pages_per_block);
+        set(&mut g.nop, self.nop);
+        set(&mut g.in_order, self.in_order);
+        set(&mut spec.endurance, self.endurance);
+        set(&mut t.read_us, self.read_us);
+        set(&mut t.spare_read_us, self.spare_read_us);
+        set(&mut t.program_us, self.program_us);
+        set(&mut t.erase_us, self.erase_us);
+        spec.validate()
+            .with_context(|| format!("device {} with {}", spec.name, given.join(" ")))?;
+        Ok(spec)
+    }
+}
+
+fn set<T>(field: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *field = v;
+    }
+}
+
+impl DeviceArgs {
+    /// True when neither `--device` nor `--device-file` was given.
+    pub fn is_unset(&self) -> bool {
+        self.device.is_none() && self.device_file.is_none()
+    }
+
+    /// The chosen device with overrides applied; an error when none was chosen.
+    pub fn resolve(&self) -> Result<DeviceSpec> {
+        if self.is_unset() {
+            bail!("no device given: pass --device PRESET (see `flashkit devices`) or --device-file FILE.toml");
+        }
+        self.resolve_or("")
+    }
+
+    /// The chosen device, or the preset `default` when none was chosen, with overrides.
+    pub fn resolve_or(&self, default: &str) -> Result<DeviceSpec> {
+        let spec = match (&self.device, &self.device_file) {
+            (_, Some(path)) => load_device_file(path)?,
+            (Some(name), None) => preset(name)?,
+            (None, None) => preset(default)?,
+        };
+        self.overrides.apply(spec)
+    }
+}
+
+/// A preset by name; the error lists the known presets.
+pub fn preset(name: &str) -> Result<DeviceSpec> {
+    Ok(DeviceSpec::preset(name)?)
+}
+
+/// Read a device description from a TOML file (JSON when the name ends in `.json`); errors
+/// name the file.
+pub fn load_device_file(path: &Path) -> Result<DeviceSpec> {
+    let ctx = || format!("device file {}", path.display());
+    let text = std::fs::read_to_string(path).with_context(ctx)?;
+    let is_json = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    let spec = if is_json {
+        let spec: DeviceSpec = serde_json::from_str(&text).with_context(ctx)?;
+        spec.validate().with_context(ctx)?;
+        spec
+    } else {
+        DeviceSpec::from_toml(&text).with_context(ctx)?
+    };
+    Ok(spec)
+}
+
+/// Parse a block list such as `3,7,10-12` (ranges inclusive).
+pub fn parse_block_list(text: &str) -> Result<Vec<u32>> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let num = |s: &str| -> Result<u32> {
+            s.trim()
+                .parse::<u32>()
+                .with_context(|| format!("'{s}' is not a block number"))
+        };
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (num(a)?, num(b)?);
+                if a > b {
+                    bail!("range '{part}' is backwards");
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(num(part)?),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_lists() {
+        assert_eq!(parse_block_list("3,7").unwrap(), vec![3, 7]);
+        assert_eq!(parse_block_list("9, 1-3,2").unwrap(), vec![1, 2, 3, 9]);
+        assert!(parse_block_list("x").is_err());
+        assert!(parse_block_list("5-2").is_err());
+    }
+
+    #[test]
+    fn overrides_apply_and_validate() {
+        let base = DeviceSpec::preset("nandsim-256m").unwrap();
+        let o = SpecOverrides {
+            blocks: Some(64),
+            nop: Some(1),
+            ..Default::default()
+        };
+        let s = o.apply(base.clone()).unwrap();
+        assert_eq!((s.geometry.blocks, s.geometry.nop), (64, 1));
+        let bad = SpecOverrides {
+            pages_per_block: Some(0),
+            ..Default::default()
+        };
+        let err = format!("{:#}", bad.apply(base).unwrap_err());
+        assert!(err.contains("pages_per_block"), "{err}");
+        assert!(err.contains("--pages-per-block 0"), "{err}");
+    }
+
+    #[test]
+    fn resolve_requires_a_device() {
+        assert!(DeviceArgs::default().resolve().is_err());
+        let d = DeviceArgs::default().resolve_or("mlc2-2g").unwrap();
+        assert_eq!(d.name, "mlc2-2g");
+    }
+}

@@ -1,0 +1,9 @@
+//! One file per subcommand (or subcommand family). To add a subcommand: create
+//! `cmd/NAME.rs` with an `Args` (or `Subcommand`) type and a `run` function, declare it
+//! here, and add one variant plus one dispatch line to `Command` in `main.rs`. Shared
+//! argument groups (device selection, report flags) live in [`common`] and
+//! [`crate::output`].
+
+pub mod common;
+pub mod devices;
+pub mod nand;

@@ -1,0 +1,416 @@
+//! Everything that prints: aligned tables, key/value blocks, JSON, CSV, and the human
+//! formatting of sizes and latencies. Subcommands build rows and call these; nothing else in
+//! the CLI formats output by hand, so every report looks and parses the same way.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde::Serialize;
+
+/// The output flags every report takes: a table on stdout by default, `--json` instead of
+/// the table, and `--csv FILE` in addition to either.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ReportArgs {
+    /// Print machine-readable JSON (stable snake_case keys) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the report as CSV to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+}
+
+/// A table of text cells printed with aligned columns. A column whose body cells all start
+/// with a digit (sizes, counts, latencies; empty and `-` cells ignored) is right-aligned,
+/// every other column is left-aligned.
+#[derive(Debug, Clone)]
+pub struct Table {
+    headers: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new<S: AsRef<str>>(headers: &[S]) -> Table {
+        Table {
+            headers: headers.iter().map(|h| h.as_ref().to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Append a row; it must have one cell per header.
+    pub fn row(&mut self, cells: Vec<String>) {
+        debug_assert_eq!(cells.len(), self.headers.len(), "table row width");
+        self.rows.push(cells);
+    }
+
+    pub fn write(&self, w: &mut impl Write) -> io::Result<()> {
+        let n = self.headers.len();
+        let width = |i: usize| {
+            self.rows
+                .iter()
+                .map(|r| text_width(&r[i]))
+                .chain([text_width(&self.headers[i])])
+                .max()
+                .unwrap_or(0)
+        };
+        let widths: Vec<usize> = (0..n).map(width).collect();
+        let right: Vec<bool> = (0..n)
+            .map(|i| {
+                let mut body = self
+                    .rows
+                    .iter()
+                    .map(|r| &r[i])
+                    .filter(|c| !c.is_empty() && *c != "-");
+                let mut any = false;
+                let all = body.all(|c| {
+                    any = true;
+                    looks_numeric(c)
+                });
+                any && all
+            })
+            .collect();
+        let line = |w: &mut dyn Write, cells: &[String]| -> io::Result<()> {
+            let mut out = String::new();
+            for (i, cell) in cells.iter().enumerate() {
+                if i > 0 {
+                    out.push_str("  ");
+                }
+                let pad = " ".repeat(widths[i] - text_width(cell));
+                if right[i] {
+                    out.push_str(&pad);
+                    out.push_str(cell);
+                } else {
+                    out.push_str(cell);
+                    if i + 1 < n {
+                        out.push_str(&pad);
+                    }
+                }
+            }
+            writeln!(w, "{}", out.trim_end())
+        };
+        line(w, &self.headers)?;
+        let rule: Vec<String> = widths.iter().map(|&k| "-".repeat(k)).collect();
+        line(w, &rule)?;
+        for r in &self.rows {
+            line(w, r)?;
+        }
+        Ok(())
+    }
+
+    /// Print to stdout.
+    pub fn print(&self) -> Result<()> {
+        let mut out = io::stdout().lock();
+        self.write(&mut out)?;
+        out.flush()?;
+        Ok(())
+    }
+}
+
+fn text_width(s: &str) -> usize {
+    s.chars().count()
+}
+
+fn looks_numeric(s: &str) -> bool {
+    let s = s.strip_prefix('-').unwrap_or(s);
+    s.starts_with(|c: char| c.is_ascii_digit())
+}
+
+/// A block of `key  value` lines with the values aligned (single-object reports).
+#[derive(Debug, Clone, Default)]
+pub struct Fields {
+    items: Vec<(String, String)>,
+}
+
+impl Fields {
+    pub fn new() -> Fields {
+        Fields::default()
+    }
+
+    pub fn add(&mut self, key: impl Into<String>, value: impl Into<String>) -> &mut Fields {
+        self.items.push((key.into(), value.into()));
+        self
+    }
+
+    pub fn write(&self, w: &mut impl Write) -> io::Result<()> {
+        let kw = self
+            .items
+            .iter()
+            .map(|(k, _)| text_width(k))
+            .max()
+            .unwrap_or(0);
+        for (k, v) in &self.items {
+            let pad = " ".repeat(kw - text_width(k));
+            writeln!(w, "{k}{pad}  {v}")?;
+        }
+        Ok(())
+    }
+
+    pub fn print(&self) -> Result<()> {
+        let mut out = io::stdout().lock();
+        self.write(&mut out)?;
+        out.flush()?;
+        Ok(())
+    }
+}
+
+/// Print `value` as pretty JSON on stdout, followed by a newline.
+pub fn print_json<T: Serialize + ?Sized>(value: &T) -> Result<()> {
+    let mut out = io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value).context("cannot write JSON")?;
+    writeln!(out)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Write `rows` as CSV to `path`: a header line of the field names (in declaration order),
+/// then one record per row. Rows are the same structs that `--json` prints; array fields
+/// become space-separated lists and nested objects become compact JSON, so one report
+/// struct serves table, JSON and CSV.
+pub fn write_csv<T: Serialize>(path: &Path, rows: &[T]) -> Result<()> {
+    let ctx = || format!("cannot write CSV {}", path.display());
+    let mut w = csv::Writer::from_path(path).with_context(ctx)?;
+    let mut header: Option<Vec<String>> = None;
+    for r in rows {
+        let fields = ordered_fields(r).with_context(ctx)?;
+        let keys: Vec<String> = fields.iter().map(|(k, _)| k.clone()).collect();
+        match &header {
+            None => {
+                w.write_record(&keys).with_context(ctx)?;
+                header = Some(keys);
+            }
+            Some(h) if *h != keys => {
+                anyhow::bail!("{}: rows have different fields", ctx());
+            }
+            Some(_) => {}
+        }
+        w.write_record(fields.iter().map(|(_, v)| csv_cell(v)))
+            .with_context(ctx)?;
+    }
+    w.flush().with_context(ctx)?;
+    Ok(())
+}
+
+/// The top-level fields of a struct in serialization order (serde_json's `Value` would
+/// sort them).
+fn ordered_fields<T: Serialize>(row: &T) -> Result<Vec<(String, serde_json::Value)>> {
+    struct Ordered(Vec<(String, serde_json::Value)>);
+    impl<'de> serde::Deserialize<'de> for Ordered {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> serde::de::Visitor<'de> for V {
+                type Value = Ordered;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("an object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut map: A,
+                ) -> Result<Ordered, A::Error> {
+                    let mut out = Vec::new();
+                    while let Some(kv) = map.next_entry()? {
+                        out.push(kv);
+                    }
+                    Ok(Ordered(out))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+    let text = serde_json::to_string(row)?;
+    let fields: Ordered =
+        serde_json::from_str(&text).context("a CSV row must serialize to an object")?;
+    Ok(fields.0)
+}
+
+fn csv_cell(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items.iter().map(csv_cell).collect::<Vec<_>>().join(" "),
+        other => other.to_string(),
+    }
+}
+
+/// Sizes in binary units, exact where possible: `512 B`, `16 KiB`, `24 MiB`, `1.5 GiB`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut u = 0;
+    let mut v = n as f64;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{} {}", trim_float(v), UNITS[u])
+    }
+}
+
+/// A latency given in µs with the shortest sensible unit: `55.7 µs`, `2.005 ms`, `0.7 s`.
+pub fn duration_us(us: f64) -> String {
+    if us == 0.0 {
+        "0".into()
+    } else if us >= 1_000_000.0 {
+        format!("{} s", trim_float(us / 1_000_000.0))
+    } else if us >= 1_000.0 {
+        format!("{} ms", trim_float(us / 1_000.0))
+    } else if us < 1.0 {
+        format!("{} ns", trim_float(us * 1_000.0))
+    } else {
+        format!("{} µs", trim_float(us))
+    }
+}
+
+/// An operation cost of a fixed part (µs) plus a per-byte part (ns/byte), as in
+/// [`nand::Timing`]: `55.7 µs`, `200 ns/B`, `25 µs + 25 ns/B`.
+pub fn op_cost(fixed_us: f64, ns_per_byte: f64) -> String {
+    match (fixed_us != 0.0, ns_per_byte != 0.0) {
+        (_, false) => duration_us(fixed_us),
+        (false, true) => format!("{}/B", duration_us(ns_per_byte / 1_000.0)),
+        (true, true) => format!(
+            "{} + {}/B",
+            duration_us(fixed_us),
+            duration_us(ns_per_byte / 1_000.0)
+        ),
+    }
+}
+
+/// A float with at most 3 decimals and no trailing zeros.
+pub fn trim_float(v: f64) -> String {
+    let s = format!("{v:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.to_string()
+    }
+}
+
+/// A count in compact decimal units when exact: `10k`, `100k`, `1M`; otherwise the number.
+pub fn count(n: u64) -> String {
+    if n >= 1_000_000 && n % 1_000_000 == 0 {
+        format!("{}M", n / 1_000_000)
+    } else if n >= 1_000 && n % 1_000 == 0 {
+        format!("{}k", n / 1_000)
+    } else {
+        n.to_string()
+    }
+}
+
+/// A list of block numbers, shortened after `max` entries.
+pub fn block_list(blocks: &[u32], max: usize) -> String {
+    let shown: Vec<String> = blocks.iter().take(max).map(u32::to_string).collect();
+    let mut s = shown.join(", ");
+    if blocks.len() > max {
+        s.push_str(&format!(
+            ", … (+{} more; --json lists all)",
+            blocks.len() - max
+        ));
+    }
+    s
+}
+
+/// Render an error and its causes on one line: `outer: inner: root`. Causes whose text is
+/// already contained in the previous message are skipped so nothing is said twice.
+pub fn error_line(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let msg = cause.to_string();
+        let msg = msg.split_whitespace().collect::<Vec<_>>().join(" ");
+        if msg.is_empty() || out.contains(&msg) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&msg);
+    }
+    out
+}
+
+/// True when the error is a closed stdout (`flashkit devices | head`), which is not a
+/// failure worth reporting.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .and_then(|e| e.io_error_kind())
+                .is_some_and(|k| k == io::ErrorKind::BrokenPipe)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns_columns() {
+        let mut t = Table::new(&["name", "size"]);
+        t.row(vec!["a".into(), "5".into()]);
+        t.row(vec!["longer".into(), "1234".into()]);
+        let mut out = Vec::new();
+        t.write(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "name    size\n------  ----\na          5\nlonger  1234\n"
+        );
+    }
+
+    #[test]
+    fn units() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(24 << 20), "24 MiB");
+        assert_eq!(bytes(16 << 30), "16 GiB");
+        assert_eq!(bytes(3 << 29), "1.5 GiB");
+        assert_eq!(duration_us(55.7), "55.7 µs");
+        assert_eq!(duration_us(2005.0), "2.005 ms");
+        assert_eq!(duration_us(700_000.0), "700 ms");
+        assert_eq!(op_cost(0.0, 200.0), "200 ns/B");
+        assert_eq!(op_cost(0.0, 7500.0), "7.5 µs/B");
+        assert_eq!(count(100_000), "100k");
+        assert_eq!(count(1_000_000), "1M");
+        assert_eq!(count(12_345), "12345");
+        assert_eq!(
+            block_list(&[1, 2, 3], 2),
+            "1, 2, … (+1 more; --json lists all)"
+        );
+    }
+
+    #[test]
+    fn csv_keeps_field_order_and_flattens_lists() {
+        #[derive(Serialize)]
+        struct Row {
+            zeta: u32,
+            alpha: &'static str,
+            list: Vec<u32>,
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.csv");
+        let rows = [
+            Row {
+                zeta: 1,
+                alpha: "a,b",
+                list: vec![3, 7],
+            },
+            Row {
+                zeta: 2,
+                alpha: "c",
+                list: vec![],
+            },
+        ];
+        write_csv(&path, &rows).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "zeta,alpha,list\n1,\"a,b\",3 7\n2,c,\n");
+    }
+
+    #[test]
+    fn error_chain_on_one_line() {
+        let e = anyhow::anyhow!("root\ncause").context("outer");
+        assert_eq!(error_line(&e), "outer: root cause");
+    }
+}

@@ -1,0 +1,392 @@
+//! End-to-end tests of the `flashkit` binary: help, `devices`, `nand format` / `nand info`,
+//! and the one-line error contract.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const PRESETS: [&str; 5] = [
+    "intel-series2plus-24m",
+    "nandsim-256m",
+    "chang-kuo-16g",
+    "slc-large-1g",
+    "mlc2-2g",
+];
+
+fn flashkit<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(env!("CARGO_BIN_EXE_flashkit"))
+        .args(args)
+        .output()
+        .expect("run flashkit")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn ok(o: Output) -> Output {
+    assert!(
+        o.status.success(),
+        "flashkit failed: {:?}\nstdout: {}\nstderr: {}",
+        o.status,
+        stdout(&o),
+        stderr(&o)
+    );
+    o
+}
+
+/// A failure must be a non-zero exit with exactly one `flashkit: …` line on stderr that
+/// mentions `needle`, and never a panic.
+fn fails_with(o: Output, needle: &str) -> String {
+    let err = stderr(&o);
+    assert!(!o.status.success(), "expected failure, got success: {err}");
+    assert_eq!(o.status.code(), Some(1), "exit code; stderr: {err}");
+    assert!(!err.contains("panicked"), "panic: {err}");
+    assert!(!err.contains("RUST_BACKTRACE"), "panic: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "one line expected: {err:?}");
+    assert!(lines[0].starts_with("flashkit: "), "{err}");
+    assert!(
+        err.contains(needle),
+        "stderr should mention {needle:?}: {err}"
+    );
+    err
+}
+
+fn json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", stdout(o)))
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn help_lists_subcommands() {
+    let out = stdout(&ok(flashkit(["--help"])));
+    for sub in ["devices", "nand"] {
+        assert!(out.contains(sub), "--help lacks {sub}: {out}");
+    }
+    let out = stdout(&ok(flashkit(["nand", "--help"])));
+    for sub in ["format", "info"] {
+        assert!(out.contains(sub), "nand --help lacks {sub}: {out}");
+    }
+    let out = stdout(&ok(flashkit(["nand", "format", "--help"])));
+    for flag in [
+        "--device",
+        "--device-file",
+        "--force",
+        "--bad-blocks",
+        "--blocks",
+    ] {
+        assert!(out.contains(flag), "format --help lacks {flag}: {out}");
+    }
+}
+
+#[test]
+fn devices_json_has_presets_with_figures() {
+    let v = json(&ok(flashkit(["devices", "--json"])));
+    let arr = v.as_array().expect("array");
+    let names: Vec<&str> = arr.iter().map(|d| d["name"].as_str().unwrap()).collect();
+    for p in PRESETS {
+        assert!(names.contains(&p), "missing preset {p}: {names:?}");
+    }
+    let keys = [
+        "name",
+        "page_size",
+        "spare_size",
+        "pages_per_block",
+        "blocks",
+        "capacity_bytes",
+        "read_us",
+        "spare_read_us",
+        "program_us",
+        "erase_us",
+        "nop",
+        "in_order",
+        "endurance",
+    ];
+    for d in arr {
+        let obj = d.as_object().unwrap();
+        for k in keys {
+            assert!(obj.contains_key(k), "{} lacks {k}", d["name"]);
+        }
+        let cap = d["page_size"].as_u64().unwrap()
+            * d["pages_per_block"].as_u64().unwrap()
+            * d["blocks"].as_u64().unwrap();
+        assert_eq!(d["capacity_bytes"].as_u64().unwrap(), cap, "{}", d["name"]);
+    }
+    let get = |n: &str| arr.iter().find(|d| d["name"] == n).unwrap().clone();
+    let ns = get("nandsim-256m");
+    assert_eq!(ns["program_us"].as_f64(), Some(237.7));
+    assert_eq!(ns["read_us"].as_f64(), Some(55.7));
+    assert_eq!(ns["spare_read_us"].as_f64(), Some(27.0));
+    assert_eq!(ns["erase_us"].as_f64(), Some(2005.0));
+    assert_eq!(ns["page_size"], 512);
+    assert_eq!(ns["spare_size"], 16);
+    assert_eq!(ns["nop"], 4);
+    assert_eq!(ns["capacity_bytes"].as_u64(), Some(256 << 20));
+    let ck = get("chang-kuo-16g");
+    assert_eq!(ck["capacity_bytes"].as_u64(), Some(17_179_869_184));
+    assert_eq!(ck["program_us"].as_f64(), Some(459.0));
+    let intel = get("intel-series2plus-24m");
+    assert_eq!(intel["capacity_bytes"].as_u64(), Some(24 << 20));
+    assert_eq!(intel["nop"], 0);
+    let mlc = get("mlc2-2g");
+    assert_eq!(mlc["in_order"], true);
+    assert_eq!(mlc["nop"], 1);
+}
+
+#[test]
+fn devices_table_and_csv() {
+    let out = stdout(&ok(flashkit(["devices"])));
+    for p in PRESETS {
+        assert!(out.contains(p), "table lacks {p}: {out}");
+    }
+    assert!(out.contains("16 GiB"), "{out}");
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("devices.csv");
+    ok(flashkit(["devices", "--csv", path_str(&csv)]));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    assert!(lines
+        .next()
+        .unwrap()
+        .starts_with("name,page_size,spare_size,pages_per_block,blocks,capacity_bytes"));
+    assert_eq!(lines.count(), PRESETS.len());
+}
+
+#[test]
+fn format_then_info_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("dev.img");
+    let out = ok(flashkit([
+        "nand",
+        "format",
+        path_str(&img),
+        "--device",
+        "nandsim-256m",
+        "--blocks",
+        "64",
+        "--bad-blocks",
+        "3,7",
+    ]));
+    assert!(stdout(&out).contains("formatted"), "{}", stdout(&out));
+
+    let v = json(&ok(flashkit(["nand", "info", path_str(&img), "--json"])));
+    assert_eq!(v["name"], "nandsim-256m");
+    assert_eq!(v["blocks"], 64);
+    assert_eq!(v["page_size"], 512);
+    assert_eq!(v["spare_size"], 16);
+    assert_eq!(v["pages_per_block"], 32);
+    assert_eq!(v["capacity_bytes"].as_u64(), Some(64 * 32 * 512));
+    assert_eq!(v["nop"], 4);
+    assert_eq!(v["in_order"], false);
+    assert_eq!(v["endurance"], 100_000);
+    assert_eq!(v["erase_min"], 0);
+    assert_eq!(v["erase_max"], 0);
+    assert_eq!(v["erase_mean"].as_f64(), Some(0.0));
+    assert_eq!(v["erase_stddev"].as_f64(), Some(0.0));
+    assert_eq!(v["bad_blocks"], serde_json::json!([3, 7]));
+    assert_eq!(v["factory_bad"], 2);
+    assert_eq!(v["grown_bad"], 0);
+
+    let text = stdout(&ok(flashkit(["nand", "info", path_str(&img)])));
+    assert!(text.contains("nandsim-256m"), "{text}");
+    assert!(text.contains("3, 7"), "{text}");
+}
+
+#[test]
+fn format_from_device_file_and_seeded_bad_fraction() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("tiny.toml");
+    std::fs::write(
+        &spec,
+        r#"
+name = "tiny"
+endurance = 1000
+
+[geometry]
+page_size = 2048
+spare_size = 64
+pages_per_block = 64
+blocks = 200
+nop = 1
+in_order = true
+
+[timing]
+read_us = 50.0
+spare_read_us = 20.0
+program_us = 600.0
+erase_us = 3000.0
+"#,
+    )
+    .unwrap();
+    let img = dir.path().join("tiny.img");
+    let args = |seed: &str| {
+        vec![
+            "nand".to_string(),
+            "format".into(),
+            path_str(&img).into(),
+            "--device-file".into(),
+            path_str(&spec).into(),
+            "--bad-fraction".into(),
+            "0.1".into(),
+            "--seed".into(),
+            seed.into(),
+            "--force".into(),
+        ]
+    };
+    let info = || json(&ok(flashkit(["nand", "info", path_str(&img), "--json"])));
+    ok(flashkit(args("42")));
+    let a = info();
+    ok(flashkit(args("42")));
+    let b = info();
+    assert_eq!(a["name"], "tiny");
+    assert_eq!(a["blocks"], 200);
+    assert_eq!(a["in_order"], true);
+    assert_eq!(
+        a["bad_blocks"], b["bad_blocks"],
+        "same seed, same bad blocks"
+    );
+    let n = a["factory_bad"].as_u64().unwrap();
+    assert!(
+        (5..=40).contains(&n),
+        "about 10% of 200 blocks bad, got {n}"
+    );
+}
+
+#[test]
+fn format_refuses_to_overwrite_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("dev.img");
+    let fmt = |extra: &[&str]| {
+        let mut a = vec![
+            "nand",
+            "format",
+            path_str(&img),
+            "--device",
+            "nandsim-256m",
+            "--blocks",
+            "16",
+        ];
+        a.extend_from_slice(extra);
+        flashkit(a)
+    };
+    ok(fmt(&[]));
+    let err = fails_with(fmt(&["--bad-blocks", "1"]), "--force");
+    assert!(err.contains(path_str(&img)), "{err}");
+    // the existing image is untouched
+    let v = json(&ok(flashkit(["nand", "info", path_str(&img), "--json"])));
+    assert_eq!(v["factory_bad"], 0);
+    ok(fmt(&["--force", "--bad-blocks", "1"]));
+    let v = json(&ok(flashkit(["nand", "info", path_str(&img), "--json"])));
+    assert_eq!(v["bad_blocks"], serde_json::json!([1]));
+}
+
+#[test]
+fn format_rejects_bad_configurations_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("x.img");
+    let img = path_str(&img);
+    fails_with(
+        flashkit([
+            "nand",
+            "format",
+            img,
+            "--device",
+            "nandsim-256m",
+            "--pages-per-block",
+            "0",
+        ]),
+        "pages_per_block",
+    );
+    fails_with(
+        flashkit(["nand", "format", img, "--device", "no-such-chip"]),
+        "nandsim-256m",
+    );
+    fails_with(
+        flashkit([
+            "nand",
+            "format",
+            img,
+            "--device",
+            "nandsim-256m",
+            "--blocks",
+            "8",
+            "--bad-blocks",
+            "9",
+        ]),
+        "--bad-blocks",
+    );
+    let missing = dir.path().join("missing.toml");
+    fails_with(
+        flashkit(["nand", "format", img, "--device-file", path_str(&missing)]),
+        path_str(&missing),
+    );
+    let broken = dir.path().join("broken.toml");
+    std::fs::write(&broken, "name = \"x\"\nendurance = 0\n").unwrap();
+    fails_with(
+        flashkit(["nand", "format", img, "--device-file", path_str(&broken)]),
+        path_str(&broken),
+    );
+    assert!(
+        !Path::new(img).exists(),
+        "no image left behind by a failed format"
+    );
+    // neither --device nor --device-file: a usage error from the parser
+    let o = flashkit(["nand", "format", img]);
+    assert!(!o.status.success());
+    assert!(!stderr(&o).contains("panicked"));
+}
+
+#[test]
+fn info_on_bad_images_is_a_one_line_error_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+
+    let garbage = dir.path().join("garbage.img");
+    std::fs::write(&garbage, vec![0x5au8; 16 * 1024]).unwrap();
+    fails_with(
+        flashkit(["nand", "info", path_str(&garbage)]),
+        path_str(&garbage),
+    );
+
+    let small = dir.path().join("small.img");
+    std::fs::write(&small, b"FLASHKIT").unwrap();
+    fails_with(
+        flashkit(["nand", "info", path_str(&small)]),
+        path_str(&small),
+    );
+
+    let img = dir.path().join("trunc.img");
+    ok(flashkit([
+        "nand",
+        "format",
+        path_str(&img),
+        "--device",
+        "slc-large-1g",
+        "--blocks",
+        "32",
+    ]));
+    let f = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
+    f.set_len(6000).unwrap();
+    drop(f);
+    let err = fails_with(flashkit(["nand", "info", path_str(&img)]), path_str(&img));
+    assert!(err.contains("truncated"), "{err}");
+
+    let missing = dir.path().join("missing.img");
+    fails_with(
+        flashkit(["nand", "info", path_str(&missing), "--json"]),
+        path_str(&missing),
+    );
+}

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Run every check the project relies on: formatting, lints, and the whole test suite.
+# Installs the test-only system packages it needs when they are missing (as root, via
+# apt-get), and the rustfmt/clippy components via rustup.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+# System packages the tests need, as "command:package" (command may be empty for a
+# library-only package, which is then checked with dpkg). None yet beyond Rust itself;
+# e.g. the FUSE tests will add ":libfuse3-dev" and "fusermount3:fuse3".
+TEST_PACKAGES=()
+
+apt_updated=0
+# need_pkg COMMAND PACKAGE: install PACKAGE unless COMMAND (or, without one, the package)
+# is already present.
+need_pkg() {
+    local cmd=$1 pkg=$2
+    if [ -n "$cmd" ] && command -v "$cmd" >/dev/null 2>&1; then
+        return 0
+    fi
+    if command -v dpkg >/dev/null 2>&1 && dpkg -s "$pkg" >/dev/null 2>&1; then
+        return 0
+    fi
+    if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "test.sh: missing system package '$pkg'; install it (e.g. sudo apt-get install -y $pkg) and rerun" >&2
+        exit 1
+    fi
+    echo "installing $pkg"
+    if [ "$apt_updated" -eq 0 ]; then
+        apt-get update
+        apt_updated=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y "$pkg"
+}
+
+step "checking prerequisites"
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "test.sh: cargo not found; install Rust from https://rustup.rs and rerun" >&2
+    exit 1
+fi
+for entry in "${TEST_PACKAGES[@]+"${TEST_PACKAGES[@]}"}"; do
+    need_pkg "${entry%%:*}" "${entry#*:}"
+done
+missing=()
+cargo fmt --version >/dev/null 2>&1 || missing+=(rustfmt)
+cargo clippy --version >/dev/null 2>&1 || missing+=(clippy)
+if [ "${#missing[@]}" -gt 0 ]; then
+    if ! command -v rustup >/dev/null 2>&1; then
+        echo "test.sh: missing Rust component(s) ${missing[*]} and no rustup to add them" >&2
+        exit 1
+    fi
+    echo "adding Rust component(s): ${missing[*]}"
+    rustup component add "${missing[@]}"
+fi
+cargo --version
+
+step "cargo fmt --all -- --check"
+cargo fmt --all -- --check
+
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo test --workspace --release"
+cargo test --workspace --release
+
+step "all checks passed"

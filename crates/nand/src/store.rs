@@ -7,6 +7,24 @@
 //! is [`crate::Nand`]'s job, so every store behaves the same.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Multiply-shift hasher for page numbers (the payload-less store's hot path).
+#[derive(Default)]
+pub struct PageHasher(u64);
+impl Hasher for PageHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (v ^ (v >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
 
 use crate::error::Result;
 use crate::geometry::Geometry;
@@ -165,7 +183,7 @@ pub struct PayloadlessStore {
     spare: Vec<u8>,
     programs: Vec<u8>,
     blocks: Vec<BlockInfo>,
-    kept: HashMap<u64, Box<[u8]>>,
+    kept: HashMap<u64, Box<[u8]>, BuildHasherDefault<PageHasher>>,
 }
 
 impl PayloadlessStore {
@@ -176,7 +194,7 @@ impl PayloadlessStore {
             spare: vec![0xFF; (geo.pages() * geo.spare_size as u64) as usize],
             programs: vec![0; geo.pages() as usize],
             blocks: vec![BlockInfo::default(); geo.blocks as usize],
-            kept: HashMap::new(),
+            kept: HashMap::default(),
         })
     }
 }
@@ -192,17 +210,20 @@ impl Store for PayloadlessStore {
         let ps = self.geo.page_size as usize;
         let ss = self.geo.spare_size as usize;
         let col = col as usize;
-        for (i, b) in buf.iter_mut().enumerate() {
-            let c = col + i;
-            *b = if c < ps {
-                match self.kept.get(&ppn) {
-                    Some(p) => p[c],
-                    None if self.programs[ppn as usize] == 0 => 0xFF,
-                    None => 0,
-                }
-            } else {
-                self.spare[ppn as usize * ss + (c - ps)]
-            };
+        let end = col + buf.len();
+        if col < ps {
+            let d = end.min(ps);
+            let out = &mut buf[..d - col];
+            match self.kept.get(&ppn) {
+                Some(p) => out.copy_from_slice(&p[col..d]),
+                None if self.programs[ppn as usize] == 0 => out.fill(0xFF),
+                None => out.fill(0),
+            }
+        }
+        if end > ps {
+            let s0 = col.max(ps);
+            let base = ppn as usize * ss;
+            buf[s0 - col..].copy_from_slice(&self.spare[base + s0 - ps..base + end - ps]);
         }
         Ok(())
     }

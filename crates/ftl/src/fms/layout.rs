@@ -1,0 +1,393 @@
+//! On-flash structures of the Flash Memory Server, byte by byte (also in
+//! `docs/format/fms.md`). All integers little-endian; all checksums CRC-32C.
+//!
+//! Two record modes, chosen from the device:
+//! * **Header mode** (NOR-style devices, `nop = 0`): as in the papers, each segment starts
+//!   with a segment header holding the per-block information array. A block's entry is
+//!   programmed after its data; when the block is superseded or trimmed its "live" flag bit
+//!   is cleared in place (bit clearing is unlimited on these devices).
+//! * **Spare mode** (NAND, `nop >= 1`): headers cannot be rewritten, so the segment header
+//!   holds only segment information and each block's record is written in the spare area
+//!   of the block's last page, in the same program as that page. Stale copies are resolved
+//!   by the record's sequence number at mount.
+
+use nand::Geometry;
+
+use crate::DevError;
+
+pub const SEG_MAGIC: u32 = 0x484D_5346; // "FSMH"
+pub const SEG_VERSION: u16 = 1;
+pub const SEG_HEADER: usize = 64;
+pub const ENTRY: usize = 24;
+pub const SPARE_RECORD: usize = 16;
+pub const INDEX_ENTRY: usize = 16;
+pub const INDEX_MAGIC: u16 = 0x1DE5;
+/// Largest logical block number (0xFFFF_FFFF marks an empty entry).
+pub const MAX_LBN: u32 = 0xFFFF_FFFE;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordMode {
+    Header,
+    Spare,
+}
+
+/// Where everything sits inside a segment.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub mode: RecordMode,
+    pub block_size: u32,
+    pub page_size: u32,
+    pub pages_per_seg: u32,
+    pub segments: u32,
+    /// Bytes at the start of each segment taken by the header.
+    pub header_bytes: u32,
+    /// Data slots (FMS blocks) per segment.
+    pub slots: u32,
+    /// Pages per slot (spare mode; in header mode a slot may be part of a page).
+    pub pages_per_slot: u32,
+    /// Index entries per index-segment page.
+    pub index_per_page: u32,
+    pub nop: u32,
+}
+
+impl Layout {
+    pub fn new(geo: &Geometry, block_size: u32) -> Result<Layout, DevError> {
+        let cfg = |m: String| Err(DevError::Config(m));
+        if block_size < 512 || !block_size.is_power_of_two() {
+            return cfg(format!(
+                "block_size: {block_size} must be a power of two of at least 512"
+            ));
+        }
+        let seg_bytes = geo.block_bytes();
+        if block_size as u64 > seg_bytes / 2 {
+            return cfg(format!(
+                "block_size: {block_size} too large for {seg_bytes}-byte erase segments"
+            ));
+        }
+        let nop = geo.nop;
+        if nop == 0 {
+            // Header mode: the header (with one entry per slot) takes whole blocks.
+            let total = (seg_bytes / block_size as u64) as u32;
+            let mut h = 1;
+            while SEG_HEADER + (total as usize) * ENTRY > (h * block_size) as usize {
+                h += 1;
+            }
+            let per_page = geo.page_size / INDEX_ENTRY as u32;
+            Ok(Layout {
+                mode: RecordMode::Header,
+                block_size,
+                page_size: geo.page_size,
+                pages_per_seg: geo.pages_per_block,
+                segments: geo.blocks,
+                header_bytes: h * block_size,
+                slots: total - h,
+                pages_per_slot: block_size.div_ceil(geo.page_size),
+                index_per_page: per_page.max(1),
+                nop,
+            })
+        } else {
+            if !block_size.is_multiple_of(geo.page_size) {
+                return cfg(format!(
+                    "block_size: {block_size} must be a multiple of the {}-byte page on NAND devices",
+                    geo.page_size
+                ));
+            }
+            if (geo.spare_size as usize) < SPARE_RECORD {
+                return cfg(format!(
+                    "device: spare area of {} bytes is too small for the {SPARE_RECORD}-byte block record",
+                    geo.spare_size
+                ));
+            }
+            if geo.page_size < SEG_HEADER as u32 {
+                return cfg("device: page too small for the segment header".into());
+            }
+            let pps = block_size / geo.page_size;
+            let slots = (geo.pages_per_block - 1) / pps;
+            if slots < 2 {
+                return cfg(format!(
+                    "block_size: {block_size} leaves fewer than 2 blocks per {seg_bytes}-byte segment"
+                ));
+            }
+            let per_page = (geo.page_size / INDEX_ENTRY as u32).min(nop);
+            Ok(Layout {
+                mode: RecordMode::Spare,
+                block_size,
+                page_size: geo.page_size,
+                pages_per_seg: geo.pages_per_block,
+                segments: geo.blocks,
+                header_bytes: geo.page_size,
+                slots,
+                pages_per_slot: pps,
+                index_per_page: per_page.max(1),
+                nop,
+            })
+        }
+    }
+
+    /// Byte offset of data slot `slot` within its segment.
+    #[inline]
+    pub fn slot_offset(&self, slot: u32) -> u64 {
+        self.header_bytes as u64 + slot as u64 * self.block_size as u64
+    }
+
+    /// Index entries per index segment cycle.
+    pub fn index_capacity(&self) -> u32 {
+        self.index_per_page * self.pages_per_seg
+    }
+}
+
+/// The segment header (64 bytes at the start of every segment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegHeader {
+    pub erase_count: u32,
+    pub block_size: u32,
+    pub slots: u32,
+    /// 1 for the index segment, 0 for data segments.
+    pub kind: u16,
+    pub erase_seq: u64,
+    pub time_ms: u64,
+}
+
+impl SegHeader {
+    pub fn encode(&self) -> [u8; SEG_HEADER] {
+        let mut b = [0u8; SEG_HEADER];
+        b[0..4].copy_from_slice(&SEG_MAGIC.to_le_bytes());
+        b[4..6].copy_from_slice(&SEG_VERSION.to_le_bytes());
+        b[6..8].copy_from_slice(&self.kind.to_le_bytes());
+        b[8..12].copy_from_slice(&self.erase_count.to_le_bytes());
+        b[12..16].copy_from_slice(&self.block_size.to_le_bytes());
+        b[16..20].copy_from_slice(&self.slots.to_le_bytes());
+        b[24..32].copy_from_slice(&self.erase_seq.to_le_bytes());
+        b[32..40].copy_from_slice(&self.time_ms.to_le_bytes());
+        let crc = crc32c::crc32c(&b[0..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// `Ok(None)` for an erased header, `Err` text for garbage.
+    pub fn decode(b: &[u8]) -> Result<Option<SegHeader>, String> {
+        if b.iter().all(|&x| x == 0xFF) {
+            return Ok(None);
+        }
+        let u32at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+        let u64at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+        if u32at(0) != SEG_MAGIC {
+            return Err("bad segment magic".into());
+        }
+        if u32at(60) != crc32c::crc32c(&b[0..60]) {
+            return Err("segment header checksum mismatch".into());
+        }
+        let v = u16::from_le_bytes([b[4], b[5]]);
+        if v != SEG_VERSION {
+            return Err(format!("segment header version {v} unsupported"));
+        }
+        Ok(Some(SegHeader {
+            kind: u16::from_le_bytes([b[6], b[7]]),
+            erase_count: u32at(8),
+            block_size: u32at(12),
+            slots: u32at(16),
+            erase_seq: u64at(24),
+            time_ms: u64at(32),
+        }))
+    }
+}
+
+/// A block's record: the per-block information of the papers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub lbn: u32,
+    pub region: u8,
+    pub readonly: bool,
+    pub live: bool,
+    pub updates: u16,
+    pub seq: u64,
+    pub time_ms: u32,
+}
+
+const FLAG_LIVE: u8 = 1;
+const FLAG_WRITABLE: u8 = 2;
+
+impl Record {
+    /// 24-byte header-mode entry. Byte 5 holds the flags (bit 0 live, bit 1 writable) and
+    /// is excluded from the checksum so the live bit can be cleared in place.
+    pub fn encode_entry(&self) -> [u8; ENTRY] {
+        let mut b = [0u8; ENTRY];
+        b[0..4].copy_from_slice(&self.lbn.to_le_bytes());
+        b[4] = self.region;
+        b[5] = 0xFC | FLAG_LIVE | if self.readonly { 0 } else { FLAG_WRITABLE };
+        b[6..8].copy_from_slice(&self.updates.to_le_bytes());
+        b[8..16].copy_from_slice(&self.seq.to_le_bytes());
+        b[16..20].copy_from_slice(&self.time_ms.to_le_bytes());
+        let crc = entry_crc(&b);
+        b[20..24].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Offset, inside an entry, of the flags byte; the byte value that clears "live".
+    pub const FLAGS_OFFSET: usize = 5;
+
+    pub fn decode_entry(b: &[u8]) -> Option<Record> {
+        if b.iter().all(|&x| x == 0xFF) {
+            return None;
+        }
+        let crc = u32::from_le_bytes(b[20..24].try_into().unwrap());
+        if crc != entry_crc(b) {
+            return None;
+        }
+        Some(Record {
+            lbn: u32::from_le_bytes(b[0..4].try_into().unwrap()),
+            region: b[4],
+            live: b[5] & FLAG_LIVE != 0,
+            readonly: b[5] & FLAG_WRITABLE == 0,
+            updates: u16::from_le_bytes([b[6], b[7]]),
+            seq: u64::from_le_bytes(b[8..16].try_into().unwrap()),
+            time_ms: u32::from_le_bytes(b[16..20].try_into().unwrap()),
+        })
+    }
+
+    /// 15 bytes programmed at spare offset 1 (byte 0 is the bad-block marker and is
+    /// never programmed): lbn u32, seq u40, meta u8 (bits 0-3 region, bit 4 writable,
+    /// bits 5-7 one), updates u8 (saturating), crc32c of the preceding 11 bytes.
+    pub fn encode_spare(&self) -> [u8; SPARE_RECORD - 1] {
+        let mut b = [0u8; SPARE_RECORD - 1];
+        b[0..4].copy_from_slice(&self.lbn.to_le_bytes());
+        b[4..9].copy_from_slice(&self.seq.to_le_bytes()[0..5]);
+        b[9] = 0xE0 | (self.region & 0x0F) | if self.readonly { 0 } else { 0x10 };
+        b[10] = self.updates.min(255) as u8;
+        let crc = crc32c::crc32c(&b[0..11]);
+        b[11..15].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Decode the 15 bytes read from spare offset 1.
+    pub fn decode_spare(b: &[u8]) -> Option<Record> {
+        if b.iter().all(|&x| x == 0xFF) {
+            return None;
+        }
+        let crc = u32::from_le_bytes(b[11..15].try_into().unwrap());
+        if crc != crc32c::crc32c(&b[0..11]) {
+            return None;
+        }
+        let mut seq = [0u8; 8];
+        seq[0..5].copy_from_slice(&b[4..9]);
+        Some(Record {
+            lbn: u32::from_le_bytes(b[0..4].try_into().unwrap()),
+            seq: u64::from_le_bytes(seq),
+            region: b[9] & 0x0F,
+            readonly: b[9] & 0x10 == 0,
+            live: true,
+            updates: b[10] as u16,
+            time_ms: 0,
+        })
+    }
+}
+
+fn entry_crc(b: &[u8]) -> u32 {
+    let mut c = [0u8; 20];
+    c.copy_from_slice(&b[0..20]);
+    c[5] = 0xFF;
+    crc32c::crc32c(&c)
+}
+
+/// An index-segment entry: "stream `stream` now writes into segment `seg`".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexEntry {
+    pub stream: u8,
+    pub seg: u32,
+    pub seq: u32,
+}
+
+impl IndexEntry {
+    pub fn encode(&self) -> [u8; INDEX_ENTRY] {
+        let mut b = [0u8; INDEX_ENTRY];
+        b[0..2].copy_from_slice(&INDEX_MAGIC.to_le_bytes());
+        b[2] = self.stream;
+        b[3] = 1;
+        b[4..8].copy_from_slice(&self.seg.to_le_bytes());
+        b[8..12].copy_from_slice(&self.seq.to_le_bytes());
+        let crc = crc32c::crc32c(&b[0..12]);
+        b[12..16].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+    pub fn decode(b: &[u8]) -> Option<IndexEntry> {
+        if u16::from_le_bytes([b[0], b[1]]) != INDEX_MAGIC || b[3] != 1 {
+            return None;
+        }
+        if u32::from_le_bytes(b[12..16].try_into().unwrap()) != crc32c::crc32c(&b[0..12]) {
+            return None;
+        }
+        Some(IndexEntry {
+            stream: b[2],
+            seg: u32::from_le_bytes(b[4..8].try_into().unwrap()),
+            seq: u32::from_le_bytes(b[8..12].try_into().unwrap()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_roundtrip_and_live_bit_outside_crc() {
+        let r = Record {
+            lbn: 77,
+            region: 3,
+            readonly: false,
+            live: true,
+            updates: 9,
+            seq: 123456,
+            time_ms: 42,
+        };
+        let mut e = r.encode_entry();
+        assert_eq!(Record::decode_entry(&e), Some(r));
+        e[Record::FLAGS_OFFSET] &= !1;
+        let d = Record::decode_entry(&e).unwrap();
+        assert!(!d.live);
+        e[0] ^= 1;
+        assert_eq!(Record::decode_entry(&e), None);
+        let s = r.encode_spare();
+        let d = Record::decode_spare(&s).unwrap();
+        assert_eq!(
+            (d.lbn, d.seq, d.region, d.updates, d.readonly),
+            (77, 123456, 3, 9, false)
+        );
+        let h = SegHeader {
+            erase_count: 5,
+            block_size: 4096,
+            slots: 31,
+            kind: 0,
+            erase_seq: 8,
+            time_ms: 1,
+        };
+        assert_eq!(SegHeader::decode(&h.encode()), Ok(Some(h)));
+        assert_eq!(SegHeader::decode(&[0xFF; 64]), Ok(None));
+        let i = IndexEntry {
+            stream: 2,
+            seg: 9,
+            seq: 4,
+        };
+        assert_eq!(IndexEntry::decode(&i.encode()), Some(i));
+    }
+
+    #[test]
+    fn layouts() {
+        let intel = nand::DeviceSpec::preset("intel-series2plus-24m")
+            .unwrap()
+            .geometry;
+        let l = Layout::new(&intel, 4096).unwrap();
+        assert_eq!(
+            (l.mode, l.slots, l.header_bytes),
+            (RecordMode::Header, 31, 4096)
+        );
+        let l = Layout::new(&intel, 1024).unwrap();
+        assert_eq!((l.slots, l.header_bytes), (124, 4096));
+        let ns = nand::DeviceSpec::preset("nandsim-256m").unwrap().geometry;
+        let l = Layout::new(&ns, 1024).unwrap();
+        assert_eq!(
+            (l.mode, l.slots, l.pages_per_slot),
+            (RecordMode::Spare, 15, 2)
+        );
+        assert!(Layout::new(&ns, 1000).is_err());
+    }
+}

@@ -1,0 +1,1126 @@
+//! The Flash Memory Server (Chiang & Chang 1999; Chiang, Lee & Chang, DAC) as a
+//! [`BlockDevice`] over raw flash.
+//!
+//! Logical blocks of a fixed size (1 KiB, 4 KiB, …) are never updated in place: each write
+//! goes to the next free slot of an *active segment*, the old copy is marked obsolete, and a
+//! cleaner reclaims segments when free segments fall below a low-water mark (until they
+//! reach a high-water mark), one segment at a time: pick a victim (greedy, cost-benefit,
+//! CAT, adaptive), copy its valid blocks out (M1–M6 or DAC regions), erase it, write its
+//! header and queue it free. RAM tables (translation table, segment lookup table, region
+//! and active-segment tables) are rebuilt from flash at mount. See `docs/fms.md` for the
+//! design and `docs/format/fms.md` for the bytes.
+//!
+//! Storage mode (real payloads) and simulation mode (payload-less device, `None` buffers)
+//! run this same code.
+
+pub mod adaptive;
+pub mod dac;
+pub mod hot;
+pub mod layout;
+mod mount;
+pub mod redistribute;
+pub mod select;
+
+use std::collections::VecDeque;
+
+use nand::blockdev::{check_request, BlockDevice, DevError, DevResult, SECTOR};
+use nand::{Data, Nand, NandError};
+use serde::Serialize;
+
+use adaptive::Adaptive;
+use dac::Dac;
+use hot::HotDegree;
+use layout::{IndexEntry, Layout, Record, RecordMode, SegHeader, ENTRY, SEG_HEADER};
+use redistribute::{Averages, Moving, Redistribution};
+use select::{AgeTransform, Policy, SegView, SelectCtx, Selector};
+
+const NONE: u32 = u32::MAX;
+
+/// Every knob of the FMS. `Default` gives the paper's FMS with CAT and M6.
+#[derive(Clone, Debug, Serialize)]
+pub struct FmsConfig {
+    /// Logical block size in bytes (power of two ≥ 512).
+    pub block_size: u32,
+    pub policy: Policy,
+    /// Used when `regions == 1`.
+    pub redistribution: Redistribution,
+    /// DAC regions (1–8). More than one replaces M1–M6 by DAC clustering.
+    pub regions: u8,
+    /// DAC time threshold for promotion/demotion (device time, picoseconds).
+    pub region_threshold_ps: Option<u64>,
+    /// Place blocks marked read-only in their own segments.
+    pub readonly_separation: bool,
+    /// Clean when free segments < low water … until ≥ high water.
+    pub low_water: u32,
+    pub high_water: u32,
+    /// Swap the most- and least-erased segments' roles when their erase counts differ by
+    /// more than this.
+    pub wear_threshold: Option<u32>,
+    /// Hot-degree half-life in user writes (default: half the logical blocks).
+    pub hot_half_life: Option<f64>,
+    pub cat_age: AgeTransform,
+    /// Adaptive: minimum writes per analysis window (default: logical blocks / 4).
+    pub adaptive_window: Option<u64>,
+    /// Adaptive: variance ratio above which access is non-uniform.
+    pub adaptive_threshold: f64,
+    /// Exported logical blocks (default: all data slots less a reserve of
+    /// `high_water + streams` segments).
+    pub logical_blocks: Option<u64>,
+}
+
+impl Default for FmsConfig {
+    fn default() -> Self {
+        FmsConfig {
+            block_size: 4096,
+            policy: Policy::Cat,
+            redistribution: Redistribution::M6,
+            regions: 1,
+            region_threshold_ps: None,
+            readonly_separation: true,
+            low_water: 2,
+            high_water: 3,
+            wear_threshold: None,
+            hot_half_life: None,
+            cat_age: AgeTransform::Saturating,
+            adaptive_window: None,
+            adaptive_threshold: 1.5,
+            logical_blocks: None,
+        }
+    }
+}
+
+impl FmsConfig {
+    pub fn validate(&self) -> DevResult<()> {
+        let bad = |m: &str| Err(DevError::Config(m.to_string()));
+        if !(1..=8).contains(&self.regions) {
+            return bad("regions: must be 1..8");
+        }
+        if self.low_water < 1 {
+            return bad("low_water: must be at least 1");
+        }
+        if self.high_water < self.low_water {
+            return bad("high_water: must be at least low_water");
+        }
+        if self.adaptive_threshold.is_nan() || self.adaptive_threshold <= 0.0 {
+            return bad("adaptive_threshold: must be > 0");
+        }
+        if self.hot_half_life.is_some_and(|h| h.is_nan() || h <= 0.0) {
+            return bad("hot_half_life: must be > 0");
+        }
+        Ok(())
+    }
+
+    /// Name of the redistribution in effect ("dac" with more than one region).
+    pub fn redistribution_name(&self) -> &'static str {
+        if self.regions > 1 {
+            "dac"
+        } else {
+            self.redistribution.name()
+        }
+    }
+
+    /// Number of write streams (active segments).
+    pub fn streams(&self) -> usize {
+        let data = if self.regions > 1 {
+            self.regions as usize
+        } else if self.redistribution.separates() {
+            2
+        } else {
+            1
+        };
+        data + self.readonly_separation as usize
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum SegState {
+    /// Erased, header written, waiting in the free list.
+    Free,
+    /// Being written by a stream.
+    Active,
+    /// Closed, holds data; a cleaning candidate.
+    Used,
+    /// The index segment.
+    Index,
+    /// Retired.
+    Bad,
+    /// Content unknown (torn erase or header): erased before use.
+    Dirty,
+}
+
+/// One row of the segment lookup table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Seg {
+    pub erase_count: u32,
+    pub valid: u32,
+    /// First free slot.
+    pub next: u32,
+    pub state: SegState,
+    pub stream: u8,
+    pub created_ps: u64,
+    pub last_inval_ps: u64,
+}
+
+/// Counters of what the FMS did.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct FmsStats {
+    pub user_writes: u64,
+    pub user_reads: u64,
+    pub blocks_copied: u64,
+    pub erasures: u64,
+    pub cleanings: u64,
+    pub wear_swaps: u64,
+    pub obsolete_marks: u64,
+    pub index_appends: u64,
+    pub trims: u64,
+    pub retired_segments: u64,
+}
+
+struct IndexLog {
+    seg: u32,
+    next: u32,
+    seq: u32,
+}
+
+/// The Flash Memory Server.
+pub struct Fms {
+    nand: Nand,
+    cfg: FmsConfig,
+    lay: Layout,
+    logical: u64,
+    // Translation table, per logical block.
+    map: Vec<u32>,
+    updates: Vec<u16>,
+    write_ps: Vec<u64>,
+    region: Vec<u8>,
+    region_ps: Vec<u64>,
+    readonly: Vec<bool>,
+    // Reverse map, per physical slot.
+    rev: Vec<u32>,
+    // Segment lookup table.
+    segs: Vec<Seg>,
+    free: VecDeque<u32>,
+    active: Vec<u32>,
+    index: Option<IndexLog>,
+    seq: u64,
+    erase_seq: u64,
+    selector: Box<dyn Selector>,
+    adaptive: Option<Adaptive>,
+    dac: Dac,
+    hot: HotDegree,
+    update_sum: u64,
+    mapped: u64,
+    write_clock: u64,
+    stats: FmsStats,
+    buf: Vec<u8>,
+    moving: Vec<Moving>,
+}
+
+impl Fms {
+    // ---- construction --------------------------------------------------------------------
+
+    fn new_empty(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
+        cfg.validate()?;
+        let lay = Layout::new(nand.geometry(), cfg.block_size)?;
+        let segments = lay.segments as usize;
+        let phys = segments * lay.slots as usize;
+        if phys >= NONE as usize {
+            return Err(DevError::Config("device too large for the FMS".into()));
+        }
+        let good = (0..lay.segments).filter(|&s| !nand.is_bad(s)).count() as u64;
+        let reserve = 1 + cfg.high_water as u64 + cfg.streams() as u64;
+        let auto = good.saturating_sub(reserve) * lay.slots as u64;
+        let logical = cfg.logical_blocks.unwrap_or(auto);
+        if logical == 0 || logical > auto {
+            return Err(DevError::Config(format!(
+                "logical_blocks: {logical} does not fit: the device holds at most {auto} blocks of {} bytes with the reserve",
+                cfg.block_size
+            )));
+        }
+        let n = logical as usize;
+        let half_life = cfg.hot_half_life.unwrap_or(logical as f64 / 2.0);
+        let adaptive = (cfg.policy == Policy::Adaptive)
+            .then(|| Adaptive::new(n, cfg.adaptive_window, cfg.adaptive_threshold));
+        Ok(Fms {
+            selector: select::build(cfg.policy, cfg.cat_age),
+            dac: Dac {
+                regions: cfg.regions,
+                threshold_ps: cfg.region_threshold_ps,
+            },
+            adaptive,
+            hot: HotDegree::new(n, half_life),
+            active: vec![NONE; cfg.streams()],
+            nand,
+            lay,
+            logical,
+            map: vec![NONE; n],
+            updates: vec![0; n],
+            write_ps: vec![0; n],
+            region: vec![0; n],
+            region_ps: vec![0; n],
+            readonly: vec![false; n],
+            rev: vec![NONE; phys],
+            segs: vec![
+                Seg {
+                    erase_count: 0,
+                    valid: 0,
+                    next: 0,
+                    state: SegState::Dirty,
+                    stream: 0,
+                    created_ps: 0,
+                    last_inval_ps: 0,
+                };
+                segments
+            ],
+            free: VecDeque::new(),
+            index: None,
+            seq: 1,
+            erase_seq: 1,
+            update_sum: 0,
+            mapped: 0,
+            write_clock: 0,
+            stats: FmsStats::default(),
+            buf: Vec::new(),
+            moving: Vec::new(),
+            cfg,
+        })
+    }
+
+    /// Format the device: erase every good segment, write the headers, set up the index
+    /// segment. Erase counts found in old FMS headers are carried over.
+    pub fn format(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
+        let mut f = Fms::new_empty(nand, cfg)?;
+        let mut hdr = vec![0u8; SEG_HEADER];
+        for s in 0..f.lay.segments {
+            if f.nand.is_bad(s) {
+                f.segs[s as usize].state = SegState::Bad;
+                continue;
+            }
+            let ppn = f.nand.geometry().first_page(s);
+            f.nand.read(ppn, 0, &mut hdr)?;
+            let old = SegHeader::decode(&hdr).ok().flatten();
+            f.segs[s as usize].erase_count = old.map_or(0, |h| h.erase_count);
+            let kind = if f.index.is_none() { 1 } else { 0 };
+            if f.erase_and_header(s, kind)? && kind == 1 {
+                f.segs[s as usize].state = SegState::Index;
+                f.index = Some(IndexLog {
+                    seg: s,
+                    next: 0,
+                    seq: 1,
+                });
+            }
+        }
+        if f.index.is_none() {
+            return Err(DevError::Config("no good segment for the index".into()));
+        }
+        Ok(f)
+    }
+
+    /// Mount a formatted device, rebuilding every table from flash.
+    pub fn mount(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
+        mount::mount(nand, cfg)
+    }
+
+    /// Give the device back (e.g. to reopen it after a power cut).
+    pub fn into_nand(self) -> Nand {
+        self.nand
+    }
+
+    // ---- accessors -----------------------------------------------------------------------
+
+    pub fn nand(&self) -> &Nand {
+        &self.nand
+    }
+    pub fn nand_mut(&mut self) -> &mut Nand {
+        &mut self.nand
+    }
+    pub fn config(&self) -> &FmsConfig {
+        &self.cfg
+    }
+    pub fn layout(&self) -> &Layout {
+        &self.lay
+    }
+    pub fn stats(&self) -> &FmsStats {
+        &self.stats
+    }
+    pub fn logical_blocks(&self) -> u64 {
+        self.logical
+    }
+    pub fn segments(&self) -> &[Seg] {
+        &self.segs
+    }
+    /// Physical slot (`segment × slots + slot`) of a logical block.
+    pub fn lookup(&self, lbn: u32) -> Option<u32> {
+        self.map.get(lbn as usize).copied().filter(|&p| p != NONE)
+    }
+    /// DAC region of a logical block.
+    pub fn region_of(&self, lbn: u32) -> u8 {
+        self.region[lbn as usize]
+    }
+    pub fn free_segments(&self) -> usize {
+        self.free.len()
+    }
+    pub fn active_segments(&self) -> &[u32] {
+        &self.active
+    }
+    /// Share of cleanings the adaptive policy did with greedy.
+    pub fn greedy_share(&self) -> Option<f64> {
+        self.adaptive.as_ref().map(|a| a.greedy_share())
+    }
+    pub fn adaptive(&self) -> Option<&Adaptive> {
+        self.adaptive.as_ref()
+    }
+    /// Erase counts per segment as the FMS knows them (from its headers).
+    pub fn erase_counts(&self) -> Vec<u32> {
+        self.segs.iter().map(|s| s.erase_count).collect()
+    }
+    /// Host RAM held by the FMS tables (not the device model).
+    pub fn ram_bytes(&self) -> u64 {
+        let n = self.map.len() as u64;
+        let per_block = 4 + 2 + 8 + 1 + 8 + 1;
+        n * per_block
+            + self.rev.len() as u64 * 4
+            + self.segs.len() as u64 * std::mem::size_of::<Seg>() as u64
+            + self.hot.ram_bytes()
+            + self.adaptive.as_ref().map_or(0, |a| a.ram_bytes())
+    }
+
+    /// A digest of the tables rebuilt at mount (map, valid counts, erase counts, free slots,
+    /// active segments), to compare two mounts.
+    pub fn tables_digest(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut mix = |v: u64| {
+            h ^= v;
+            h = h.wrapping_mul(0x100_0000_01b3);
+        };
+        for &m in &self.map {
+            mix(m as u64);
+        }
+        for s in &self.segs {
+            mix(s.erase_count as u64);
+            mix(s.valid as u64);
+            mix(s.next as u64);
+            mix(s.state as u64);
+        }
+        for &a in &self.active {
+            mix(a as u64);
+        }
+        h
+    }
+
+    /// Mark logical blocks read-only (data placement hint: they are written once and kept
+    /// in read-only segments when `readonly_separation` is on).
+    pub fn mark_readonly(&mut self, lbn: u32, count: u32) {
+        for l in lbn..lbn.saturating_add(count).min(self.logical as u32) {
+            self.readonly[l as usize] = true;
+        }
+    }
+
+    // ---- block-level I/O -------------------------------------------------------------------
+
+    #[inline]
+    fn split(&self, phys: u32) -> (u32, u32) {
+        (phys / self.lay.slots, phys % self.lay.slots)
+    }
+
+    fn check_lbn(&self, lbn: u32) -> DevResult<()> {
+        if lbn as u64 >= self.logical {
+            return Err(DevError::OutOfRange {
+                lba: lbn as u64,
+                count: 1,
+                sectors: self.logical,
+            });
+        }
+        Ok(())
+    }
+
+    /// Read one logical block (`buf` of block_size bytes, or `None` in simulation mode).
+    /// Unwritten blocks read as zeros.
+    pub fn read_block(&mut self, lbn: u32, buf: Option<&mut [u8]>) -> DevResult<()> {
+        self.check_lbn(lbn)?;
+        self.stats.user_reads += 1;
+        let phys = self.map[lbn as usize];
+        if phys == NONE {
+            if let Some(b) = buf {
+                b.fill(0);
+            }
+            return Ok(());
+        }
+        self.read_phys(phys, buf)
+    }
+
+    fn read_phys(&mut self, phys: u32, buf: Option<&mut [u8]>) -> DevResult<()> {
+        let (seg, slot) = self.split(phys);
+        let first = self.nand.geometry().first_page(seg);
+        let ps = self.lay.page_size as u64;
+        let off = self.lay.slot_offset(slot);
+        let bs = self.lay.block_size as u64;
+        match buf {
+            Some(b) => {
+                let mut done = 0u64;
+                while done < bs {
+                    let o = off + done;
+                    let col = (o % ps) as u32;
+                    let n = (ps - o % ps).min(bs - done);
+                    self.nand.read(
+                        first + o / ps,
+                        col,
+                        &mut b[done as usize..(done + n) as usize],
+                    )?;
+                    done += n;
+                }
+            }
+            None => {
+                let mut done = 0u64;
+                while done < bs {
+                    let o = off + done;
+                    let n = (ps - o % ps).min(bs - done);
+                    self.nand
+                        .read_opaque(first + o / ps, (o % ps) as u32, n as u32)?;
+                    done += n;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Write one logical block (`data` of block_size bytes, or `None`).
+    pub fn write_block(&mut self, lbn: u32, data: Option<&[u8]>) -> DevResult<()> {
+        self.check_lbn(lbn)?;
+        self.ensure_space()?;
+        let now = self.nand.clock_ps();
+        let i = lbn as usize;
+        let old = self.map[i];
+        let ro = self.readonly[i] && self.cfg.readonly_separation;
+        let (stream, region) = if ro {
+            (self.cfg.streams() - 1, 0)
+        } else if self.cfg.regions > 1 {
+            let r = if old == NONE {
+                0
+            } else {
+                self.dac.on_update(self.region[i], self.region_ps[i], now)
+            };
+            (r as usize, r)
+        } else {
+            (0, 0)
+        };
+        let updates = if old == NONE {
+            0
+        } else {
+            self.updates[i].saturating_add(1)
+        };
+        let rec = Record {
+            lbn,
+            region,
+            readonly: self.readonly[i],
+            live: true,
+            updates,
+            seq: self.seq,
+            time_ms: (now / 1_000_000_000).min(u32::MAX as u64) as u32,
+        };
+        let phys = self.append(stream, data, &rec)?;
+        self.write_clock += 1;
+        self.stats.user_writes += 1;
+        if old != NONE {
+            self.invalidate(old, true)?;
+            self.update_sum += 1;
+            self.hot.on_update(lbn, self.write_clock);
+        } else {
+            self.mapped += 1;
+        }
+        self.map[i] = phys;
+        self.rev[phys as usize] = lbn;
+        self.updates[i] = updates;
+        self.write_ps[i] = now;
+        self.region[i] = region;
+        self.region_ps[i] = now;
+        if let Some(a) = self.adaptive.as_mut() {
+            a.on_write(lbn);
+        }
+        Ok(())
+    }
+
+    /// Unmap a logical block. In header mode the copy's live flag is cleared on flash, so
+    /// the trim survives power loss; in spare mode it lasts until the next mount.
+    pub fn trim_block(&mut self, lbn: u32) -> DevResult<()> {
+        self.check_lbn(lbn)?;
+        let i = lbn as usize;
+        let old = self.map[i];
+        if old == NONE {
+            return Ok(());
+        }
+        self.invalidate(old, true)?;
+        self.map[i] = NONE;
+        self.update_sum -= self.updates[i] as u64;
+        self.updates[i] = 0;
+        self.mapped -= 1;
+        self.hot.set(lbn, 0.0, self.write_clock);
+        self.stats.trims += 1;
+        Ok(())
+    }
+
+    /// Mark the copy at `phys` obsolete: RAM tables, and on flash in header mode.
+    fn invalidate(&mut self, phys: u32, on_flash: bool) -> DevResult<()> {
+        let (seg, slot) = self.split(phys);
+        let s = &mut self.segs[seg as usize];
+        s.valid -= 1;
+        s.last_inval_ps = self.nand.clock_ps();
+        self.rev[phys as usize] = NONE;
+        if on_flash && self.lay.mode == RecordMode::Header {
+            // Clear the live bit, keeping the other flag bits as they are on flash.
+            let off = SEG_HEADER as u64 + slot as u64 * ENTRY as u64 + Record::FLAGS_OFFSET as u64;
+            let ps = self.lay.page_size as u64;
+            let ppn = self.nand.geometry().first_page(seg) + off / ps;
+            let col = (off % ps) as u32;
+            let mut flags = [0u8];
+            self.nand.read(ppn, col, &mut flags)?;
+            self.nand
+                .program(ppn, col, Data::Bytes(&[flags[0] & !1]), None)?;
+            self.stats.obsolete_marks += 1;
+        }
+        Ok(())
+    }
+
+    /// Allocate the next slot of `stream`'s active segment and program the block and its
+    /// record there. Returns the physical slot.
+    fn append(&mut self, stream: usize, data: Option<&[u8]>, rec: &Record) -> DevResult<u32> {
+        let mut rec = *rec;
+        for _attempt in 0..8 {
+            let seg = self.active_slot_segment(stream)?;
+            let s = &mut self.segs[seg as usize];
+            let slot = s.next;
+            s.next += 1;
+            rec.seq = self.seq;
+            self.seq += 1;
+            match self.program_slot(seg, slot, data, &rec) {
+                Ok(()) => {
+                    self.segs[seg as usize].valid += 1;
+                    return Ok(seg * self.lay.slots + slot);
+                }
+                Err(NandError::SetsBits { .. }) | Err(NandError::ProgramFailed { .. }) => {
+                    // Garbage left by a torn operation, or a failing block: close this
+                    // segment (the cleaner will reclaim it) and retry in a fresh one.
+                    let s = &mut self.segs[seg as usize];
+                    s.next = self.lay.slots;
+                    s.state = SegState::Used;
+                    self.active[stream] = NONE;
+                    self.stats.retired_segments += 1;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(DevError::NoSpace)
+    }
+
+    fn program_slot(
+        &mut self,
+        seg: u32,
+        slot: u32,
+        data: Option<&[u8]>,
+        rec: &Record,
+    ) -> Result<(), NandError> {
+        let first = self.nand.geometry().first_page(seg);
+        let ps = self.lay.page_size as u64;
+        let bs = self.lay.block_size as u64;
+        let off = self.lay.slot_offset(slot);
+        match self.lay.mode {
+            RecordMode::Header => {
+                let mut done = 0u64;
+                while done < bs {
+                    let o = off + done;
+                    let n = (ps - o % ps).min(bs - done);
+                    let d = match data {
+                        Some(b) => Data::Bytes(&b[done as usize..(done + n) as usize]),
+                        None => Data::Opaque(n as u32),
+                    };
+                    self.nand
+                        .program(first + o / ps, (o % ps) as u32, d, None)?;
+                    done += n;
+                }
+                let eoff = SEG_HEADER as u64 + slot as u64 * ENTRY as u64;
+                let entry = rec.encode_entry();
+                self.nand.program(
+                    first + eoff / ps,
+                    (eoff % ps) as u32,
+                    Data::Bytes(&entry),
+                    None,
+                )?;
+            }
+            RecordMode::Spare => {
+                let pps = self.lay.pages_per_slot as u64;
+                let p0 = first + off / ps;
+                let spare = rec.encode_spare();
+                for k in 0..pps {
+                    let d = match data {
+                        Some(b) => Data::Bytes(&b[(k * ps) as usize..((k + 1) * ps) as usize]),
+                        None => Data::Opaque(ps as u32),
+                    };
+                    let sp = (k == pps - 1).then_some((1u32, &spare[..]));
+                    self.nand.program(p0 + k, 0, d, sp)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The active segment of `stream`, allocating one when it is missing or full.
+    fn active_slot_segment(&mut self, stream: usize) -> DevResult<u32> {
+        let cur = self.active[stream];
+        if cur != NONE && self.segs[cur as usize].next < self.lay.slots {
+            return Ok(cur);
+        }
+        if cur != NONE {
+            self.segs[cur as usize].state = SegState::Used;
+        }
+        let seg = self.take_free()?;
+        let now = self.nand.clock_ps();
+        let s = &mut self.segs[seg as usize];
+        s.state = SegState::Active;
+        s.stream = stream as u8;
+        s.created_ps = now;
+        s.last_inval_ps = now;
+        s.next = 0;
+        s.valid = 0;
+        self.active[stream] = seg;
+        self.log_active(stream as u8, seg)?;
+        Ok(seg)
+    }
+
+    /// Pop a free segment, erasing it first if its state is unknown.
+    fn take_free(&mut self) -> DevResult<u32> {
+        while let Some(seg) = self.free.pop_front() {
+            if self.segs[seg as usize].state == SegState::Dirty && !self.erase_and_header(seg, 0)? {
+                continue;
+            }
+            return Ok(seg);
+        }
+        Err(DevError::NoSpace)
+    }
+
+    /// Erase a segment and write its header. Returns false if the segment went bad.
+    fn erase_and_header(&mut self, seg: u32, kind: u16) -> DevResult<bool> {
+        match self.nand.erase(seg) {
+            Ok(()) => {}
+            Err(NandError::EraseFailed { .. }) | Err(NandError::BadBlock { .. }) => {
+                self.segs[seg as usize].state = SegState::Bad;
+                self.stats.retired_segments += 1;
+                return Ok(false);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.stats.erasures += 1;
+        let s = &mut self.segs[seg as usize];
+        s.erase_count += 1;
+        s.valid = 0;
+        s.next = 0;
+        s.state = SegState::Free;
+        let hdr = SegHeader {
+            erase_count: s.erase_count,
+            block_size: self.lay.block_size,
+            slots: self.lay.slots,
+            kind,
+            erase_seq: self.erase_seq,
+            time_ms: self.nand.clock_ps() / 1_000_000_000,
+        };
+        self.erase_seq += 1;
+        let first = self.nand.geometry().first_page(seg);
+        self.nand
+            .program(first, 0, Data::Bytes(&hdr.encode()), None)?;
+        Ok(true)
+    }
+
+    /// Append "stream → seg" to the index segment, wrapping (erase, then rewrite every
+    /// active stream) when it is full.
+    fn log_active(&mut self, stream: u8, seg: u32) -> DevResult<()> {
+        let Some(ix) = self.index.as_ref() else {
+            return Ok(());
+        };
+        let ix_seg = ix.seg;
+        if ix.next >= self.lay.index_capacity() {
+            self.erase_and_header(ix_seg, 1)?;
+            self.segs[ix_seg as usize].state = SegState::Index;
+            self.index.as_mut().unwrap().next = 0;
+            for (st, &a) in self.active.clone().iter().enumerate() {
+                if a != NONE && st != stream as usize {
+                    self.append_index(st as u8, a)?;
+                }
+            }
+        }
+        self.append_index(stream, seg)
+    }
+
+    fn append_index(&mut self, stream: u8, seg: u32) -> DevResult<()> {
+        let ix = self.index.as_mut().unwrap();
+        let e = IndexEntry {
+            stream,
+            seg,
+            seq: ix.seq,
+        };
+        ix.seq += 1;
+        let k = ix.next;
+        ix.next += 1;
+        let (ix_seg, per_page) = (ix.seg, self.lay.index_per_page);
+        // Entries start after the segment header page region.
+        let page = k / per_page + 1;
+        if page >= self.lay.pages_per_seg {
+            return Err(DevError::Corrupt("index segment overflow".into()));
+        }
+        let col = (k % per_page) * layout::INDEX_ENTRY as u32;
+        let ppn = self.nand.geometry().first_page(ix_seg) + page as u64;
+        self.nand
+            .program(ppn, col, Data::Bytes(&e.encode()), None)?;
+        self.stats.index_appends += 1;
+        Ok(())
+    }
+
+    // ---- cleaning ---------------------------------------------------------------------------
+
+    /// Clean while free segments are below the low-water mark, up to the high-water mark.
+    fn ensure_space(&mut self) -> DevResult<()> {
+        if self.free.len() >= self.cfg.low_water as usize {
+            return Ok(());
+        }
+        while self.free.len() < self.cfg.high_water as usize {
+            if !self.clean_one()? {
+                if self.free.is_empty() {
+                    return Err(DevError::NoSpace);
+                }
+                break;
+            }
+        }
+        if let Some(t) = self.cfg.wear_threshold {
+            self.level_wear(t)?;
+        }
+        Ok(())
+    }
+
+    fn age_unit(&self) -> f64 {
+        let now = self.nand.clock_ps() as f64;
+        let device_writes = self.write_clock as f64 / self.logical as f64;
+        if device_writes > 0.0 {
+            now / device_writes
+        } else {
+            now.max(1.0)
+        }
+    }
+
+    fn view(&self, s: &Seg) -> SegView {
+        SegView {
+            valid: s.valid,
+            slots: self.lay.slots,
+            erase_count: s.erase_count,
+            created_ps: s.created_ps,
+            last_inval_ps: s.last_inval_ps,
+        }
+    }
+
+    /// Pick the victim among closed segments with garbage.
+    fn select_victim(&mut self) -> Option<u32> {
+        let ctx = SelectCtx {
+            now_ps: self.nand.clock_ps(),
+            age_unit_ps: self.age_unit(),
+        };
+        let greedy = match self.adaptive.as_mut() {
+            Some(a) => a.choose_greedy(),
+            None => false,
+        };
+        let sel: &dyn Selector = if greedy {
+            &select::Greedy
+        } else {
+            &*self.selector
+        };
+        let mut best: Option<(f64, u32)> = None;
+        for (i, s) in self.segs.iter().enumerate() {
+            if s.state != SegState::Used || s.valid >= self.lay.slots {
+                continue;
+            }
+            let score = sel.score(&self.view(s), &ctx);
+            if best.is_none_or(|(b, _)| score < b) {
+                best = Some((score, i as u32));
+            }
+        }
+        best.map(|(_, s)| s)
+    }
+
+    /// Clean one segment. Returns false when there is nothing to reclaim.
+    fn clean_one(&mut self) -> DevResult<bool> {
+        let Some(victim) = self.select_victim() else {
+            return Ok(false);
+        };
+        self.stats.cleanings += 1;
+        self.evacuate(victim, None)?;
+        if self.erase_and_header(victim, 0)? {
+            self.free.push_back(victim);
+        }
+        Ok(true)
+    }
+
+    /// Copy every valid block of `victim` out, by the redistribution method (or all into
+    /// `forced_stream`'s target segment `forced` for a wear swap).
+    fn evacuate(&mut self, victim: u32, forced: Option<u32>) -> DevResult<()> {
+        let slots = self.lay.slots;
+        let base = victim * slots;
+        let now = self.nand.clock_ps();
+        let mut moving = std::mem::take(&mut self.moving);
+        moving.clear();
+        for slot in 0..self.segs[victim as usize].next {
+            let phys = base + slot;
+            let lbn = self.rev[phys as usize];
+            if lbn != NONE && self.map[lbn as usize] == phys {
+                moving.push(Moving {
+                    phys,
+                    lbn,
+                    updates: self.updates[lbn as usize] as u32,
+                    last_write_ps: self.write_ps[lbn as usize],
+                    hot_degree: if self.cfg.redistribution == Redistribution::M3
+                        || self.cfg.redistribution == Redistribution::M6
+                    {
+                        self.hot.degree(lbn, self.write_clock)
+                    } else {
+                        0.0
+                    },
+                });
+            }
+        }
+        let red = self.cfg.redistribution;
+        if self.cfg.regions == 1 {
+            red.order(&mut moving);
+        }
+        let avg = self.averages(victim);
+        let mut buf = std::mem::take(&mut self.buf);
+        let storage = self.nand.store().keeps_payload();
+        buf.resize(self.lay.block_size as usize, 0);
+        for m in &moving {
+            let i = m.lbn as usize;
+            let ro = self.readonly[i] && self.cfg.readonly_separation;
+            let mut region = self.region[i];
+            let stream = if let Some(_target) = forced {
+                usize::MAX
+            } else if ro {
+                self.cfg.streams() - 1
+            } else if self.cfg.regions > 1 {
+                let r = self.dac.on_clean(region, self.region_ps[i], now);
+                if r != region {
+                    region = r;
+                    self.region_ps[i] = now;
+                }
+                r as usize
+            } else if red.is_hot(m, &avg) {
+                0
+            } else {
+                1
+            };
+            if storage {
+                self.read_phys(m.phys, Some(&mut buf))?;
+            } else {
+                self.read_phys(m.phys, None)?;
+            }
+            let rec = Record {
+                lbn: m.lbn,
+                region,
+                readonly: self.readonly[i],
+                live: true,
+                updates: self.updates[i],
+                seq: 0,
+                time_ms: (self.write_ps[i] / 1_000_000_000).min(u32::MAX as u64) as u32,
+            };
+            let data = storage.then_some(&buf[..]);
+            let phys = match forced {
+                Some(target) => self.append_into(target, data, &rec)?,
+                None => self.append(stream, data, &rec)?,
+            };
+            self.region[i] = region;
+            self.invalidate(m.phys, false)?;
+            self.map[i] = phys;
+            self.rev[phys as usize] = m.lbn;
+            self.stats.blocks_copied += 1;
+        }
+        self.buf = buf;
+        self.moving = moving;
+        Ok(())
+    }
+
+    /// Program into a specific segment (wear swap target), which must have room.
+    fn append_into(&mut self, seg: u32, data: Option<&[u8]>, rec: &Record) -> DevResult<u32> {
+        let s = &mut self.segs[seg as usize];
+        if s.next >= self.lay.slots {
+            return Err(DevError::NoSpace);
+        }
+        let slot = s.next;
+        s.next += 1;
+        let mut rec = *rec;
+        rec.seq = self.seq;
+        self.seq += 1;
+        self.program_slot(seg, slot, data, &rec)?;
+        self.segs[seg as usize].valid += 1;
+        Ok(seg * self.lay.slots + slot)
+    }
+
+    fn averages(&self, victim: u32) -> Averages {
+        let mut valid = 0u64;
+        let mut used = 0u64;
+        for s in &self.segs {
+            if matches!(s.state, SegState::Used | SegState::Active) {
+                valid += s.valid as u64;
+                used += 1;
+            }
+        }
+        let slots = self.lay.slots as f64;
+        let n = self.mapped.max(1) as f64;
+        Averages {
+            victim_utilization: self.segs[victim as usize].valid as f64 / slots,
+            utilization: valid as f64 / (used.max(1) as f64 * slots),
+            updates: self.update_sum as f64 / n,
+            hot_degree: self.hot.total(self.write_clock) / n,
+        }
+    }
+
+    /// Wear levelling (1999 paper, Section 3.2 item 3): when the most-erased free segment
+    /// has been erased `threshold` times more than the least-erased closed segment, move
+    /// the (cold) data of the least-erased segment into the most-erased one, so the worn
+    /// segment holds cold data and the fresh one rejoins the free pool.
+    fn level_wear(&mut self, threshold: u32) -> DevResult<()> {
+        let most = self
+            .free
+            .iter()
+            .copied()
+            .filter(|&s| self.segs[s as usize].state == SegState::Free)
+            .max_by_key(|&s| self.segs[s as usize].erase_count);
+        let least = self
+            .segs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.state == SegState::Used)
+            .min_by_key(|(_, s)| s.erase_count)
+            .map(|(i, _)| i as u32);
+        let (Some(most), Some(least)) = (most, least) else {
+            return Ok(());
+        };
+        let (hi, lo) = (
+            self.segs[most as usize].erase_count,
+            self.segs[least as usize].erase_count,
+        );
+        if hi <= lo + threshold {
+            return Ok(());
+        }
+        self.free.retain(|&s| s != most);
+        let now = self.nand.clock_ps();
+        let src = self.segs[least as usize];
+        let s = &mut self.segs[most as usize];
+        s.state = SegState::Used;
+        s.stream = src.stream;
+        s.created_ps = src.created_ps;
+        s.last_inval_ps = now;
+        s.next = 0;
+        s.valid = 0;
+        self.evacuate(least, Some(most))?;
+        if self.erase_and_header(least, 0)? {
+            self.free.push_back(least);
+        }
+        self.stats.wear_swaps += 1;
+        Ok(())
+    }
+}
+
+impl BlockDevice for Fms {
+    fn sectors(&self) -> u64 {
+        self.logical * (self.lay.block_size as u64 / SECTOR as u64)
+    }
+
+    fn read(&mut self, lba: u64, count: u32, buf: Option<&mut [u8]>) -> DevResult<()> {
+        check_request(self.sectors(), lba, count, buf.as_ref().map(|b| b.len()))?;
+        let spb = self.lay.block_size as u64 / SECTOR as u64;
+        let bs = self.lay.block_size as usize;
+        let mut tmp = std::mem::take(&mut self.buf);
+        let mut out = buf;
+        let mut lba_i = lba;
+        let end = lba + count as u64;
+        while lba_i < end {
+            let lbn = (lba_i / spb) as u32;
+            let first = (lba_i % spb) as usize;
+            let n = ((spb - first as u64).min(end - lba_i)) as usize;
+            match out.as_deref_mut() {
+                Some(o) => {
+                    tmp.resize(bs, 0);
+                    self.read_block(lbn, Some(&mut tmp))?;
+                    let at = ((lba_i - lba) as usize) * SECTOR;
+                    o[at..at + n * SECTOR]
+                        .copy_from_slice(&tmp[first * SECTOR..(first + n) * SECTOR]);
+                }
+                None => self.read_block(lbn, None)?,
+            }
+            lba_i += n as u64;
+        }
+        self.buf = tmp;
+        Ok(())
+    }
+
+    fn write(&mut self, lba: u64, count: u32, data: Option<&[u8]>) -> DevResult<()> {
+        check_request(self.sectors(), lba, count, data.map(|b| b.len()))?;
+        let spb = self.lay.block_size as u64 / SECTOR as u64;
+        let bs = self.lay.block_size as usize;
+        let mut lba_i = lba;
+        let end = lba + count as u64;
+        let mut tmp = vec![0u8; if data.is_some() { bs } else { 0 }];
+        while lba_i < end {
+            let lbn = (lba_i / spb) as u32;
+            let first = (lba_i % spb) as usize;
+            let n = ((spb - first as u64).min(end - lba_i)) as usize;
+            match data {
+                Some(d) => {
+                    let at = ((lba_i - lba) as usize) * SECTOR;
+                    if n as u64 == spb {
+                        self.write_block(lbn, Some(&d[at..at + bs]))?;
+                    } else {
+                        self.read_block(lbn, Some(&mut tmp))?;
+                        tmp[first * SECTOR..(first + n) * SECTOR]
+                            .copy_from_slice(&d[at..at + n * SECTOR]);
+                        self.write_block(lbn, Some(&tmp))?;
+                    }
+                }
+                None => {
+                    if (n as u64) < spb {
+                        self.read_block(lbn, None)?;
+                    }
+                    self.write_block(lbn, None)?;
+                }
+            }
+            lba_i += n as u64;
+        }
+        Ok(())
+    }
+
+    fn trim(&mut self, lba: u64, count: u32) -> DevResult<()> {
+        check_request(self.sectors(), lba, count, None)?;
+        let spb = self.lay.block_size as u64 / SECTOR as u64;
+        let mut lba_i = lba;
+        let end = lba + count as u64;
+        while lba_i < end {
+            let lbn = (lba_i / spb) as u32;
+            let first = lba_i % spb;
+            let n = (spb - first).min(end - lba_i);
+            if n == spb {
+                self.trim_block(lbn)?;
+            } else if self.map[lbn as usize] != NONE {
+                // Partial trim: zero the sectors.
+                if self.nand.store().keeps_payload() {
+                    let mut tmp = vec![0u8; self.lay.block_size as usize];
+                    self.read_block(lbn, Some(&mut tmp))?;
+                    tmp[(first as usize) * SECTOR..((first + n) as usize) * SECTOR].fill(0);
+                    self.write_block(lbn, Some(&tmp))?;
+                } else {
+                    self.write_block(lbn, None)?;
+                }
+            }
+            lba_i += n;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> DevResult<()> {
+        // Every block write is durable when it returns (data, then record); only the store
+        // may buffer (image files), so flush syncs it.
+        self.nand.sync()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,258 @@
+//! Mount: rebuild every RAM table from flash (segment headers, block records, the index
+//! segment). Mount only reads, except that it recreates a lost index segment.
+//!
+//! * A segment whose header is valid contributes its records; one whose header is erased
+//!   or unreadable (torn erase, torn header write) is *dirty*: it is erased before reuse,
+//!   and its erase count, which was lost, is taken as the largest one known.
+//! * For each logical block the record with the highest sequence number wins; if that
+//!   record's live flag was cleared (header mode: the block was trimmed) the block is
+//!   unmapped.
+//! * A segment's first free slot follows its last slot with a record; if that slot is not
+//!   fully erased (a write torn before its record was programmed) it is skipped too.
+//! * Active segments come from the index log (newest entry per stream first, each segment
+//!   to one stream); partly written segments the log does not name are closed.
+
+use nand::blockdev::{DevError, DevResult};
+use nand::Nand;
+
+use super::layout::{IndexEntry, Record, RecordMode, SegHeader, ENTRY, INDEX_ENTRY, SEG_HEADER};
+use super::{Fms, FmsConfig, IndexLog, SegState, NONE};
+
+struct Best {
+    seq: u64,
+    phys: u32,
+    rec: Record,
+}
+
+pub(super) fn mount(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
+    let mut f = Fms::new_empty(nand, cfg)?;
+    let lay = f.lay.clone();
+    let geo = f.nand.geometry().clone();
+    let slots = lay.slots;
+    let mut best: Vec<Option<Best>> = (0..f.logical).map(|_| None).collect();
+    let mut any_header = false;
+    let mut index_seg: Option<u32> = None;
+    let mut max_ec = 0u32;
+    let mut hdr = vec![0u8; SEG_HEADER];
+    let mut entries = vec![0u8; slots as usize * ENTRY];
+    let mut spare = [0u8; 15];
+    for seg in 0..lay.segments {
+        let si = seg as usize;
+        if f.nand.is_bad(seg) {
+            f.segs[si].state = SegState::Bad;
+            continue;
+        }
+        let first = geo.first_page(seg);
+        f.nand.read(first, 0, &mut hdr)?;
+        let h = match SegHeader::decode(&hdr) {
+            Ok(Some(h)) => h,
+            _ => {
+                f.segs[si].state = SegState::Dirty;
+                continue;
+            }
+        };
+        if h.block_size != lay.block_size || h.slots != slots {
+            return Err(DevError::Corrupt(format!(
+                "segment {seg}: formatted with {}-byte blocks ({} per segment); mounting with {}-byte blocks ({slots})",
+                h.block_size, h.slots, lay.block_size
+            )));
+        }
+        any_header = true;
+        f.segs[si].erase_count = h.erase_count;
+        max_ec = max_ec.max(h.erase_count);
+        f.erase_seq = f.erase_seq.max(h.erase_seq + 1);
+        if h.kind == 1 && index_seg.is_none() {
+            index_seg = Some(seg);
+            f.segs[si].state = SegState::Index;
+            continue;
+        }
+        let mut last_used: Option<u32> = None;
+        let mut consider = |slot: u32, rec: Option<Record>| -> DevResult<()> {
+            last_used = Some(slot);
+            let Some(r) = rec else { return Ok(()) };
+            if r.lbn as u64 >= f.logical {
+                return Err(DevError::Corrupt(format!(
+                    "segment {seg} slot {slot}: record for block {} beyond the {}-block capacity",
+                    r.lbn, f.logical
+                )));
+            }
+            let b = &mut best[r.lbn as usize];
+            if b.as_ref().is_none_or(|b| r.seq > b.seq) {
+                *b = Some(Best {
+                    seq: r.seq,
+                    phys: seg * slots + slot,
+                    rec: r,
+                });
+            }
+            Ok(())
+        };
+        match lay.mode {
+            RecordMode::Header => {
+                read_span(&mut f.nand, first, SEG_HEADER as u64, &mut entries)?;
+                for slot in 0..slots {
+                    let e = &entries[slot as usize * ENTRY..(slot as usize + 1) * ENTRY];
+                    if e.iter().all(|&b| b == 0xFF) {
+                        continue;
+                    }
+                    consider(slot, Record::decode_entry(e))?;
+                }
+            }
+            RecordMode::Spare => {
+                let pps = lay.pages_per_slot as u64;
+                for slot in 0..slots {
+                    let last = first + 1 + slot as u64 * pps + pps - 1;
+                    f.nand.read(last, geo.page_size + 1, &mut spare)?;
+                    if spare.iter().all(|&b| b == 0xFF) {
+                        continue;
+                    }
+                    consider(slot, Record::decode_spare(&spare))?;
+                }
+            }
+        }
+        let mut next = last_used.map_or(0, |s| s + 1);
+        if next < slots && !slot_erased(&mut f, seg, next)? {
+            next += 1;
+        }
+        f.segs[si].next = next;
+        f.segs[si].state = if next == 0 {
+            SegState::Free
+        } else {
+            SegState::Used
+        };
+    }
+    if !any_header {
+        return Err(DevError::Corrupt(
+            "no FMS segment header found: not an FMS medium (format it first)".into(),
+        ));
+    }
+    for s in f.segs.iter_mut() {
+        if s.state == SegState::Dirty {
+            s.erase_count = max_ec;
+        }
+    }
+
+    // Translation table.
+    for (lbn, b) in best.into_iter().enumerate() {
+        let Some(b) = b else { continue };
+        f.seq = f.seq.max(b.seq + 1);
+        if !b.rec.live {
+            continue;
+        }
+        let l = lbn as u32;
+        f.map[lbn] = b.phys;
+        f.rev[b.phys as usize] = l;
+        f.segs[(b.phys / slots) as usize].valid += 1;
+        f.updates[lbn] = b.rec.updates;
+        f.update_sum += b.rec.updates as u64;
+        f.mapped += 1;
+        f.region[lbn] = b.rec.region.min(f.cfg.regions - 1);
+        let t = b.rec.time_ms as u64 * 1_000_000_000;
+        f.write_ps[lbn] = t;
+        f.region_ps[lbn] = t;
+        f.readonly[lbn] |= b.rec.readonly;
+        f.hot.set(l, b.rec.updates as f64, 0);
+    }
+
+    // Active segments from the index log.
+    match index_seg {
+        Some(ix) => {
+            let mut log = Vec::new();
+            let cap = lay.index_capacity();
+            let mut e = [0u8; INDEX_ENTRY];
+            let mut next = cap;
+            for k in 0..cap {
+                let page = k / lay.index_per_page + 1;
+                if page >= lay.pages_per_seg {
+                    next = k;
+                    break;
+                }
+                let col = (k % lay.index_per_page) * INDEX_ENTRY as u32;
+                f.nand.read(geo.first_page(ix) + page as u64, col, &mut e)?;
+                if e.iter().all(|&b| b == 0xFF) {
+                    next = k;
+                    break;
+                }
+                if let Some(entry) = IndexEntry::decode(&e) {
+                    log.push(entry);
+                }
+            }
+            let seq = log.iter().map(|e| e.seq).max().unwrap_or(0) + 1;
+            log.sort_by_key(|e| std::cmp::Reverse(e.seq));
+            for e in log {
+                let (st, sg) = (e.stream as usize, e.seg);
+                if st >= f.active.len() || f.active[st] != NONE || sg >= lay.segments {
+                    continue;
+                }
+                let s = &mut f.segs[sg as usize];
+                if !matches!(s.state, SegState::Free | SegState::Used) || s.next >= slots {
+                    continue;
+                }
+                s.state = SegState::Active;
+                s.stream = e.stream;
+                f.active[st] = sg;
+            }
+            f.index = Some(IndexLog { seg: ix, next, seq });
+        }
+        None => {
+            // Lost (torn erase while wrapping): make a free or dirty segment the index.
+            let cand = (0..lay.segments)
+                .find(|&s| matches!(f.segs[s as usize].state, SegState::Free | SegState::Dirty));
+            let Some(s) = cand else {
+                return Err(DevError::Corrupt("no segment left for the index".into()));
+            };
+            if f.erase_and_header(s, 1)? {
+                f.segs[s as usize].state = SegState::Index;
+                f.index = Some(IndexLog {
+                    seg: s,
+                    next: 0,
+                    seq: 1,
+                });
+            }
+        }
+    }
+
+    let now = f.nand.clock_ps();
+    for (i, s) in f.segs.iter_mut().enumerate() {
+        s.created_ps = now;
+        s.last_inval_ps = now;
+        if matches!(s.state, SegState::Free | SegState::Dirty) {
+            f.free.push_back(i as u32);
+        }
+    }
+    Ok(f)
+}
+
+/// Read `buf.len()` bytes starting at byte `off` of the segment whose first page is `first`.
+fn read_span(nand: &mut Nand, first: u64, off: u64, buf: &mut [u8]) -> DevResult<()> {
+    let ps = nand.geometry().page_size as u64;
+    let mut done = 0usize;
+    while done < buf.len() {
+        let o = off + done as u64;
+        let n = ((ps - o % ps) as usize).min(buf.len() - done);
+        nand.read(first + o / ps, (o % ps) as u32, &mut buf[done..done + n])?;
+        done += n;
+    }
+    Ok(())
+}
+
+/// True when every byte of the slot (and, in spare mode, its pages' spare) is erased.
+fn slot_erased(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
+    let geo = f.nand.geometry().clone();
+    let first = geo.first_page(seg);
+    let mut buf = vec![0u8; f.lay.block_size as usize];
+    read_span(&mut f.nand, first, f.lay.slot_offset(slot), &mut buf)?;
+    if buf.iter().any(|&b| b != 0xFF) {
+        return Ok(false);
+    }
+    if f.lay.mode == RecordMode::Spare {
+        let mut sp = vec![0u8; geo.spare_size as usize];
+        let p0 = first + f.lay.slot_offset(slot) / geo.page_size as u64;
+        for k in 0..f.lay.pages_per_slot as u64 {
+            f.nand.read(p0 + k, geo.page_size, &mut sp)?;
+            if sp.iter().any(|&b| b != 0xFF) {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}

@@ -1,0 +1,80 @@
+//! CAT — Cost Age Times (Chiang & Chang 1999): minimise
+//! `u / (1 − u) · 1 / f(age) · (erase_count + 1)`.
+//!
+//! * `u/(1−u)` is the cleaning cost per useful write; a full segment (u = 1) is never
+//!   chosen while another has garbage.
+//! * `age` is the time since the segment was created (allocated for writing), divided by
+//!   the age unit (the time one device-write took on average, see
+//!   [`super::SelectCtx::age_unit_ps`]), then passed through the transformation `f` that the
+//!   paper draws in Fig. 7 without giving its formula. We choose the saturating
+//!   `f(a) = a / (a + 1)` by default: young segments are protected (f→0), old ones stop
+//!   gaining (f→1) so age cannot overwhelm cost. `log`, `linear` and `clamp:X` are
+//!   available for study.
+//! * `erase_count + 1`: the paper multiplies by the number of times the segment was erased;
+//!   we add one so never-erased segments do not all score 0.
+use super::{SegView, SelectCtx, Selector};
+
+/// The age transformation of Fig. 7.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub enum AgeTransform {
+    /// a / (a + 1)
+    Saturating,
+    /// ln(1 + a)
+    Log,
+    /// a
+    Linear,
+    /// min(a, x)
+    Clamp(f64),
+}
+
+impl AgeTransform {
+    #[inline]
+    pub fn apply(self, a: f64) -> f64 {
+        match self {
+            AgeTransform::Saturating => a / (a + 1.0),
+            AgeTransform::Log => a.ln_1p(),
+            AgeTransform::Linear => a,
+            AgeTransform::Clamp(x) => a.min(x),
+        }
+    }
+}
+
+impl std::str::FromStr for AgeTransform {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "saturating" => Ok(AgeTransform::Saturating),
+            "log" => Ok(AgeTransform::Log),
+            "linear" => Ok(AgeTransform::Linear),
+            _ => match s.strip_prefix("clamp:").map(str::parse::<f64>) {
+                Some(Ok(x)) if x > 0.0 => Ok(AgeTransform::Clamp(x)),
+                _ => Err(format!(
+                    "unknown CAT age transform '{s}' (saturating, log, linear, clamp:X)"
+                )),
+            },
+        }
+    }
+}
+
+pub struct Cat {
+    pub age: AgeTransform,
+}
+
+/// Smallest transformed age used, so a segment created this instant is not infinitely bad.
+const MIN_AGE: f64 = 1e-9;
+
+impl Selector for Cat {
+    fn name(&self) -> &'static str {
+        "cat"
+    }
+    #[inline]
+    fn score(&self, seg: &SegView, ctx: &SelectCtx) -> f64 {
+        let u = seg.utilization();
+        if u >= 1.0 {
+            return f64::INFINITY;
+        }
+        let a = ctx.now_ps.saturating_sub(seg.created_ps) as f64 / ctx.age_unit_ps.max(1.0);
+        let f = self.age.apply(a).max(MIN_AGE);
+        u / (1.0 - u) / f * (seg.erase_count as f64 + 1.0)
+    }
+}

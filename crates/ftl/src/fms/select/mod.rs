@@ -1,0 +1,185 @@
+//! Victim-segment selection. One policy per file; each scores a candidate segment and the
+//! cleaner takes the lowest score. Adding a policy: a file here and a line in [`build`].
+//!
+//! Selection runs once per cleaned segment over the segments that hold data (the paper's
+//! lookup table), never per write.
+
+mod cat;
+mod cost_benefit;
+mod greedy;
+
+pub use cat::{AgeTransform, Cat};
+pub use cost_benefit::CostBenefit;
+pub use greedy::Greedy;
+
+/// What a policy may look at: one row of the segment lookup table.
+#[derive(Clone, Copy, Debug)]
+pub struct SegView {
+    pub valid: u32,
+    pub slots: u32,
+    pub erase_count: u32,
+    /// When the segment was allocated for writing (its "creation").
+    pub created_ps: u64,
+    /// When a block in it was last invalidated (or `created_ps`).
+    pub last_inval_ps: u64,
+}
+
+impl SegView {
+    #[inline]
+    pub fn utilization(&self) -> f64 {
+        self.valid as f64 / self.slots as f64
+    }
+}
+
+/// The clock and the age unit policies normalise ages by.
+#[derive(Clone, Copy, Debug)]
+pub struct SelectCtx {
+    pub now_ps: u64,
+    /// Device time it took, on average so far, to write as many blocks as the device
+    /// holds ("one device-write"); ages are divided by it where a policy normalises.
+    pub age_unit_ps: f64,
+}
+
+pub trait Selector: Send {
+    fn name(&self) -> &'static str;
+    /// Lower is a better victim.
+    fn score(&self, seg: &SegView, ctx: &SelectCtx) -> f64;
+}
+
+/// Segment-selection policies known to the FMS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    Greedy,
+    CostBenefit,
+    Cat,
+    Adaptive,
+}
+
+impl Policy {
+    pub const ALL: [Policy; 4] = [
+        Policy::Greedy,
+        Policy::CostBenefit,
+        Policy::Cat,
+        Policy::Adaptive,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Greedy => "greedy",
+            Policy::CostBenefit => "cost-benefit",
+            Policy::Cat => "cat",
+            Policy::Adaptive => "adaptive",
+        }
+    }
+}
+
+impl std::str::FromStr for Policy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Policy::ALL
+            .into_iter()
+            .find(|p| p.name() == s.to_ascii_lowercase())
+            .ok_or_else(|| {
+                format!("unknown policy '{s}' (known: greedy, cost-benefit, cat, adaptive)")
+            })
+    }
+}
+
+impl std::fmt::Display for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The registry: a selector for a (non-adaptive) policy.
+pub fn build(policy: Policy, cat_age: AgeTransform) -> Box<dyn Selector> {
+    match policy {
+        Policy::Greedy => Box::new(Greedy),
+        Policy::CostBenefit => Box::new(CostBenefit),
+        Policy::Cat | Policy::Adaptive => Box::new(Cat { age: cat_age }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(valid: u32, ec: u32, created: u64, inval: u64) -> SegView {
+        SegView {
+            valid,
+            slots: 32,
+            erase_count: ec,
+            created_ps: created,
+            last_inval_ps: inval,
+        }
+    }
+
+    fn pick(sel: &dyn Selector, segs: &[SegView], ctx: &SelectCtx) -> usize {
+        let mut best = 0;
+        for (i, s) in segs.iter().enumerate() {
+            if sel.score(s, ctx) < sel.score(&segs[best], ctx) {
+                best = i;
+            }
+        }
+        best
+    }
+
+    const CTX: SelectCtx = SelectCtx {
+        now_ps: 1_000_000,
+        age_unit_ps: 100_000.0,
+    };
+
+    #[test]
+    fn greedy_takes_fewest_valid() {
+        let segs = [
+            seg(20, 1, 0, 0),
+            seg(8, 50, 999_999, 999_999),
+            seg(12, 0, 0, 0),
+        ];
+        assert_eq!(pick(&Greedy, &segs, &CTX), 1);
+    }
+
+    #[test]
+    fn cost_benefit_weighs_age_of_last_modification() {
+        // Same utilisation: the one modified longer ago wins.
+        let segs = [seg(16, 1, 0, 900_000), seg(16, 1, 0, 100_000)];
+        assert_eq!(pick(&CostBenefit, &segs, &CTX), 1);
+        // An old, fuller segment beats a young, emptier one: age·(1-u)/2u.
+        let segs = [seg(8, 1, 0, 990_000), seg(20, 1, 0, 0)];
+        // 10_000·(24/32)/(2·8/32)=15_000  vs  1_000_000·(12/32)/(2·20/32)=300_000
+        assert_eq!(pick(&CostBenefit, &segs, &CTX), 1);
+        // An empty segment is always taken.
+        let segs = [seg(1, 1, 0, 0), seg(0, 1, 0, 999_999)];
+        assert_eq!(pick(&CostBenefit, &segs, &CTX), 1);
+    }
+
+    #[test]
+    fn cat_weighs_cost_age_and_erase_count() {
+        let cat = Cat {
+            age: AgeTransform::Saturating,
+        };
+        // Same u and age: the less erased one.
+        let segs = [seg(16, 10, 0, 0), seg(16, 2, 0, 0)];
+        assert_eq!(pick(&cat, &segs, &CTX), 1);
+        // Same u and erase count: the older one.
+        let segs = [seg(16, 3, 900_000, 0), seg(16, 3, 0, 0)];
+        assert_eq!(pick(&cat, &segs, &CTX), 1);
+        // Same age and erase count: the emptier one (greedy-like).
+        let segs = [seg(20, 3, 0, 0), seg(10, 3, 0, 0)];
+        assert_eq!(pick(&cat, &segs, &CTX), 1);
+        // A just-created nearly empty segment loses to an old, fuller one.
+        let segs = [seg(4, 3, 999_990, 0), seg(16, 3, 0, 0)];
+        assert_eq!(pick(&cat, &segs, &CTX), 1);
+        // A full segment is never preferred to one with garbage.
+        let segs = [seg(32, 0, 0, 0), seg(31, 100, 999_000, 0)];
+        assert_eq!(pick(&cat, &segs, &CTX), 1);
+    }
+
+    #[test]
+    fn policy_names_parse() {
+        for p in Policy::ALL {
+            assert_eq!(p.name().parse::<Policy>().unwrap(), p);
+        }
+        assert!("lru".parse::<Policy>().is_err());
+    }
+}

@@ -24,12 +24,19 @@ enum Command {
     /// Raw NAND image tools: format, info.
     #[command(subcommand)]
     Nand(Box<cmd::nand::NandCmd>),
+    /// Simulate the Flash Memory Server on synthetic workloads (the flagship comparison of
+    /// cleaning policies with no options).
+    Sim(Box<cmd::sim::SimArgs>),
+    /// Run a paper experiment and print the paper's figures beside ours.
+    Reproduce(cmd::reproduce::ReproduceArgs),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Devices(a) => cmd::devices::run(a),
         Command::Nand(c) => cmd::nand::run(*c),
+        Command::Sim(a) => cmd::sim::run(*a),
+        Command::Reproduce(a) => cmd::reproduce::run(a),
     }
 }
 

@@ -7,3 +7,5 @@
 pub mod common;
 pub mod devices;
 pub mod nand;
+pub mod reproduce;
+pub mod sim;

@@ -132,7 +132,7 @@ impl Layout {
 
     /// Index entries per index segment cycle.
     pub fn index_capacity(&self) -> u32 {
-        self.index_per_page * self.pages_per_seg
+        self.index_per_page * (self.pages_per_seg - 1)
     }
 }
 

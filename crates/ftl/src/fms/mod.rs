@@ -301,13 +301,18 @@ impl Fms {
             let old = SegHeader::decode(&hdr).ok().flatten();
             f.segs[s as usize].erase_count = old.map_or(0, |h| h.erase_count);
             let kind = if f.index.is_none() { 1 } else { 0 };
-            if f.erase_and_header(s, kind)? && kind == 1 {
+            if !f.erase_and_header(s, kind)? {
+                continue;
+            }
+            if kind == 1 {
                 f.segs[s as usize].state = SegState::Index;
                 f.index = Some(IndexLog {
                     seg: s,
                     next: 0,
                     seq: 1,
                 });
+            } else {
+                f.free.push_back(s);
             }
         }
         if f.index.is_none() {

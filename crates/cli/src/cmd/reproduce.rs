@@ -1,0 +1,58 @@
+//! `flashkit reproduce NAME`: a paper experiment, the paper's figures beside ours.
+
+use anyhow::{bail, Result};
+use clap::Args;
+
+use crate::output::{self, ReportArgs, Table};
+
+#[derive(Args, Debug)]
+pub struct ReproduceArgs {
+    /// Experiment name (see --list).
+    pub name: Option<String>,
+    /// List the experiments.
+    #[arg(long)]
+    pub list: bool,
+    /// Seed of the workload generator.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Scale the bytes written (1.0 = the paper's amount; smaller runs faster).
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+pub fn run(a: ReproduceArgs) -> Result<()> {
+    if a.list || a.name.is_none() {
+        let mut t = Table::new(&["experiment", "what it runs"]);
+        for e in sim::reproduce::experiments() {
+            t.row(vec![e.name.to_string(), e.description.to_string()]);
+        }
+        return t.print();
+    }
+    if !(a.scale > 0.0 && a.scale <= 100.0) {
+        bail!("--scale: {} must be in (0, 100]", a.scale);
+    }
+    let opts = sim::reproduce::Options {
+        seed: a.seed,
+        scale: a.scale,
+    };
+    let rep = sim::reproduce::run(a.name.as_deref().unwrap_or_default(), &opts)?;
+    if let Some(path) = &a.report.csv {
+        output::write_csv(path, &rep.results)?;
+    }
+    if a.report.json {
+        return output::print_json(&rep);
+    }
+    println!("{}\n", rep.title);
+    let mut t = Table::new(&rep.columns);
+    for r in &rep.rows {
+        t.row(r.clone());
+    }
+    t.print()?;
+    println!();
+    for n in &rep.notes {
+        println!("* {n}");
+    }
+    Ok(())
+}

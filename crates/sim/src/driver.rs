@@ -1,0 +1,258 @@
+//! The simulation driver: format an FTL on a payload-less device, pre-fill it sequentially
+//! (not counted), run a workload, and report the metrics of ARCHITECTURE.md. The FTL code
+//! is the storage-mode code; only the buffers are `None`.
+
+use anyhow::{bail, Context, Result};
+use ftl::fms::{Fms, FmsConfig};
+use ftl::BlockDevice;
+use nand::{DeviceSpec, Nand};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::Serialize;
+
+use crate::workload::{Workload, WorkloadSpec};
+
+/// When requests arrive.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum Arrival {
+    /// Each request is issued when the previous one completes.
+    Closed,
+    /// Poisson arrivals at `rate` requests per second; the device idles between them.
+    Poisson { rate: f64 },
+}
+
+impl Arrival {
+    pub fn parse(s: &str) -> Result<Arrival, String> {
+        if s == "closed" {
+            return Ok(Arrival::Closed);
+        }
+        match s.strip_prefix("poisson:").map(str::parse::<f64>) {
+            Some(Ok(rate)) if rate > 0.0 && rate.is_finite() => Ok(Arrival::Poisson { rate }),
+            _ => Err(format!(
+                "arrival '{s}': expected closed or poisson:RATE (requests per second, > 0)"
+            )),
+        }
+    }
+    pub fn label(&self) -> String {
+        match self {
+            Arrival::Closed => "closed".into(),
+            Arrival::Poisson { rate } => format!("poisson:{rate}"),
+        }
+    }
+}
+
+/// One simulation run.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    pub device: DeviceSpec,
+    pub fms: FmsConfig,
+    /// Fraction of the raw device capacity pre-filled sequentially.
+    pub fill: f64,
+    pub workload: WorkloadSpec,
+    pub written_bytes: u64,
+    pub unit_bytes: u32,
+    pub arrival: Arrival,
+    pub readonly_fraction: f64,
+    pub seed: u64,
+    pub write_erase_ratio: f64,
+}
+
+impl SimConfig {
+    /// The flagship comparison's settings (Intel card, 4 KiB, 90 % fill, 192 MiB of 90/10).
+    pub fn flagship() -> SimConfig {
+        SimConfig {
+            device: DeviceSpec::preset("intel-series2plus-24m").expect("preset"),
+            fms: FmsConfig::default(),
+            fill: 0.9,
+            workload: WorkloadSpec::HotCold { x: 0.9, y: 0.1 },
+            written_bytes: 192 << 20,
+            unit_bytes: 4096,
+            arrival: Arrival::Closed,
+            readonly_fraction: 0.0,
+            seed: 1,
+            write_erase_ratio: 0.75,
+        }
+    }
+}
+
+/// What one run reports (JSON keys of the product contract).
+#[derive(Clone, Debug, Serialize)]
+pub struct SimResult {
+    pub device: String,
+    pub workload: String,
+    pub policy: String,
+    pub redistribution: String,
+    pub regions: u8,
+    pub region_threshold_s: Option<f64>,
+    pub block_size: u32,
+    pub fill: f64,
+    pub written_bytes: u64,
+    pub unit_bytes: u32,
+    pub arrival: String,
+    pub readonly_fraction: f64,
+    pub wear_threshold: Option<u32>,
+    pub seed: u64,
+    pub write_erase_ratio: f64,
+    pub erasures: u64,
+    pub blocks_copied: u64,
+    pub cleaning_cost: f64,
+    pub wear_stddev: f64,
+    pub wear_min: u32,
+    pub wear_max: u32,
+    pub user_writes: u64,
+    pub flash_writes: u64,
+    pub write_amplification: f64,
+    pub device_time_s: f64,
+    pub throughput_bytes_per_s: f64,
+    pub policy_greedy_share: Option<f64>,
+    pub wear_swaps: u64,
+    pub ram_bytes: u64,
+    pub mount_time_s: f64,
+    pub blocks_per_segment: u32,
+    pub logical_blocks: u64,
+}
+
+/// Run one configuration.
+pub fn run(cfg: &SimConfig) -> Result<SimResult> {
+    let SimConfig {
+        device, fms: fcfg, ..
+    } = cfg;
+    if !(0.0..1.0).contains(&cfg.fill) {
+        bail!("fill: {} must be in [0, 1)", cfg.fill);
+    }
+    if !(0.0..1.0).contains(&cfg.readonly_fraction) {
+        bail!(
+            "readonly-fraction: {} must be in [0, 1)",
+            cfg.readonly_fraction
+        );
+    }
+    let bs = fcfg.block_size as u64;
+    if cfg.unit_bytes == 0 || !cfg.unit_bytes.is_multiple_of(512) {
+        bail!(
+            "unit: {} must be a positive multiple of 512 bytes",
+            cfg.unit_bytes
+        );
+    }
+    let nand = Nand::payloadless(device.clone()).context("device")?;
+    let mut fms = Fms::format(nand, fcfg.clone()).context("fms")?;
+    let capacity = device.geometry.capacity_bytes();
+    let fill_blocks = ((capacity as f64 * cfg.fill) / bs as f64).floor() as u64;
+    if fill_blocks > fms.logical_blocks() {
+        bail!(
+            "fill: {} of {} bytes is {fill_blocks} blocks but the FMS exports only {} \
+             ({} data blocks per segment, with its reserve); lower --fill",
+            cfg.fill,
+            capacity,
+            fms.logical_blocks(),
+            fms.layout().slots
+        );
+    }
+    let ro_blocks = (fill_blocks as f64 * cfg.readonly_fraction).round() as u64;
+    let writable_blocks = fill_blocks - ro_blocks;
+    if ro_blocks > 0 {
+        fms.mark_readonly(writable_blocks as u32, ro_blocks as u32);
+    }
+    for lbn in 0..fill_blocks {
+        fms.write_block(lbn as u32, None)
+            .with_context(|| format!("pre-fill at block {lbn}"))?;
+    }
+    let units = writable_blocks * bs / cfg.unit_bytes as u64;
+    let requests = cfg.written_bytes / cfg.unit_bytes as u64;
+    if units == 0 {
+        bail!("fill: nothing writable to run the workload on (raise --fill)");
+    }
+
+    let s0 = fms.stats().clone();
+    let t0 = fms.nand().clock_ps();
+    let mut idle_ps = 0u64;
+    let mut arrival_ps = t0 as f64;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0xa77_1a1);
+    let sectors = cfg.unit_bytes / 512;
+    for unit in Workload::new(&cfg.workload, units, requests, cfg.seed) {
+        if let Arrival::Poisson { rate } = cfg.arrival {
+            let u: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
+            arrival_ps += -u.ln() / rate * 1e12;
+            let now = fms.nand().clock_ps();
+            if (now as f64) < arrival_ps {
+                idle_ps += arrival_ps as u64 - now;
+                fms.nand_mut().advance_clock_to(arrival_ps as u64);
+            }
+        }
+        fms.write(unit * sectors as u64, sectors, None)
+            .with_context(|| format!("workload write of unit {unit}"))?;
+    }
+    let s1 = fms.stats().clone();
+    let busy_ps = fms.nand().clock_ps() - t0 - idle_ps;
+
+    let counts: Vec<u32> = fms
+        .segments()
+        .iter()
+        .filter(|s| s.state != ftl::fms::SegState::Bad)
+        .map(|s| s.erase_count)
+        .collect();
+    let wear = nand::WearStats::of(counts.into_iter());
+    let erasures = s1.erasures - s0.erasures;
+    let copied = s1.blocks_copied - s0.blocks_copied;
+    let user = s1.user_writes - s0.user_writes;
+    let slots = fms.layout().slots;
+    let device_time_s = busy_ps as f64 / 1e12;
+    let greedy_share = fms.greedy_share();
+    let ram = fms.ram_bytes();
+    let logical = fms.logical_blocks();
+
+    // Mount time: remount the medium and measure the device time it takes.
+    let mut nand = fms.into_nand();
+    let m0 = nand.clock_ps();
+    nand.set_faults(Default::default());
+    let mounted = Fms::mount(nand, fcfg.clone()).context("remount")?;
+    let mount_time_s = (mounted.nand().clock_ps() - m0) as f64 / 1e12;
+
+    Ok(SimResult {
+        device: device.name.clone(),
+        workload: cfg.workload.label(),
+        policy: fcfg.policy.name().into(),
+        redistribution: fcfg.redistribution_name().into(),
+        regions: fcfg.regions,
+        region_threshold_s: fcfg.region_threshold_ps.map(|p| p as f64 / 1e12),
+        block_size: fcfg.block_size,
+        fill: cfg.fill,
+        written_bytes: cfg.written_bytes,
+        unit_bytes: cfg.unit_bytes,
+        arrival: cfg.arrival.label(),
+        readonly_fraction: cfg.readonly_fraction,
+        wear_threshold: fcfg.wear_threshold,
+        seed: cfg.seed,
+        write_erase_ratio: cfg.write_erase_ratio,
+        erasures,
+        blocks_copied: copied,
+        cleaning_cost: erasures as f64 + copied as f64 * cfg.write_erase_ratio / slots as f64,
+        wear_stddev: wear.stddev,
+        wear_min: wear.min,
+        wear_max: wear.max,
+        user_writes: user,
+        flash_writes: user + copied,
+        write_amplification: if user > 0 {
+            (user + copied) as f64 / user as f64
+        } else {
+            0.0
+        },
+        device_time_s,
+        throughput_bytes_per_s: if device_time_s > 0.0 {
+            (user * bs) as f64 / device_time_s
+        } else {
+            0.0
+        },
+        policy_greedy_share: greedy_share,
+        wear_swaps: s1.wear_swaps - s0.wear_swaps,
+        ram_bytes: ram,
+        mount_time_s,
+        blocks_per_segment: slots,
+        logical_blocks: logical,
+    })
+}
+
+/// Run many configurations in parallel (deterministic per configuration).
+pub fn run_all(cfgs: &[SimConfig]) -> Vec<Result<SimResult>> {
+    use rayon::prelude::*;
+    cfgs.par_iter().map(run).collect()
+}

@@ -195,6 +195,7 @@ pub struct Fms {
     region: Vec<u8>,
     region_ps: Vec<u64>,
     readonly: Vec<bool>,
+    has_readonly: bool,
     // Reverse map, per physical slot.
     rev: Vec<u32>,
     // Segment lookup table.
@@ -259,6 +260,7 @@ impl Fms {
             region: vec![0; n],
             region_ps: vec![0; n],
             readonly: vec![false; n],
+            has_readonly: false,
             rev: vec![NONE; phys],
             segs: vec![
                 Seg {
@@ -418,6 +420,7 @@ impl Fms {
     pub fn mark_readonly(&mut self, lbn: u32, count: u32) {
         for l in lbn..lbn.saturating_add(count).min(self.logical as u32) {
             self.readonly[l as usize] = true;
+            self.has_readonly = true;
         }
     }
 
@@ -782,10 +785,11 @@ impl Fms {
 
     /// Clean while free segments are below the low-water mark, up to the high-water mark.
     fn ensure_space(&mut self) -> DevResult<()> {
-        if self.free.len() >= self.cfg.low_water as usize {
+        let (low, high) = self.water_marks();
+        if self.free.len() >= low {
             return Ok(());
         }
-        while self.free.len() < self.cfg.high_water as usize {
+        while self.free.len() < high {
             if !self.clean_one()? {
                 if self.free.is_empty() {
                     return Err(DevError::NoSpace);
@@ -797,6 +801,19 @@ impl Fms {
             self.level_wear(t)?;
         }
         Ok(())
+    }
+
+    /// Effective water marks. Cleaning one segment may need a fresh segment for every
+    /// stream it copies into, so the low-water mark is raised to one more than the number
+    /// of streams that can receive cleaned data (the read-only stream counts once a block
+    /// is marked read-only); the high-water mark stays above it.
+    pub fn water_marks(&self) -> (usize, usize) {
+        let ro = self.cfg.readonly_separation && self.has_readonly;
+        let data_streams = self.cfg.streams() - self.cfg.readonly_separation as usize;
+        let needed = data_streams + ro as usize + 1;
+        let low = (self.cfg.low_water as usize).max(needed);
+        let high = (self.cfg.high_water as usize).max(low + 1);
+        (low, high)
     }
 
     fn age_unit(&self) -> f64 {

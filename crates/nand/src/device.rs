@@ -126,6 +126,8 @@ pub struct Nand {
     /// Next page index to program per block (in-order devices only).
     write_ptr: Vec<u32>,
     ops: u64,
+    /// `ops` when the fault plan was installed; plan indices count from here.
+    fault_base: u64,
     dead: bool,
     faults: FaultPlan,
     rng: Xoshiro256PlusPlus,
@@ -174,6 +176,7 @@ impl Nand {
             counters: Counters::default(),
             write_ptr,
             ops: 0,
+            fault_base: 0,
             dead: false,
             faults: FaultPlan::default(),
             rng: Xoshiro256PlusPlus::seed_from_u64(0),
@@ -200,6 +203,7 @@ impl Nand {
     /// Install a fault plan; operation indices restart from the current count.
     pub fn set_faults(&mut self, plan: FaultPlan) {
         self.rng = Xoshiro256PlusPlus::seed_from_u64(plan.seed ^ 0x5eed_f1a5_u64);
+        self.fault_base = self.ops;
         self.faults = plan;
         self.flip_countdown = self.next_flip_gap();
     }
@@ -227,7 +231,8 @@ impl Nand {
     pub fn counters(&self) -> &Counters {
         &self.counters
     }
-    /// Programs and erases attempted so far (what [`FaultPlan::power_cut_at`] counts).
+    /// Programs and erases attempted since the device was opened. [`FaultPlan::power_cut_at`]
+    /// and [`FaultPlan::fail_ops`] count from the value this had when the plan was installed.
     pub fn op_count(&self) -> u64 {
         self.ops
     }
@@ -456,7 +461,7 @@ impl Nand {
         self.counters.programs += 1;
         self.counters.bytes_programmed += bytes;
 
-        if self.faults.power_cut_at == Some(self.ops) {
+        if self.faults.power_cut_at == Some(self.plan_op()) {
             let mode = self.pick_torn();
             if mode != TornMode::Nothing {
                 self.apply_program(ppn, col, data, spare, mode == TornMode::Partial)?;
@@ -489,7 +494,7 @@ impl Nand {
         self.ops += 1;
         self.clock_ps += self.costs.erase;
         self.counters.erases += 1;
-        if self.faults.power_cut_at == Some(self.ops) {
+        if self.faults.power_cut_at == Some(self.plan_op()) {
             match self.pick_torn() {
                 TornMode::Nothing => {}
                 TornMode::Partial => {
@@ -636,6 +641,12 @@ impl Nand {
         }
     }
 
+    /// Index of the current operation within the installed fault plan (1-based).
+    #[inline]
+    fn plan_op(&self) -> u64 {
+        self.ops - self.fault_base
+    }
+
     fn grow_bad(&mut self, block: u32) -> Result<()> {
         let mut info = self.store.block_info(block);
         info.bad = BadState::Grown;
@@ -643,7 +654,7 @@ impl Nand {
     }
 
     fn injected_failure(&mut self, rate: f64) -> bool {
-        if !self.faults.fail_ops.is_empty() && self.faults.fail_ops.contains(&self.ops) {
+        if !self.faults.fail_ops.is_empty() && self.faults.fail_ops.contains(&self.plan_op()) {
             return true;
         }
         rate > 0.0 && self.rng.gen_bool(rate.min(1.0))

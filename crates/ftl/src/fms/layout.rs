@@ -22,6 +22,10 @@ pub const ENTRY: usize = 24;
 pub const SPARE_RECORD: usize = 16;
 pub const INDEX_ENTRY: usize = 16;
 pub const INDEX_MAGIC: u16 = 0x1DE5;
+/// Spare mode: programmed at spare offset 1 of every page of a multi-page slot except the
+/// last (which holds the record), so a page erased by a torn erase is told from a written
+/// page of 0xFF bytes.
+pub const PAGE_MARK: [u8; 1] = [0x00];
 /// Largest logical block number (0xFFFF_FFFF marks an empty entry).
 pub const MAX_LBN: u32 = 0xFFFF_FFFE;
 

@@ -477,6 +477,9 @@ impl Fms {
                     )?;
                     done += n;
                 }
+                if self.lay.mode == RecordMode::Spare && self.lay.pages_per_slot > 1 {
+                    self.torn_reads_as_trimmed(first + off / ps, b)?;
+                }
             }
             None => {
                 let mut done = 0u64;
@@ -486,6 +489,28 @@ impl Fms {
                     self.nand
                         .read_opaque(first + o / ps, (o % ps) as u32, n as u32)?;
                     done += n;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Spare mode: every page of a slot but the last carries [`layout::PAGE_MARK`] in its
+    /// spare area (the last carries the record). A page that reads erased without its mark
+    /// was erased by a torn erase after the slot was written. Only a block whose newest
+    /// record sits in a segment whose erase was interrupted can be mapped there, and that
+    /// is a block trimmed before (valid blocks are copied out before the erase; spare-mode
+    /// trims do not persist): it reads as trimmed, zeros, never as half-erased garbage.
+    fn torn_reads_as_trimmed(&mut self, p0: u64, b: &mut [u8]) -> DevResult<()> {
+        let ps = self.lay.page_size as usize;
+        for k in 0..self.lay.pages_per_slot as usize - 1 {
+            if b[k * ps..(k + 1) * ps].iter().all(|&x| x == 0xFF) {
+                let mut mark = [0u8];
+                self.nand
+                    .read(p0 + k as u64, self.lay.page_size + 1, &mut mark)?;
+                if mark[0] == 0xFF {
+                    b.fill(0);
+                    return Ok(());
                 }
             }
         }
@@ -575,17 +600,23 @@ impl Fms {
         s.last_inval_ps = self.nand.clock_ps();
         self.rev[phys as usize] = NONE;
         if on_flash && self.lay.mode == RecordMode::Header {
-            // Clear the live bit, keeping the other flag bits as they are on flash.
-            let off = SEG_HEADER as u64 + slot as u64 * ENTRY as u64 + Record::FLAGS_OFFSET as u64;
-            let ps = self.lay.page_size as u64;
-            let ppn = self.nand.geometry().first_page(seg) + off / ps;
-            let col = (off % ps) as u32;
-            let mut flags = [0u8];
-            self.nand.read(ppn, col, &mut flags)?;
-            self.nand
-                .program(ppn, col, Data::Bytes(&[flags[0] & !1]), None)?;
+            self.clear_live(seg, slot)?;
             self.stats.obsolete_marks += 1;
         }
+        Ok(())
+    }
+
+    /// Header mode: clear the live bit of a slot's entry, keeping the other flag bits as
+    /// they are on flash.
+    fn clear_live(&mut self, seg: u32, slot: u32) -> DevResult<()> {
+        let off = SEG_HEADER as u64 + slot as u64 * ENTRY as u64 + Record::FLAGS_OFFSET as u64;
+        let ps = self.lay.page_size as u64;
+        let ppn = self.nand.geometry().first_page(seg) + off / ps;
+        let col = (off % ps) as u32;
+        let mut flags = [0u8];
+        self.nand.read(ppn, col, &mut flags)?;
+        self.nand
+            .program(ppn, col, Data::Bytes(&[flags[0] & !1]), None)?;
         Ok(())
     }
 
@@ -605,9 +636,16 @@ impl Fms {
                     self.segs[seg as usize].valid += 1;
                     return Ok(seg * self.lay.slots + slot);
                 }
-                Err(NandError::SetsBits { .. }) | Err(NandError::ProgramFailed { .. }) => {
-                    // Garbage left by a torn operation, or a failing block: close this
-                    // segment (the cleaner will reclaim it) and retry in a fresh one.
+                Err(
+                    NandError::SetsBits { .. }
+                    | NandError::NopExceeded { .. }
+                    | NandError::OutOfOrder { .. }
+                    | NandError::ProgramFailed { .. },
+                ) => {
+                    // Garbage left by a torn operation (bits already cleared, a page
+                    // already programmed, later pages programmed — e.g. a torn erase that
+                    // left the header), or a failing block: close this segment (the
+                    // cleaner will reclaim it) and retry in a fresh one.
                     let s = &mut self.segs[seg as usize];
                     s.next = self.lay.slots;
                     s.state = SegState::Used;
@@ -663,8 +701,13 @@ impl Fms {
                         Some(b) => Data::Bytes(&b[(k * ps) as usize..((k + 1) * ps) as usize]),
                         None => Data::Opaque(ps as u32),
                     };
-                    let sp = (k == pps - 1).then_some((1u32, &spare[..]));
-                    self.nand.program(p0 + k, 0, d, sp)?;
+                    // The last page carries the record, the others a written mark.
+                    let sp = if k == pps - 1 {
+                        &spare[..]
+                    } else {
+                        &layout::PAGE_MARK[..]
+                    };
+                    self.nand.program(p0 + k, 0, d, Some((1, sp)))?;
                 }
             }
         }
@@ -738,20 +781,29 @@ impl Fms {
     }
 
     /// Append "stream → seg" to the index segment, wrapping (erase, then rewrite every
-    /// active stream) when it is full.
+    /// active stream) when it is full or when the place of the next entry is not
+    /// programmable (leftovers of a torn erase or program of the index segment).
     fn log_active(&mut self, stream: u8, seg: u32) -> DevResult<()> {
         let Some(ix) = self.index.as_ref() else {
             return Ok(());
         };
         let ix_seg = ix.seg;
-        if ix.next >= self.lay.index_capacity() {
-            self.erase_and_header(ix_seg, 1)?;
-            self.segs[ix_seg as usize].state = SegState::Index;
-            self.index.as_mut().unwrap().next = 0;
-            for (st, &a) in self.active.clone().iter().enumerate() {
-                if a != NONE && st != stream as usize {
-                    self.append_index(st as u8, a)?;
-                }
+        if ix.next < self.lay.index_capacity() {
+            match self.append_index(stream, seg) {
+                Err(DevError::Flash(
+                    NandError::SetsBits { .. }
+                    | NandError::NopExceeded { .. }
+                    | NandError::OutOfOrder { .. },
+                )) => {}
+                r => return r,
+            }
+        }
+        self.erase_and_header(ix_seg, 1)?;
+        self.segs[ix_seg as usize].state = SegState::Index;
+        self.index.as_mut().unwrap().next = 0;
+        for (st, &a) in self.active.clone().iter().enumerate() {
+            if a != NONE && st != stream as usize {
+                self.append_index(st as u8, a)?;
             }
         }
         self.append_index(stream, seg)

@@ -1,5 +1,6 @@
 //! Mount: rebuild every RAM table from flash (segment headers, block records, the index
-//! segment). Mount only reads, except that it recreates a lost index segment.
+//! segment). Mount only reads, except that it recreates a lost index segment and, in header
+//! mode, clears the live bit of superseded copies that a power cut left live.
 //!
 //! * A segment whose header is valid contributes its records; one whose header is erased
 //!   or unreadable (torn erase, torn header write) is *dirty*: it is erased before reuse,
@@ -16,7 +17,7 @@ use nand::blockdev::{DevError, DevResult};
 use nand::Nand;
 
 use super::layout::{IndexEntry, Record, RecordMode, SegHeader, ENTRY, INDEX_ENTRY, SEG_HEADER};
-use super::{Fms, FmsConfig, IndexLog, SegState, NONE};
+use super::{Fms, FmsConfig, IndexLog, SegState};
 
 struct Best {
     seq: u64,
@@ -33,6 +34,9 @@ pub(super) fn mount(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     let mut any_header = false;
     let mut index_seg: Option<u32> = None;
     let mut max_ec = 0u32;
+    // Header mode: superseded copies whose live bit is still set (an invalidation or an
+    // erase cut by power loss).
+    let mut stale_live: Vec<u32> = Vec::new();
     let mut hdr = vec![0u8; SEG_HEADER];
     let mut entries = vec![0u8; slots as usize * ENTRY];
     let mut spare = [0u8; 15];
@@ -76,13 +80,19 @@ pub(super) fn mount(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                     r.lbn, f.logical
                 )));
             }
+            let phys = seg * slots + slot;
             let b = &mut best[r.lbn as usize];
             if b.as_ref().is_none_or(|b| r.seq > b.seq) {
+                if let Some(old) = b.take().filter(|o| o.rec.live) {
+                    stale_live.push(old.phys);
+                }
                 *b = Some(Best {
                     seq: r.seq,
-                    phys: seg * slots + slot,
+                    phys,
                     rec: r,
                 });
+            } else if r.live {
+                stale_live.push(phys);
             }
             Ok(())
         };
@@ -154,6 +164,14 @@ pub(super) fn mount(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         f.hot.set(l, b.rec.updates as f64, 0);
     }
 
+    // Finish interrupted invalidations: a superseded copy left live would come back if
+    // the newer copy's segment were cleaned after the block was trimmed.
+    if lay.mode == RecordMode::Header {
+        for phys in stale_live {
+            f.clear_live(phys / slots, phys % slots)?;
+        }
+    }
+
     // Active segments from the index log.
     match index_seg {
         Some(ix) => {
@@ -179,13 +197,21 @@ pub(super) fn mount(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             }
             let seq = log.iter().map(|e| e.seq).max().unwrap_or(0) + 1;
             log.sort_by_key(|e| std::cmp::Reverse(e.seq));
+            // Only a stream's newest entry counts: older ones name segments it left,
+            // which may since have been cleaned and reused. A full segment stays active
+            // (as in the running FMS) until the stream's next write moves on.
+            let mut decided = vec![false; f.active.len()];
             for e in log {
                 let (st, sg) = (e.stream as usize, e.seg);
-                if st >= f.active.len() || f.active[st] != NONE || sg >= lay.segments {
+                if st >= f.active.len() || decided[st] {
+                    continue;
+                }
+                decided[st] = true;
+                if sg >= lay.segments || f.active.contains(&sg) {
                     continue;
                 }
                 let s = &mut f.segs[sg as usize];
-                if !matches!(s.state, SegState::Free | SegState::Used) || s.next >= slots {
+                if !matches!(s.state, SegState::Free | SegState::Used) {
                     continue;
                 }
                 s.state = SegState::Active;

@@ -9,9 +9,11 @@
 //!   record's live flag was cleared (header mode: the block was trimmed) the block is
 //!   unmapped.
 //! * A segment's first free slot follows its last slot with a record; if that slot is not
-//!   fully erased (a write torn before its record was programmed) it is skipped too.
-//! * Active segments come from the index log (newest entry per stream first, each segment
-//!   to one stream); partly written segments the log does not name are closed.
+//!   fully erased (a write torn before its record was programmed) it is skipped too (on
+//!   in-order devices, where no page after it may be programmed, the segment is closed).
+//! * Active segments come from the index log (each stream's newest entry only, each segment
+//!   to one stream, a full segment included); partly written segments the log does not
+//!   name are closed.
 
 use nand::blockdev::{DevError, DevResult};
 use nand::Nand;
@@ -121,7 +123,9 @@ pub(super) fn mount(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         }
         let mut next = last_used.map_or(0, |s| s + 1);
         if next < slots && !slot_erased(&mut f, seg, next)? {
-            next += 1;
+            // Skip the torn slot; on devices whose pages must be programmed in order the
+            // pages after it cannot be programmed either: close the segment.
+            next = if geo.in_order { slots } else { next + 1 };
         }
         f.segs[si].next = next;
         f.segs[si].state = if next == 0 {

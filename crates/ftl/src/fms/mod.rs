@@ -1050,9 +1050,10 @@ impl Fms {
     }
 
     /// Wear levelling (1999 paper, Section 3.2 item 3): when the most-erased free segment
-    /// has been erased `threshold` times more than the least-erased closed segment, move
-    /// the (cold) data of the least-erased segment into the most-erased one, so the worn
-    /// segment holds cold data and the fresh one rejoins the free pool.
+    /// has been erased `threshold` times more than the least-erased segment holding data
+    /// (closed, or a stream's active segment), move the (cold) data of the least-erased
+    /// segment into the most-erased one, so the worn segment holds cold data and the fresh
+    /// one rejoins the free pool.
     fn level_wear(&mut self, threshold: u32) -> DevResult<()> {
         let most = self
             .free
@@ -1064,7 +1065,7 @@ impl Fms {
             .segs
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.state == SegState::Used)
+            .filter(|(_, s)| matches!(s.state, SegState::Used | SegState::Active))
             .min_by_key(|(_, s)| s.erase_count)
             .map(|(i, _)| i as u32);
         let (Some(most), Some(least)) = (most, least) else {
@@ -1088,6 +1089,13 @@ impl Fms {
         s.next = 0;
         s.valid = 0;
         self.evacuate(least, Some(most))?;
+        if src.state == SegState::Active {
+            // A stream's segment that fills slowly (cold data) would otherwise never be
+            // erased: the most-erased segment takes over its data and its role.
+            self.segs[most as usize].state = SegState::Active;
+            self.active[src.stream as usize] = most;
+            self.log_active(src.stream, most)?;
+        }
         if self.erase_and_header(least, 0)? {
             self.free.push_back(least);
         }

@@ -6,6 +6,7 @@
 
 pub mod driver;
 pub mod reproduce;
+pub mod torture;
 pub mod workload;
 
 pub use driver::{run, run_all, Arrival, SimConfig, SimResult};

@@ -1,0 +1,1064 @@
+//! Power-loss torture: run a seeded workload on a small device in storage mode, cut power at
+//! every program/erase (or a seeded sample of them), remount, and check with a shadow
+//! model that nothing acknowledged as durable was lost and every invariant holds.
+//!
+//! ## How a run goes
+//!
+//! 1. The device is derived from the chosen one ([`small_device`]): same page, spare,
+//!    NOP, program order, timing and endurance, but few erase blocks (16 by default) and
+//!    few pages per block, so the cleaner runs every few writes and the whole run is short.
+//! 2. The workload ([`workload`]) is generated once from the seed: a prefill of most of
+//!    the logical space, then random-length writes (often partial blocks), aligned
+//!    overwrites of a hot area, trims (whole blocks and partial), reads and flushes. Every
+//!    written sector holds real random bytes derived from a unique tag, its own address
+//!    and the seed, so any content read back can be traced to the exact write (or shown
+//!    to be garbage).
+//! 3. A fault-free run counts the program and erase operations of the workload. Counting
+//!    starts after the format: the device is formatted, reopened, the fault plan is
+//!    installed on the fresh device and the FMS is mounted, so cut point `k` is the k-th
+//!    program/erase *of the workload* (format operations are never cut).
+//! 4. For each cut point the run is repeated from scratch with
+//!    `FaultPlan { power_cut_at: Some(k), torn: Random, seed: seed ^ k }` (the torn mode —
+//!    nothing / partial / complete — is drawn per cut point) and stops at the first
+//!    power-loss error. The store is taken out, reopened and mounted, then checked:
+//!    1. every sector whose last write or trim was acknowledged before the last completed
+//!       flush reads back exactly that write; a trimmed sector reads zeros when trims are
+//!       durable (header mode, `nop = 0`), or, in spare mode where the FMS does not persist
+//!       trims, zeros or content written to it before the trim;
+//!    2. no sector reads content that was never written to it: a sector changed since the
+//!       last flush (including by the operation that was cut) reads its flushed value or
+//!       one of the values written since;
+//!    3. the tables rebuilt at mount equal those of a second, clean remount of the same
+//!       store (`tables_digest`);
+//!    4. erase counts survive: for every segment that is neither dirty nor bad, the FMS's
+//!       count is the device's count or one less (a torn erase may be counted by the
+//!       device before the FMS could record it in the header); a segment whose header
+//!       was unreadable after the cut lost its count and mount estimates it, so it is not
+//!       checked, then or after it is reused;
+//!    5. the FMS keeps working: a few more writes, a flush, a clean remount; every sector
+//!       then reads back exactly, the remount rebuilds the tables the running FMS had, and
+//!       the erase counts hold again.
+//!
+//! The fault-free run goes through the same checks (a clean shutdown and remount), and its
+//! reads are compared with the model as the workload runs.
+//!
+//! Cut points are independent and run on all cores; the report does not depend on the
+//! number of threads.
+
+use std::str::FromStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use ftl::fms::layout::{RecordMode, SegHeader, SEG_HEADER};
+use ftl::fms::{Fms, FmsConfig, SegState};
+use nand::blockdev::{BlockDevice, DevError, SECTOR};
+use nand::{DeviceSpec, FaultPlan, Nand, TornMode};
+use rand::{Rng, RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::Serialize;
+
+/// Which cut points to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cuts {
+    /// Every program and erase of the workload.
+    Every,
+    /// A seeded sample of this many distinct operations (all of them if there are fewer).
+    Sample(u64),
+}
+
+impl FromStr for Cuts {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Cuts, String> {
+        if s.eq_ignore_ascii_case("every") || s.eq_ignore_ascii_case("all") {
+            return Ok(Cuts::Every);
+        }
+        match s.parse::<u64>() {
+            Ok(0) => Err("cuts: need at least one cut point (or 'every')".into()),
+            Ok(n) => Ok(Cuts::Sample(n)),
+            Err(_) => Err(format!(
+                "cuts: expected 'every' or a number of cut points, got '{s}'"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Cuts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cuts::Every => f.write_str("every"),
+            Cuts::Sample(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// A torture run.
+#[derive(Clone, Debug)]
+pub struct TortureConfig {
+    /// The device (a preset); shrunk with [`small_device`] unless `shrink` is false.
+    pub device: DeviceSpec,
+    pub shrink: bool,
+    /// Erase blocks of the shrunk device.
+    pub segments: u32,
+    /// The FMS under test (its `block_size` is the logical block size).
+    pub fms: FmsConfig,
+    pub cuts: Cuts,
+    /// Workload operations after the prefill.
+    pub ops: usize,
+    pub seed: u64,
+    /// Worker threads (0: one per core).
+    pub threads: usize,
+}
+
+impl TortureConfig {
+    /// Defaults for `device`: 16 segments, the device's default block size
+    /// ([`default_block_size`]), the paper's FMS (CAT, M6), every cut point, 300 operations.
+    pub fn new(device: DeviceSpec) -> TortureConfig {
+        let fms = FmsConfig {
+            block_size: default_block_size(&device),
+            ..FmsConfig::default()
+        };
+        TortureConfig {
+            device,
+            shrink: true,
+            segments: 16,
+            fms,
+            cuts: Cuts::Every,
+            ops: 300,
+            seed: 1,
+            threads: 0,
+        }
+    }
+
+    /// The device the run uses.
+    pub fn test_device(&self) -> DeviceSpec {
+        if self.shrink {
+            small_device(&self.device, self.segments, self.fms.block_size)
+        } else {
+            self.device.clone()
+        }
+    }
+}
+
+/// What a torture run found.
+#[derive(Clone, Debug, Serialize)]
+pub struct TortureReport {
+    pub target: String,
+    /// The device the run was derived from.
+    pub device: String,
+    pub seed: u64,
+    /// `every` or the requested sample size.
+    pub cuts: String,
+    /// Geometry actually used.
+    pub segments: u32,
+    pub pages_per_block: u32,
+    pub page_size: u32,
+    pub block_size: u32,
+    pub record_mode: String,
+    pub logical_blocks: u64,
+    /// Workload operations (prefill writes, writes, trims, reads, flushes).
+    pub workload_ops: usize,
+    /// Programs and erases of the fault-free workload: the possible cut points.
+    pub ops: u64,
+    /// Cut points run.
+    pub cut_points: u64,
+    /// Cut points (and the fault-free run) where a check failed.
+    pub violations: u64,
+    /// One line per violation: the cut point and what went wrong.
+    pub failures: Vec<String>,
+    /// Cleanings and erasures of the fault-free run (to show the cleaner ran).
+    pub cleanings: u64,
+    pub erasures: u64,
+    pub elapsed_s: f64,
+}
+
+/// Default logical block size for torturing `device`: 4 KiB on NOR-style devices, at
+/// least 1 KiB (and a whole page) on NAND.
+pub fn default_block_size(device: &DeviceSpec) -> u32 {
+    let g = &device.geometry;
+    if g.nop == 0 {
+        let mut b = 4096u32;
+        while b > 512 && b as u64 > g.block_bytes() / 2 {
+            b /= 2;
+        }
+        b
+    } else {
+        g.page_size.max(1024)
+    }
+}
+
+/// A small device with `device`'s page, spare, NOP, program order, timing and endurance:
+/// `segments` erase blocks of at most 8 logical blocks (NOR-style) or 16 slots' worth of
+/// pages (NAND), so cleaning happens every few writes.
+pub fn small_device(device: &DeviceSpec, segments: u32, block_size: u32) -> DeviceSpec {
+    let mut d = device.clone();
+    let g = &mut d.geometry;
+    let pages_per_block_size = block_size.div_ceil(g.page_size).max(1);
+    let want = if g.nop == 0 {
+        8 * pages_per_block_size
+    } else {
+        16 * pages_per_block_size
+    };
+    g.pages_per_block = g.pages_per_block.min(want).max(2);
+    g.blocks = segments;
+    let mut name = format!("{}-torture", device.name);
+    name.truncate(63);
+    d.name = name;
+    d.description = format!(
+        "{} shrunk for power-loss torture: {} blocks of {} pages",
+        device.name, g.blocks, g.pages_per_block
+    );
+    d
+}
+
+// ---- workload ------------------------------------------------------------------------------
+
+/// One workload operation. Sector contents are derived from `tag + i` for the i-th sector.
+#[derive(Clone, Copy, Debug)]
+pub enum Op {
+    Write {
+        lba: u64,
+        count: u32,
+        tag: u64,
+    },
+    /// `mark`: every tag below it was issued before the trim.
+    Trim {
+        lba: u64,
+        count: u32,
+        mark: u64,
+    },
+    Read {
+        lba: u64,
+        count: u32,
+    },
+    Flush,
+}
+
+/// The seeded workload over `sectors` sectors with `spb` sectors per logical block: a
+/// prefill of ~90% of the blocks in random 1–4-block aligned chunks and a flush, then `ops`
+/// random operations (45% writes at any sector with 1 to 2 blocks' worth of sectors, 20%
+/// aligned overwrites of the hottest quarter, 10% trims, 10% reads, 15% flushes) and a
+/// final flush.
+pub fn workload(seed: u64, sectors: u64, spb: u64, ops: usize) -> Vec<Op> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x7047_7572_6521);
+    let mut tag = 1u64;
+    let mut out = Vec::with_capacity(ops + sectors as usize / spb as usize + 4);
+    let write = |out: &mut Vec<Op>, tag: &mut u64, lba: u64, count: u64| {
+        out.push(Op::Write {
+            lba,
+            count: count as u32,
+            tag: *tag,
+        });
+        *tag += count;
+    };
+    let blocks = sectors / spb;
+    let fill = blocks * 9 / 10;
+    let mut b = 0;
+    while b < fill {
+        let n = rng.gen_range(1..=4).min(fill - b);
+        write(&mut out, &mut tag, b * spb, n * spb);
+        b += n;
+    }
+    out.push(Op::Flush);
+    let hot = (blocks / 4).max(1);
+    for _ in 0..ops {
+        let r = rng.gen_range(0..100);
+        if r < 45 {
+            let lba = rng.gen_range(0..sectors);
+            let count = rng.gen_range(1..=2 * spb).min(sectors - lba);
+            write(&mut out, &mut tag, lba, count);
+        } else if r < 65 {
+            let lbn = rng.gen_range(0..hot);
+            let n = rng.gen_range(1..=2u64).min(blocks - lbn);
+            write(&mut out, &mut tag, lbn * spb, n * spb);
+        } else if r < 75 {
+            let (lba, count) = if rng.gen_bool(0.5) {
+                let lbn = rng.gen_range(0..blocks);
+                (lbn * spb, rng.gen_range(1..=2u64).min(blocks - lbn) * spb)
+            } else {
+                let lba = rng.gen_range(0..sectors);
+                (lba, rng.gen_range(1..=spb).min(sectors - lba))
+            };
+            out.push(Op::Trim {
+                lba,
+                count: count as u32,
+                mark: tag,
+            });
+        } else if r < 85 {
+            let lba = rng.gen_range(0..sectors);
+            let count = rng.gen_range(1..=2 * spb).min(sectors - lba);
+            out.push(Op::Read {
+                lba,
+                count: count as u32,
+            });
+        } else {
+            out.push(Op::Flush);
+        }
+    }
+    out.push(Op::Flush);
+    out
+}
+
+/// The content of sector `lba` written with `tag`: the tag, the address, then random bytes
+/// from both and the run's seed.
+pub fn sector_content(seed: u64, tag: u64, lba: u64, out: &mut [u8]) {
+    out[0..8].copy_from_slice(&tag.to_le_bytes());
+    out[8..16].copy_from_slice(&lba.to_le_bytes());
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(
+        tag.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ lba.rotate_left(32) ^ seed,
+    );
+    rng.fill_bytes(&mut out[16..SECTOR]);
+}
+
+/// What a sector read back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Seen {
+    Zero,
+    Tag(u64),
+    /// Neither zeros nor any content ever written to this sector.
+    Garbage,
+}
+
+fn classify(seed: u64, lba: u64, b: &[u8], scratch: &mut [u8]) -> Seen {
+    if b.iter().all(|&x| x == 0) {
+        return Seen::Zero;
+    }
+    let tag = u64::from_le_bytes(b[0..8].try_into().unwrap());
+    if tag == 0 || u64::from_le_bytes(b[8..16].try_into().unwrap()) != lba {
+        return Seen::Garbage;
+    }
+    sector_content(seed, tag, lba, scratch);
+    if scratch[..SECTOR] == b[..SECTOR] {
+        Seen::Tag(tag)
+    } else {
+        Seen::Garbage
+    }
+}
+
+// ---- shadow model --------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Val {
+    Data(u64),
+    Zero,
+    /// Trimmed; tags below the mark were written before the trim.
+    Trimmed(u64),
+}
+
+impl Val {
+    /// May a sector holding `self` read back `seen`?
+    fn admits(self, seen: Seen, trims_durable: bool) -> bool {
+        match (self, seen) {
+            (_, Seen::Garbage) => false,
+            (Val::Data(t), Seen::Tag(s)) => t == s,
+            (Val::Data(_), Seen::Zero) => false,
+            (Val::Zero | Val::Trimmed(_), Seen::Zero) => true,
+            (Val::Zero, Seen::Tag(_)) => false,
+            (Val::Trimmed(m), Seen::Tag(s)) => !trims_durable && s < m,
+        }
+    }
+}
+
+impl std::fmt::Display for Val {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Val::Data(t) => write!(f, "write #{t}"),
+            Val::Zero => f.write_str("zeros"),
+            Val::Trimmed(_) => f.write_str("trimmed"),
+        }
+    }
+}
+
+fn seen_text(s: Seen) -> String {
+    match s {
+        Seen::Zero => "zeros".into(),
+        Seen::Tag(t) => format!("write #{t}"),
+        Seen::Garbage => "garbage (content never written there)".into(),
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Cell {
+    durable: Val,
+    /// Values since the last completed flush, oldest first, including an operation that
+    /// was under way when power was cut.
+    since: Vec<Val>,
+}
+
+impl Cell {
+    fn current(&self) -> Val {
+        *self.since.last().unwrap_or(&self.durable)
+    }
+}
+
+struct Model {
+    cells: Vec<Cell>,
+    spb: u64,
+    trims_durable: bool,
+}
+
+impl Model {
+    fn new(sectors: u64, spb: u64, trims_durable: bool) -> Model {
+        Model {
+            cells: vec![
+                Cell {
+                    durable: Val::Zero,
+                    since: Vec::new(),
+                };
+                sectors as usize
+            ],
+            spb,
+            trims_durable,
+        }
+    }
+
+    /// Record an operation as under way (it may or may not reach the medium).
+    fn start(&mut self, op: &Op) {
+        match *op {
+            Op::Write { lba, count, tag } => {
+                for i in 0..count as u64 {
+                    self.cells[(lba + i) as usize]
+                        .since
+                        .push(Val::Data(tag + i));
+                }
+            }
+            Op::Trim { lba, count, mark } => {
+                for i in 0..count as u64 {
+                    self.cells[(lba + i) as usize]
+                        .since
+                        .push(Val::Trimmed(mark));
+                }
+            }
+            Op::Read { .. } | Op::Flush => {}
+        }
+    }
+
+    fn flushed(&mut self) {
+        for c in &mut self.cells {
+            if let Some(&v) = c.since.last() {
+                c.durable = v;
+                c.since.clear();
+            }
+        }
+    }
+
+    /// Check what sector `lba` read back after a power cut; `None` when admissible.
+    fn check(&self, lba: u64, seen: Seen) -> Option<String> {
+        let c = &self.cells[lba as usize];
+        let td = self.trims_durable;
+        if c.durable.admits(seen, td) || c.since.iter().any(|v| v.admits(seen, td)) {
+            return None;
+        }
+        let lbn = lba / self.spb;
+        Some(if c.since.is_empty() {
+            format!(
+                "sector {lba} (block {lbn}): flushed {} but read {}",
+                c.durable,
+                seen_text(seen)
+            )
+        } else {
+            let cands: Vec<String> = std::iter::once(c.durable)
+                .chain(c.since.iter().copied())
+                .map(|v| v.to_string())
+                .collect();
+            format!(
+                "sector {lba} (block {lbn}): read {}, not one of [{}] (last flushed first)",
+                seen_text(seen),
+                cands.join(", ")
+            )
+        })
+    }
+
+    /// After a successful recovery, what was read back is the new durable state.
+    fn settle(&mut self, seen: &[Seen]) {
+        for (c, &s) in self.cells.iter_mut().zip(seen) {
+            c.since.clear();
+            c.durable = match s {
+                Seen::Tag(t) => Val::Data(t),
+                _ => Val::Zero,
+            };
+        }
+    }
+}
+
+// ---- one run -------------------------------------------------------------------------------
+
+struct Ctx {
+    spec: DeviceSpec,
+    cfg: FmsConfig,
+    seed: u64,
+    ops: Vec<Op>,
+    sectors: u64,
+    spb: u64,
+    trims_durable: bool,
+    /// First tag free for the after-recovery writes.
+    next_tag: u64,
+}
+
+/// Outcome of one run (fault-free or cut).
+struct RunOutcome {
+    problems: Vec<String>,
+    device_ops: u64,
+    cleanings: u64,
+    erasures: u64,
+}
+
+fn dev_err(what: &str, e: DevError) -> String {
+    format!("{what}: {e}")
+}
+
+/// Format a fresh device and reopen it, so the operation count starts at 0.
+fn formatted(ctx: &Ctx) -> Result<Nand, String> {
+    let nand = Nand::ram(ctx.spec.clone()).map_err(|e| format!("device: {e}"))?;
+    let fms = Fms::format(nand, ctx.cfg.clone()).map_err(|e| dev_err("format", e))?;
+    let store = fms.into_nand().into_store();
+    Nand::open(ctx.spec.clone(), store).map_err(|e| format!("reopen: {e}"))
+}
+
+fn remount(ctx: &Ctx, nand: Nand, what: &str) -> Result<Fms, String> {
+    let nand = Nand::open(ctx.spec.clone(), nand.into_store())
+        .map_err(|e| format!("{what}: reopen: {e}"))?;
+    Fms::mount(nand, ctx.cfg.clone()).map_err(|e| dev_err(&format!("{what}: mount"), e))
+}
+
+/// Read every sector; classify each.
+fn read_all(ctx: &Ctx, fms: &mut Fms, what: &str) -> Result<Vec<Seen>, String> {
+    let chunk = (ctx.spb * 8).min(ctx.sectors);
+    let mut buf = vec![0u8; chunk as usize * SECTOR];
+    let mut scratch = vec![0u8; SECTOR];
+    let mut seen = Vec::with_capacity(ctx.sectors as usize);
+    let mut lba = 0;
+    while lba < ctx.sectors {
+        let n = chunk.min(ctx.sectors - lba);
+        let b = &mut buf[..n as usize * SECTOR];
+        fms.read(lba, n as u32, Some(b))
+            .map_err(|e| dev_err(&format!("{what}: read {lba}+{n}"), e))?;
+        for i in 0..n {
+            let s = &b[i as usize * SECTOR..(i as usize + 1) * SECTOR];
+            seen.push(classify(ctx.seed, lba + i, s, &mut scratch));
+        }
+        lba += n;
+    }
+    Ok(seen)
+}
+
+/// The tables `tables_digest` covers, to compare a running FMS with a remount and say how
+/// they differ. The erase count of a dirty segment is not compared: it was lost, and mount
+/// takes the largest count known at the time.
+struct Tables {
+    map: Vec<Option<u32>>,
+    segs: Vec<ftl::fms::Seg>,
+    active: Vec<u32>,
+}
+
+impl Tables {
+    fn of(f: &Fms) -> Tables {
+        Tables {
+            map: (0..f.logical_blocks() as u32)
+                .map(|l| f.lookup(l))
+                .collect(),
+            segs: f.segments().to_vec(),
+            active: f.active_segments().to_vec(),
+        }
+    }
+
+    fn diff(&self, other: &Tables) -> String {
+        let mut d = Vec::new();
+        if let Some(l) = (0..self.map.len()).find(|&l| self.map[l] != other.map[l]) {
+            d.push(format!(
+                "block {l} at {:?} vs {:?}",
+                self.map[l], other.map[l]
+            ));
+        }
+        for (s, (a, b)) in self.segs.iter().zip(&other.segs).enumerate() {
+            let key = |x: &ftl::fms::Seg| {
+                let ec = if x.state == SegState::Dirty {
+                    0
+                } else {
+                    x.erase_count
+                };
+                (ec, x.valid, x.next, x.state)
+            };
+            if key(a) != key(b) {
+                d.push(format!(
+                    "segment {s}: erase count/valid/next/state {:?} vs {:?}",
+                    key(a),
+                    key(b)
+                ));
+                break;
+            }
+        }
+        if self.active != other.active {
+            d.push(format!(
+                "active segments {:?} vs {:?}",
+                self.active, other.active
+            ));
+        }
+        d.join(", ")
+    }
+}
+
+/// Segments whose header is erased or unreadable (their erase count is lost).
+fn lost_headers(nand: &mut Nand) -> Result<Vec<bool>, String> {
+    let geo = nand.geometry().clone();
+    let mut hdr = [0u8; SEG_HEADER];
+    (0..geo.blocks)
+        .map(|b| {
+            if nand.is_bad(b) {
+                return Ok(false);
+            }
+            nand.read(geo.first_page(b), 0, &mut hdr)
+                .map_err(|e| format!("after the cut: read header {b}: {e}"))?;
+            Ok(!matches!(SegHeader::decode(&hdr), Ok(Some(_))))
+        })
+        .collect()
+}
+
+/// Check (4): erase counts of segments that are neither dirty nor bad.
+/// Segments in `lost` had no readable header after the cut: their count was lost and mount
+/// estimates it (as the largest count known), so they are not checked, then or later.
+fn check_erase_counts(fms: &Fms, lost: &[bool], what: &str, problems: &mut Vec<String>) {
+    let counts = fms.erase_counts();
+    for (s, seg) in fms.segments().iter().enumerate() {
+        if matches!(seg.state, SegState::Dirty | SegState::Bad) || lost.get(s) == Some(&true) {
+            continue;
+        }
+        let dev = fms.nand().erase_count(s as u32);
+        let c = counts[s];
+        if c > dev || c + 1 < dev {
+            problems.push(format!(
+                "{what}: segment {s} ({:?}): FMS erase count {c}, device erase count {dev}",
+                seg.state
+            ));
+        }
+    }
+}
+
+fn apply(fms: &mut Fms, ctx: &Ctx, op: &Op, buf: &mut Vec<u8>) -> Result<(), DevError> {
+    match *op {
+        Op::Write { lba, count, tag } => {
+            buf.resize(count as usize * SECTOR, 0);
+            for i in 0..count as u64 {
+                let at = i as usize * SECTOR;
+                sector_content(ctx.seed, tag + i, lba + i, &mut buf[at..at + SECTOR]);
+            }
+            fms.write(lba, count, Some(buf))
+        }
+        Op::Trim { lba, count, .. } => fms.trim(lba, count),
+        Op::Read { lba, count } => {
+            buf.resize(count as usize * SECTOR, 0);
+            fms.read(lba, count, Some(buf))
+        }
+        Op::Flush => fms.flush(),
+    }
+}
+
+/// Compare a workload read with the model's current values (strict: nothing was cut yet).
+fn check_read(ctx: &Ctx, model: &Model, op: &Op, buf: &[u8], problems: &mut Vec<String>) {
+    let Op::Read { lba, count } = *op else { return };
+    let mut scratch = vec![0u8; SECTOR];
+    for i in 0..count as u64 {
+        let s = &buf[i as usize * SECTOR..(i as usize + 1) * SECTOR];
+        let seen = classify(ctx.seed, lba + i, s, &mut scratch);
+        let cur = model.cells[(lba + i) as usize].current();
+        // Before any power cut the FMS holds every trim in RAM: trimmed reads zeros.
+        let ok = match cur {
+            Val::Data(t) => seen == Seen::Tag(t),
+            Val::Zero | Val::Trimmed(_) => seen == Seen::Zero,
+        };
+        if !ok {
+            problems.push(format!(
+                "read during the workload: sector {} holds {cur} but read {}",
+                lba + i,
+                seen_text(seen)
+            ));
+            return;
+        }
+    }
+}
+
+/// Run the workload, cut at `cut` (if any), recover and check.
+fn run_one(ctx: &Ctx, cut: Option<u64>) -> RunOutcome {
+    let mut out = RunOutcome {
+        problems: Vec::new(),
+        device_ops: 0,
+        cleanings: 0,
+        erasures: 0,
+    };
+    if let Err(e) = run_one_inner(ctx, cut, &mut out) {
+        out.problems.push(e);
+    }
+    out
+}
+
+fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<(), String> {
+    let mut nand = formatted(ctx)?;
+    if let Some(k) = cut {
+        nand.set_faults(FaultPlan {
+            power_cut_at: Some(k),
+            torn: TornMode::Random,
+            seed: ctx.seed ^ k.wrapping_mul(0xA24B_AED4_963E_E407),
+            ..FaultPlan::default()
+        });
+    }
+    let mut fms = Fms::mount(nand, ctx.cfg.clone()).map_err(|e| dev_err("first mount", e))?;
+    let mut model = Model::new(ctx.sectors, ctx.spb, ctx.trims_durable);
+    let mut buf = Vec::new();
+    let mut was_cut = false;
+    for (i, op) in ctx.ops.iter().enumerate() {
+        model.start(op);
+        match apply(&mut fms, ctx, op, &mut buf) {
+            Ok(()) => {
+                if matches!(op, Op::Flush) {
+                    model.flushed();
+                }
+                if matches!(op, Op::Read { .. }) {
+                    check_read(ctx, &model, op, &buf, &mut out.problems);
+                    if !out.problems.is_empty() {
+                        return Ok(());
+                    }
+                }
+            }
+            Err(DevError::PowerLoss) if cut.is_some() => {
+                was_cut = true;
+                break;
+            }
+            Err(e) => return Err(format!("workload op {i} ({op:?}): {e}")),
+        }
+    }
+    out.device_ops = fms.nand().op_count();
+    out.cleanings = fms.stats().cleanings;
+    out.erasures = fms.stats().erasures;
+    if let Some(k) = cut {
+        if !was_cut {
+            return Err(format!(
+                "power cut {k} never happened: the workload did only {} programs/erases (the run is not deterministic)",
+                out.device_ops
+            ));
+        }
+    }
+    let problems = &mut out.problems;
+
+    // Mount after the cut (or the clean shutdown). Segments without a readable header
+    // lost their erase count (mount estimates it); note them before mount reuses any.
+    let mut nand = Nand::open(ctx.spec.clone(), fms.into_nand().into_store())
+        .map_err(|e| format!("after the cut: reopen: {e}"))?;
+    let lost = lost_headers(&mut nand)?;
+    let mut f1 =
+        Fms::mount(nand, ctx.cfg.clone()).map_err(|e| dev_err("after the cut: mount", e))?;
+    let d1 = f1.tables_digest();
+    check_erase_counts(&f1, &lost, "after the cut", problems);
+    let seen = read_all(ctx, &mut f1, "after the cut")?;
+    verify(&model, &seen, "", problems);
+
+    // Check (3): a second mount of the same medium rebuilds the same tables.
+    let mut f2 = remount(ctx, f1.into_nand(), "second mount")?;
+    let d2 = f2.tables_digest();
+    if d1 != d2 {
+        problems.push(format!(
+            "tables rebuilt after the cut ({d1:016x}) differ from a clean remount ({d2:016x})"
+        ));
+    }
+    if !problems.is_empty() {
+        return Ok(());
+    }
+
+    // Check (5): the FMS keeps working. First a few writes, a flush and a clean remount,
+    // which must rebuild exactly the tables the running FMS had and read back every
+    // sector; then writes and trims enough to make the cleaner run, and another remount.
+    model.settle(&seen);
+    let salt = cut.unwrap_or(0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(ctx.seed ^ salt ^ 0xC0FFEE);
+    let mut tag = ctx.next_tag;
+    let mut more = |rng: &mut Xoshiro256PlusPlus, trims: bool| {
+        let lba = rng.gen_range(0..ctx.sectors);
+        if trims && rng.gen_bool(0.3) {
+            let (lba, count) = if rng.gen_bool(0.5) {
+                let blocks = ctx.sectors / ctx.spb;
+                let lbn = rng.gen_range(0..blocks);
+                (lbn * ctx.spb, ctx.spb.min(ctx.sectors - lbn * ctx.spb))
+            } else {
+                (lba, rng.gen_range(1..=ctx.spb).min(ctx.sectors - lba))
+            };
+            return Op::Trim {
+                lba,
+                count: count as u32,
+                mark: tag,
+            };
+        }
+        let count = rng.gen_range(1..=2 * ctx.spb).min(ctx.sectors - lba);
+        let op = Op::Write {
+            lba,
+            count: count as u32,
+            tag,
+        };
+        tag += count;
+        op
+    };
+    for _ in 0..6 {
+        let op = more(&mut rng, false);
+        model.start(&op);
+        apply(&mut f2, ctx, &op, &mut buf)
+            .map_err(|e| dev_err(&format!("after recovery: {op:?}"), e))?;
+    }
+    f2.flush()
+        .map_err(|e| dev_err("after recovery: flush", e))?;
+    model.flushed();
+    let live = Tables::of(&f2);
+    let mut f3 = remount(ctx, f2.into_nand(), "remount after recovery")?;
+    let diff = live.diff(&Tables::of(&f3));
+    if !diff.is_empty() {
+        problems.push(format!(
+            "after recovery, writes and a flush: a clean remount rebuilds other tables than the running FMS had: {diff}"
+        ));
+    }
+    check_erase_counts(&f3, &lost, "after recovery", problems);
+    let seen = read_all(ctx, &mut f3, "after recovery")?;
+    verify(&model, &seen, "after recovery: ", problems);
+    if !problems.is_empty() {
+        return Ok(());
+    }
+
+    let n = (ctx.sectors / ctx.spb / 2).max(16);
+    for i in 0..n {
+        let op = if i % 8 == 7 {
+            Op::Flush
+        } else {
+            more(&mut rng, true)
+        };
+        model.start(&op);
+        apply(&mut f3, ctx, &op, &mut buf)
+            .map_err(|e| dev_err(&format!("after recovery, phase 2: {op:?}"), e))?;
+        if matches!(op, Op::Flush) {
+            model.flushed();
+        }
+    }
+    f3.flush()
+        .map_err(|e| dev_err("after recovery, phase 2: flush", e))?;
+    model.flushed();
+    let mut f4 = remount(ctx, f3.into_nand(), "after recovery, phase 2: remount")?;
+    check_erase_counts(&f4, &lost, "after recovery, phase 2", problems);
+    let seen = read_all(ctx, &mut f4, "after recovery, phase 2")?;
+    verify(&model, &seen, "after recovery, phase 2: ", problems);
+    Ok(())
+}
+
+/// Check every sector read back against the model; reports the first three problems.
+fn verify(model: &Model, seen: &[Seen], prefix: &str, problems: &mut Vec<String>) {
+    let mut bad = 0usize;
+    for (lba, &s) in seen.iter().enumerate() {
+        if let Some(p) = model.check(lba as u64, s) {
+            if bad < 3 {
+                problems.push(format!("{prefix}{p}"));
+            }
+            bad += 1;
+        }
+    }
+    if bad > 3 {
+        problems.push(format!("{prefix}... {} more sectors", bad - 3));
+    }
+}
+
+// ---- the whole run ---------------------------------------------------------------------------
+
+/// Run a torture: the fault-free run, then every selected cut point.
+pub fn run(cfg: &TortureConfig) -> Result<TortureReport, String> {
+    run_with_progress(cfg, &|_, _| {})
+}
+
+/// [`run`], calling `progress(done, total)` as cut points finish (from worker threads).
+pub fn run_with_progress(
+    cfg: &TortureConfig,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<TortureReport, String> {
+    let t0 = Instant::now();
+    let spec = cfg.test_device();
+    spec.validate().map_err(|e| format!("device: {e}"))?;
+    let probe = Nand::ram(spec.clone()).map_err(|e| format!("device: {e}"))?;
+    let fms = Fms::format(probe, cfg.fms.clone()).map_err(|e| format!("FMS: {e}"))?;
+    let sectors = fms.sectors();
+    let lay = fms.layout().clone();
+    let logical_blocks = fms.logical_blocks();
+    drop(fms);
+    let spb = (cfg.fms.block_size as usize / SECTOR) as u64;
+    let ops = workload(cfg.seed, sectors, spb, cfg.ops);
+    let next_tag = ops
+        .iter()
+        .map(|o| match *o {
+            Op::Write { tag, count, .. } => tag + count as u64,
+            _ => 1,
+        })
+        .max()
+        .unwrap_or(1);
+    let ctx = Ctx {
+        spec: spec.clone(),
+        cfg: cfg.fms.clone(),
+        seed: cfg.seed,
+        sectors,
+        spb,
+        trims_durable: lay.mode == RecordMode::Header,
+        next_tag,
+        ops,
+    };
+
+    let mut failures = Vec::new();
+    let base = run_one(&ctx, None);
+    let total_ops = base.device_ops;
+    let mut violations = 0;
+    if !base.problems.is_empty() {
+        violations += 1;
+        failures.push(format!("fault-free run: {}", base.problems.join("; ")));
+    }
+
+    let cuts: Vec<u64> = match cfg.cuts {
+        Cuts::Sample(n) if n < total_ops => {
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0x005A_3F1E);
+            let mut v: Vec<u64> =
+                rand::seq::index::sample(&mut rng, total_ops as usize, n as usize)
+                    .into_iter()
+                    .map(|i| i as u64 + 1)
+                    .collect();
+            v.sort_unstable();
+            v
+        }
+        _ => (1..=total_ops).collect(),
+    };
+
+    let threads = if cfg.threads > 0 {
+        cfg.threads
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+    .min(cuts.len().max(1));
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let results: Mutex<Vec<(u64, Vec<String>)>> = Mutex::new(Vec::new());
+    let total = cuts.len() as u64;
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&k) = cuts.get(i) else { break };
+                let r = run_one(&ctx, Some(k));
+                if !r.problems.is_empty() {
+                    results.lock().unwrap().push((k, r.problems));
+                }
+                let d = done.fetch_add(1, Ordering::Relaxed) as u64 + 1;
+                progress(d, total);
+            });
+        }
+    });
+    let mut bad = results.into_inner().unwrap();
+    bad.sort_by_key(|(k, _)| *k);
+    violations += bad.len() as u64;
+    for (k, p) in bad {
+        failures.push(format!("cut {k}/{total_ops}: {}", p.join("; ")));
+    }
+
+    Ok(TortureReport {
+        target: "fms".into(),
+        device: cfg.device.name.clone(),
+        seed: cfg.seed,
+        cuts: cfg.cuts.to_string(),
+        segments: spec.geometry.blocks,
+        pages_per_block: spec.geometry.pages_per_block,
+        page_size: spec.geometry.page_size,
+        block_size: cfg.fms.block_size,
+        record_mode: match lay.mode {
+            RecordMode::Header => "header".into(),
+            RecordMode::Spare => "spare".into(),
+        },
+        logical_blocks,
+        workload_ops: ctx.ops.len(),
+        ops: total_ops,
+        cut_points: total,
+        violations,
+        failures,
+        cleanings: base.cleanings,
+        erasures: base.erasures,
+        elapsed_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuts_parse() {
+        assert_eq!("every".parse::<Cuts>(), Ok(Cuts::Every));
+        assert_eq!("150".parse::<Cuts>(), Ok(Cuts::Sample(150)));
+        assert!("0".parse::<Cuts>().is_err());
+        assert!("x".parse::<Cuts>().is_err());
+    }
+
+    #[test]
+    fn content_is_traceable() {
+        let mut a = vec![0u8; SECTOR];
+        let mut s = vec![0u8; SECTOR];
+        sector_content(7, 42, 9, &mut a);
+        assert_eq!(classify(7, 9, &a, &mut s), Seen::Tag(42));
+        assert_eq!(classify(7, 10, &a, &mut s), Seen::Garbage);
+        a[100] ^= 1;
+        assert_eq!(classify(7, 9, &a, &mut s), Seen::Garbage);
+        assert_eq!(classify(7, 9, &[0u8; SECTOR], &mut s), Seen::Zero);
+    }
+
+    #[test]
+    fn model_rules() {
+        let mut m = Model::new(4, 1, false);
+        m.start(&Op::Write {
+            lba: 0,
+            count: 1,
+            tag: 5,
+        });
+        m.flushed();
+        assert!(m.check(0, Seen::Tag(5)).is_none());
+        assert!(m.check(0, Seen::Zero).is_some(), "flushed data lost");
+        m.start(&Op::Write {
+            lba: 0,
+            count: 1,
+            tag: 6,
+        });
+        assert!(m.check(0, Seen::Tag(5)).is_none());
+        assert!(m.check(0, Seen::Tag(6)).is_none());
+        assert!(m.check(0, Seen::Tag(4)).is_some());
+        m.start(&Op::Trim {
+            lba: 0,
+            count: 1,
+            mark: 7,
+        });
+        m.flushed();
+        assert!(m.check(0, Seen::Zero).is_none());
+        assert!(m.check(0, Seen::Tag(5)).is_none(), "spare mode: pre-trim");
+        assert!(m.check(0, Seen::Garbage).is_some());
+        let mut h = Model::new(1, 1, true);
+        h.start(&Op::Trim {
+            lba: 0,
+            count: 1,
+            mark: 7,
+        });
+        h.flushed();
+        assert!(
+            h.check(0, Seen::Tag(5)).is_some(),
+            "header mode: trims durable"
+        );
+    }
+
+    #[test]
+    fn small_devices() {
+        let intel = DeviceSpec::preset("intel-series2plus-24m").unwrap();
+        assert_eq!(default_block_size(&intel), 4096);
+        let d = small_device(&intel, 12, 4096);
+        assert_eq!((d.geometry.blocks, d.geometry.pages_per_block), (12, 8));
+        d.validate().unwrap();
+        let ns = DeviceSpec::preset("nandsim-256m").unwrap();
+        assert_eq!(default_block_size(&ns), 1024);
+        assert_eq!(small_device(&ns, 16, 1024).geometry.pages_per_block, 32);
+        let mlc = DeviceSpec::preset("mlc2-2g").unwrap();
+        assert_eq!(default_block_size(&mlc), 2048);
+        let d = small_device(&mlc, 16, 2048);
+        assert_eq!(d.geometry.pages_per_block, 16);
+        assert!(d.geometry.in_order);
+    }
+}

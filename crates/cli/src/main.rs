@@ -29,6 +29,9 @@ enum Command {
     Sim(Box<cmd::sim::SimArgs>),
     /// Run a paper experiment and print the paper's figures beside ours.
     Reproduce(cmd::reproduce::ReproduceArgs),
+    /// Cut power at every program/erase of a workload, remount, check nothing durable
+    /// was lost.
+    Torture(Box<cmd::torture::TortureArgs>),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -37,6 +40,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Nand(c) => cmd::nand::run(*c),
         Command::Sim(a) => cmd::sim::run(*a),
         Command::Reproduce(a) => cmd::reproduce::run(a),
+        Command::Torture(a) => cmd::torture::run(*a),
     }
 }
 

@@ -9,3 +9,4 @@ pub mod devices;
 pub mod nand;
 pub mod reproduce;
 pub mod sim;
+pub mod torture;

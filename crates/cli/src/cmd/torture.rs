@@ -1,0 +1,188 @@
+//! `flashkit torture`: cut power at every program/erase (or a seeded sample) of a workload
+//! on a small device derived from the chosen one, remount, and check that nothing
+//! acknowledged as durable was lost. The work is done by [`sim::torture`]; this file
+//! parses arguments and prints the report. Any violation is a non-zero exit.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Result};
+use clap::{Args, ValueEnum};
+use ftl::fms::redistribute::Redistribution;
+use ftl::fms::select::Policy;
+use sim::torture::{self, Cuts, TortureConfig, TortureReport};
+
+use super::common::{parse_size, DeviceArgs};
+use crate::output::{self, Fields, ReportArgs};
+
+/// The system under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Target {
+    /// The Flash Memory Server (block device over raw flash).
+    Fms,
+}
+
+#[derive(Args, Debug)]
+pub struct TortureArgs {
+    /// What to torture.
+    #[arg(long, value_enum, default_value = "fms")]
+    pub target: Target,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// Cut points: `every` program and erase of the workload, or a seeded sample of N.
+    #[arg(long, default_value = "every", value_name = "every|N")]
+    pub cuts: String,
+    /// Seed of the workload, the sample of cut points and the torn-operation outcomes.
+    #[arg(long, default_value_t = 1, value_name = "S")]
+    pub seed: u64,
+    /// Workload operations after the prefill (writes, trims, reads, flushes).
+    #[arg(long, default_value_t = 300, value_name = "N")]
+    pub ops: usize,
+    /// FMS logical block size (default: 4KiB on NOR-style devices, max(page, 1KiB) on NAND).
+    #[arg(long, value_name = "B")]
+    pub block_size: Option<String>,
+    /// Erase blocks of the derived device.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub segments: u32,
+    /// Use the device exactly as given instead of deriving a small one (slow for large
+    /// devices: every cut point replays the workload).
+    #[arg(long)]
+    pub full_device: bool,
+    /// FMS segment selection: greedy, cost-benefit, cat, adaptive.
+    #[arg(long, default_value = "cat")]
+    pub policy: String,
+    /// FMS data redistribution m1..m6.
+    #[arg(long, default_value = "m6")]
+    pub redistribution: String,
+    /// FMS DAC regions (1 = no DAC).
+    #[arg(long, default_value_t = 1)]
+    pub regions: u8,
+    /// FMS wear levelling threshold.
+    #[arg(long, value_name = "N")]
+    pub wear_threshold: Option<u32>,
+    /// Worker threads (default: one per core).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+fn config(a: &TortureArgs) -> Result<TortureConfig> {
+    let device = a.device.resolve()?;
+    let mut c = TortureConfig::new(device);
+    c.cuts = a.cuts.parse::<Cuts>().map_err(|e| anyhow!("--{e}"))?;
+    c.seed = a.seed;
+    c.ops = a.ops;
+    if a.segments < 4 {
+        bail!("--segments: {} is too few (at least 4)", a.segments);
+    }
+    c.segments = a.segments;
+    c.shrink = !a.full_device;
+    c.threads = a.threads.unwrap_or(0);
+    if let Some(b) = &a.block_size {
+        let v = parse_size(b).map_err(|e| anyhow!("--block-size: {e}"))?;
+        if v > u32::MAX as u64 {
+            bail!("--block-size: {b} too large");
+        }
+        c.fms.block_size = v as u32;
+    }
+    c.fms.policy = a
+        .policy
+        .parse::<Policy>()
+        .map_err(|e| anyhow!("--policy: {e}"))?;
+    c.fms.redistribution = a
+        .redistribution
+        .parse::<Redistribution>()
+        .map_err(|e| anyhow!("--redistribution: {e}"))?;
+    if !(1..=8).contains(&a.regions) {
+        bail!("--regions: {} must be 1..8", a.regions);
+    }
+    c.fms.regions = a.regions;
+    c.fms.wear_threshold = a.wear_threshold;
+    Ok(c)
+}
+
+pub fn run(a: TortureArgs) -> Result<()> {
+    let cfg = config(&a)?;
+    let report = if std::io::stderr().is_terminal() {
+        let last = Mutex::new(Instant::now());
+        let r = torture::run_with_progress(&cfg, &|done, total| {
+            let mut last = last.lock().unwrap();
+            if done == total || last.elapsed().as_millis() >= 200 {
+                *last = Instant::now();
+                eprint!("\rtorture: {done}/{total} cut points");
+                let _ = std::io::stderr().flush();
+            }
+        });
+        eprint!("\r\x1b[K");
+        r
+    } else {
+        torture::run(&cfg)
+    }
+    .map_err(|e| anyhow!("torture: {e}"))?;
+
+    if a.report.json {
+        output::print_json(&report)?;
+    } else {
+        print_table(&report)?;
+    }
+    if let Some(path) = &a.report.csv {
+        output::write_csv(path, std::slice::from_ref(&report))?;
+    }
+    if report.violations > 0 {
+        bail!(
+            "{} violation(s) in {} cut point(s) on {} (seed {}); first: {}",
+            report.violations,
+            report.cut_points,
+            report.device,
+            report.seed,
+            report.failures.first().map_or("", |s| s.as_str())
+        );
+    }
+    Ok(())
+}
+
+fn print_table(r: &TortureReport) -> Result<()> {
+    let mut f = Fields::new();
+    f.add("target", &r.target)
+        .add("device", &r.device)
+        .add(
+            "derived device",
+            format!(
+                "{} segments x {} pages of {} ({} mode)",
+                r.segments,
+                r.pages_per_block,
+                output::bytes(r.page_size as u64),
+                r.record_mode
+            ),
+        )
+        .add(
+            "logical blocks",
+            format!(
+                "{} of {}",
+                output::count(r.logical_blocks),
+                output::bytes(r.block_size as u64)
+            ),
+        )
+        .add("seed", r.seed.to_string())
+        .add("workload ops", output::count(r.workload_ops as u64))
+        .add("ops (programs + erases)", output::count(r.ops))
+        .add("cleanings", output::count(r.cleanings))
+        .add("cuts", &r.cuts)
+        .add("cut points", output::count(r.cut_points))
+        .add("violations", output::count(r.violations))
+        .add("elapsed", format!("{:.1} s", r.elapsed_s));
+    f.print()?;
+    if !r.failures.is_empty() {
+        let mut out = std::io::stdout().lock();
+        writeln!(out)?;
+        for line in r.failures.iter().take(20) {
+            writeln!(out, "  {line}")?;
+        }
+        if r.failures.len() > 20 {
+            writeln!(out, "  ... {} more (see --json)", r.failures.len() - 20)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,102 @@
+//! End-to-end tests of `flashkit torture`.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn flashkit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flashkit"))
+        .args(args)
+        .output()
+        .expect("run flashkit")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn every_cut_point_on_a_tiny_intel_device_as_json() {
+    let o = flashkit(&[
+        "torture",
+        "--target",
+        "fms",
+        "--device",
+        "intel-series2plus-24m",
+        "--segments",
+        "12",
+        "--cuts",
+        "every",
+        "--seed",
+        "3",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    for key in [
+        "cut_points",
+        "violations",
+        "ops",
+        "device",
+        "target",
+        "seed",
+    ] {
+        assert!(v.get(key).is_some(), "missing key {key}: {v}");
+    }
+    assert_eq!(v["target"], "fms");
+    assert_eq!(v["device"], "intel-series2plus-24m");
+    assert_eq!(v["seed"], 3);
+    assert_eq!(v["violations"], 0);
+    assert_eq!(v["cut_points"], v["ops"], "every program and erase is cut");
+    assert!(v["ops"].as_u64().unwrap() > 1000);
+}
+
+#[test]
+fn sampled_cut_points_table() {
+    let o = flashkit(&[
+        "torture", "--device", "mlc2-2g", "--cuts", "40", "--ops", "150",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("cut points"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("cut points") && l.trim_end().ends_with("40")),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("violations") && l.trim_end().ends_with(" 0")),
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_arguments_are_one_line_errors() {
+    for (args, needle) in [
+        (
+            vec!["torture", "--device", "mlc2-2g", "--block-size", "1KiB"],
+            "block_size",
+        ),
+        (
+            vec!["torture", "--device", "nandsim-256m", "--cuts", "x"],
+            "--cuts",
+        ),
+        (vec!["torture", "--device", "nope"], "unknown device preset"),
+        (
+            vec!["torture", "--device", "nandsim-256m", "--policy", "fifo"],
+            "--policy",
+        ),
+        (vec!["torture"], "no device given"),
+    ] {
+        let o = flashkit(&args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("flashkit: ") && err.contains(needle),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

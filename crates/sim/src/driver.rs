@@ -41,6 +41,51 @@ impl Arrival {
     }
 }
 
+/// What a request does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Op {
+    Read,
+    Write,
+    Trim,
+}
+
+/// One host request, in 512-byte sectors.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Request {
+    /// Arrival time in seconds from the start of the workload, when the source has one
+    /// (traces); otherwise the configured arrival process decides.
+    pub arrival_s: Option<f64>,
+    pub op: Op,
+    pub lba: u64,
+    pub sectors: u32,
+}
+
+/// Per-request latency from the device timing model, including waits behind earlier
+/// requests and behind cleaning (microseconds, HDR histogram with 3 significant digits).
+pub struct Latency {
+    pub hist: hdrhistogram::Histogram<u64>,
+}
+
+impl Latency {
+    pub fn new() -> Latency {
+        Latency {
+            // 1 µs .. ~11.6 days, 3 significant digits.
+            hist: hdrhistogram::Histogram::new_with_bounds(1, 1_000_000_000_000, 3)
+                .expect("valid histogram bounds"),
+        }
+    }
+    /// Record a latency given in picoseconds.
+    pub fn record(&mut self, ps: u64) {
+        self.hist.saturating_record((ps / 1_000_000).max(1));
+    }
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Latency::new()
+    }
+}
+
 /// One simulation run.
 #[derive(Clone, Debug)]
 pub struct SimConfig {
@@ -108,6 +153,11 @@ pub struct SimResult {
     pub wear_swaps: u64,
     pub ram_bytes: u64,
     pub mount_time_s: f64,
+    pub requests: u64,
+    pub mean_latency_us: f64,
+    pub p50_latency_us: f64,
+    pub p99_latency_us: f64,
+    pub max_latency_us: f64,
     pub blocks_per_segment: u32,
     pub logical_blocks: u64,
 }
@@ -168,18 +218,47 @@ pub fn run(cfg: &SimConfig) -> Result<SimResult> {
     let mut arrival_ps = t0 as f64;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0xa77_1a1);
     let sectors = cfg.unit_bytes / 512;
-    for unit in Workload::new(&cfg.workload, units, requests, cfg.seed) {
-        if let Arrival::Poisson { rate } = cfg.arrival {
-            let u: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
-            arrival_ps += -u.ln() / rate * 1e12;
-            let now = fms.nand().clock_ps();
-            if (now as f64) < arrival_ps {
-                idle_ps += arrival_ps as u64 - now;
-                fms.nand_mut().advance_clock_to(arrival_ps as u64);
+    let mut lat = Latency::new();
+    let requests_iter =
+        Workload::new(&cfg.workload, units, requests, cfg.seed).map(|unit| Request {
+            arrival_s: None,
+            op: Op::Write,
+            lba: unit * sectors as u64,
+            sectors,
+        });
+    for req in requests_iter {
+        // Arrival: the request's own time (traces), else the configured process.
+        let arrival = match (req.arrival_s, &cfg.arrival) {
+            (Some(t), _) => Some(t0 as f64 + t * 1e12),
+            (None, Arrival::Poisson { rate }) => {
+                let u: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
+                arrival_ps += -u.ln() / rate * 1e12;
+                Some(arrival_ps)
             }
+            (None, Arrival::Closed) => None,
+        };
+        let now = fms.nand().clock_ps();
+        let issued = match arrival {
+            Some(a) if (now as f64) < a => {
+                idle_ps += a as u64 - now;
+                fms.nand_mut().advance_clock_to(a as u64);
+                a as u64
+            }
+            Some(a) => a as u64,
+            None => now,
+        };
+        match req.op {
+            Op::Write => fms.write(req.lba, req.sectors, None),
+            Op::Read => fms.read(req.lba, req.sectors, None),
+            Op::Trim => fms.trim(req.lba, req.sectors),
         }
-        fms.write(unit * sectors as u64, sectors, None)
-            .with_context(|| format!("workload write of unit {unit}"))?;
+        .with_context(|| {
+            format!(
+                "{:?} of {} sectors at sector {}",
+                req.op, req.sectors, req.lba
+            )
+        })?;
+        lat.record(fms.nand().clock_ps().saturating_sub(issued));
     }
     let s1 = fms.stats().clone();
     let busy_ps = fms.nand().clock_ps() - t0 - idle_ps;
@@ -246,6 +325,11 @@ pub fn run(cfg: &SimConfig) -> Result<SimResult> {
         wear_swaps: s1.wear_swaps - s0.wear_swaps,
         ram_bytes: ram,
         mount_time_s,
+        requests: lat.hist.len(),
+        mean_latency_us: lat.hist.mean(),
+        p50_latency_us: lat.hist.value_at_quantile(0.5) as f64,
+        p99_latency_us: lat.hist.value_at_quantile(0.99) as f64,
+        max_latency_us: lat.hist.max() as f64,
         blocks_per_segment: slots,
         logical_blocks: logical,
     })

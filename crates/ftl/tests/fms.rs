@@ -184,6 +184,20 @@ fn storage_read_back_other_block_sizes_and_policies() {
 }
 
 #[test]
+fn header_entries_straddling_pages() {
+    // NOR-style device with 512-byte pages: 32 entries of 24 bytes after the 64-byte
+    // header cross the page boundary (entry 18 spans bytes 496..520).
+    let mut spec = small("nandsim-256m", 16, 32);
+    spec.geometry.nop = 0;
+    let cfg = FmsConfig {
+        block_size: 512,
+        ..FmsConfig::default()
+    };
+    assert_eq!(format(&spec, &cfg).layout().header_bytes, 1024);
+    read_back_across_cleaning((spec, cfg), 8);
+}
+
+#[test]
 fn clean_remount_reproduces_sectors_and_tables() {
     for (spec, cfg) in [intel(), nandsim(), mlc2()] {
         let mut f = format(&spec, &cfg);

@@ -68,6 +68,9 @@ impl Layout {
                 "block_size: {block_size} too large for {seg_bytes}-byte erase segments"
             ));
         }
+        if geo.page_size < SEG_HEADER as u32 {
+            return cfg("device: page too small for the segment header".into());
+        }
         let nop = geo.nop;
         if nop == 0 {
             // Header mode: the header (with one entry per slot) takes whole blocks.
@@ -101,9 +104,6 @@ impl Layout {
                     "device: spare area of {} bytes is too small for the {SPARE_RECORD}-byte block record",
                     geo.spare_size
                 ));
-            }
-            if geo.page_size < SEG_HEADER as u32 {
-                return cfg("device: page too small for the segment header".into());
             }
             let pps = block_size / geo.page_size;
             let slots = (geo.pages_per_block - 1) / pps;

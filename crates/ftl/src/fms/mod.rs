@@ -683,14 +683,21 @@ impl Fms {
                         .program(first + o / ps, (o % ps) as u32, d, None)?;
                     done += n;
                 }
+                // The entry, in two programs if it straddles a page boundary.
                 let eoff = SEG_HEADER as u64 + slot as u64 * ENTRY as u64;
                 let entry = rec.encode_entry();
-                self.nand.program(
-                    first + eoff / ps,
-                    (eoff % ps) as u32,
-                    Data::Bytes(&entry),
-                    None,
-                )?;
+                let mut done = 0u64;
+                while done < ENTRY as u64 {
+                    let o = eoff + done;
+                    let n = (ps - o % ps).min(ENTRY as u64 - done);
+                    self.nand.program(
+                        first + o / ps,
+                        (o % ps) as u32,
+                        Data::Bytes(&entry[done as usize..(done + n) as usize]),
+                        None,
+                    )?;
+                    done += n;
+                }
             }
             RecordMode::Spare => {
                 let pps = self.lay.pages_per_slot as u64;

@@ -413,11 +413,15 @@ fn dac_promotes_on_update_and_demotes_on_cleaning() {
     }
     // Now rewrite everything else: the hot blocks' segments get cleaned and every valid
     // block copied out is demoted (no time threshold).
+    // Random rewrites, so victims still hold valid blocks when they are cleaned.
     let copied = f.stats().blocks_copied;
-    for _ in 0..6 {
-        for l in 8..n {
-            f.write_block(l, None).unwrap();
-        }
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for _ in 0..6 * n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let l = 8 + (x % (n as u64 - 8)) as u32;
+        f.write_block(l, None).unwrap();
     }
     assert!(f.stats().blocks_copied > copied);
     let demoted = hot.iter().filter(|&&l| f.region_of(l) < 3).count();

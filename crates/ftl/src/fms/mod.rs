@@ -174,6 +174,8 @@ pub struct FmsStats {
     pub index_appends: u64,
     pub trims: u64,
     pub retired_segments: u64,
+    /// Cleaned blocks placed in another stream's segment because free segments ran low.
+    pub borrowed_slots: u64,
 }
 
 struct IndexLog {
@@ -195,7 +197,7 @@ pub struct Fms {
     region: Vec<u8>,
     region_ps: Vec<u64>,
     readonly: Vec<bool>,
-    has_readonly: bool,
+    cleaning: bool,
     // Reverse map, per physical slot.
     rev: Vec<u32>,
     // Segment lookup table.
@@ -260,7 +262,7 @@ impl Fms {
             region: vec![0; n],
             region_ps: vec![0; n],
             readonly: vec![false; n],
-            has_readonly: false,
+            cleaning: false,
             rev: vec![NONE; phys],
             segs: vec![
                 Seg {
@@ -420,7 +422,6 @@ impl Fms {
     pub fn mark_readonly(&mut self, lbn: u32, count: u32) {
         for l in lbn..lbn.saturating_add(count).min(self.logical as u32) {
             self.readonly[l as usize] = true;
-            self.has_readonly = true;
         }
     }
 
@@ -727,6 +728,27 @@ impl Fms {
         if cur != NONE && self.segs[cur as usize].next < self.lay.slots {
             return Ok(cur);
         }
+        // The cleaner keeps the last free segment for emergencies: while it copies and
+        // only one free segment is left, a stream whose segment is full borrows the
+        // nearest stream's segment that has room (this keeps the reserve at two segments
+        // however many streams there are; clustering bends only in that corner).
+        if self.cleaning && self.free.len() <= 1 {
+            let n = self.active.len();
+            for d in 1..n {
+                for cand in [stream.checked_sub(d), Some(stream + d)]
+                    .into_iter()
+                    .flatten()
+                {
+                    if cand < n {
+                        let a = self.active[cand];
+                        if a != NONE && self.segs[a as usize].next < self.lay.slots {
+                            self.stats.borrowed_slots += 1;
+                            return Ok(a);
+                        }
+                    }
+                }
+            }
+        }
         if cur != NONE {
             self.segs[cur as usize].state = SegState::Used;
         }
@@ -862,15 +884,12 @@ impl Fms {
         Ok(())
     }
 
-    /// Effective water marks. Cleaning one segment may need a fresh segment for every
-    /// stream it copies into, so the low-water mark is raised to one more than the number
-    /// of streams that can receive cleaned data (the read-only stream counts once a block
-    /// is marked read-only); the high-water mark stays above it.
+    /// Effective water marks: at least 2 and 3. With the borrowing rule of
+    /// `active_slot_segment`, one free segment at the start of a cleaning always suffices
+    /// (a victim holds fewer valid blocks than a segment has slots), and user writes leave
+    /// at least `low - 1 >= 1` free.
     pub fn water_marks(&self) -> (usize, usize) {
-        let ro = self.cfg.readonly_separation && self.has_readonly;
-        let data_streams = self.cfg.streams() - self.cfg.readonly_separation as usize;
-        let needed = data_streams + ro as usize + 1;
-        let low = (self.cfg.low_water as usize).max(needed);
+        let low = (self.cfg.low_water as usize).max(2);
         let high = (self.cfg.high_water as usize).max(low + 1);
         (low, high)
     }
@@ -929,7 +948,10 @@ impl Fms {
             return Ok(false);
         };
         self.stats.cleanings += 1;
-        self.evacuate(victim, None)?;
+        self.cleaning = true;
+        let r = self.evacuate(victim, None);
+        self.cleaning = false;
+        r?;
         if self.erase_and_header(victim, 0)? {
             self.free.push_back(victim);
         }

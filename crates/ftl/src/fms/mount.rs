@@ -164,7 +164,6 @@ pub(super) fn mount(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         f.write_ps[lbn] = t;
         f.region_ps[lbn] = t;
         f.readonly[lbn] |= b.rec.readonly;
-        f.has_readonly |= b.rec.readonly;
         f.hot.set(l, b.rec.updates as f64, 0);
     }
 

@@ -661,3 +661,190 @@ fn torn_erase_never_exposes_half_erased_blocks() {
         "no fault seed tore the erase the interesting way"
     );
 }
+
+// ---- docs/format/fms.md ------------------------------------------------------------------
+
+/// The byte offsets, constants and examples of `docs/format/fms.md`.
+#[test]
+fn layout_matches_the_documented_format() {
+    use ftl::fms::layout::{IndexEntry, Layout, Record, PAGE_MARK};
+    let u32at = |b: &[u8], o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    let u64at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+
+    // Segment header.
+    let h = SegHeader {
+        erase_count: 7,
+        block_size: 4096,
+        slots: 31,
+        kind: 1,
+        erase_seq: 0x0102_0304_0506,
+        time_ms: 99,
+    }
+    .encode();
+    assert_eq!(&h[0..4], b"FSMH");
+    assert_eq!(u32at(&h, 0), 0x484D_5346);
+    assert_eq!(u16::from_le_bytes([h[4], h[5]]), 1);
+    assert_eq!(u16::from_le_bytes([h[6], h[7]]), 1);
+    assert_eq!((u32at(&h, 8), u32at(&h, 12), u32at(&h, 16)), (7, 4096, 31));
+    assert_eq!(&h[20..24], &[0; 4]);
+    assert_eq!((u64at(&h, 24), u64at(&h, 32)), (0x0102_0304_0506, 99));
+    assert!(h[40..60].iter().all(|&b| b == 0));
+    assert_eq!(u32at(&h, 60), crc32c::crc32c(&h[0..60]));
+
+    // Header-mode entry.
+    let r = Record {
+        lbn: 0x0A0B_0C0D,
+        region: 3,
+        readonly: true,
+        live: true,
+        updates: 513,
+        seq: 0x1122_3344_5566,
+        time_ms: 77,
+    };
+    let e = r.encode_entry();
+    assert_eq!(e.len(), 24);
+    assert_eq!(u32at(&e, 0), 0x0A0B_0C0D);
+    assert_eq!(e[4], 3);
+    assert_eq!(e[5], 0xFC | 1, "live, not writable, bits 2-7 set");
+    assert_eq!(Record::FLAGS_OFFSET, 5);
+    assert_eq!(u16::from_le_bytes([e[6], e[7]]), 513);
+    assert_eq!((u64at(&e, 8), u32at(&e, 16)), (0x1122_3344_5566, 77));
+    let mut c = e;
+    c[5] = 0xFF;
+    assert_eq!(u32at(&e, 20), crc32c::crc32c(&c[0..20]));
+    let writable = Record {
+        readonly: false,
+        ..r
+    };
+    assert_eq!(writable.encode_entry()[5], 0xFF);
+
+    // Spare-mode record (bytes 1..16 of the spare area).
+    let s = r.encode_spare();
+    assert_eq!(s.len(), 15);
+    assert_eq!(u32at(&s, 0), 0x0A0B_0C0D);
+    assert_eq!(&s[4..9], &0x1122_3344_5566u64.to_le_bytes()[0..5]);
+    assert_eq!(s[9], 0xE0 | 3, "region 3, not writable, bits 5-7 set");
+    assert_eq!(writable.encode_spare()[9], 0xE0 | 0x10 | 3);
+    assert_eq!(s[10], 255, "updates saturate");
+    assert_eq!(u32at(&s, 11), crc32c::crc32c(&s[0..11]));
+    assert_eq!(PAGE_MARK, [0x00]);
+
+    // Index entry.
+    let i = IndexEntry {
+        stream: 2,
+        seg: 9,
+        seq: 40,
+    }
+    .encode();
+    assert_eq!(u16::from_le_bytes([i[0], i[1]]), 0x1DE5);
+    assert_eq!((i[2], i[3]), (2, 1));
+    assert_eq!((u32at(&i, 4), u32at(&i, 8)), (9, 40));
+    assert_eq!(u32at(&i, 12), crc32c::crc32c(&i[0..12]));
+
+    // The examples table.
+    let rows: [(&str, u32, RecordMode, u32, u32, u32, u32, u32); 8] = [
+        (
+            "intel-series2plus-24m",
+            4096,
+            RecordMode::Header,
+            4096,
+            31,
+            1,
+            256,
+            7936,
+        ),
+        (
+            "intel-series2plus-24m",
+            1024,
+            RecordMode::Header,
+            4096,
+            124,
+            1,
+            256,
+            7936,
+        ),
+        (
+            "intel-series2plus-24m",
+            512,
+            RecordMode::Header,
+            6656,
+            243,
+            1,
+            256,
+            7936,
+        ),
+        ("nandsim-256m", 1024, RecordMode::Spare, 512, 15, 2, 4, 124),
+        ("nandsim-256m", 512, RecordMode::Spare, 512, 31, 1, 4, 124),
+        ("slc-large-1g", 2048, RecordMode::Spare, 2048, 63, 1, 4, 252),
+        ("mlc2-2g", 2048, RecordMode::Spare, 2048, 127, 1, 1, 127),
+        ("mlc2-2g", 4096, RecordMode::Spare, 2048, 63, 2, 1, 127),
+    ];
+    for (preset, bs, mode, hb, slots, pps, per_page, cap) in rows {
+        let geo = DeviceSpec::preset(preset).unwrap().geometry;
+        let l = Layout::new(&geo, bs).unwrap();
+        assert_eq!(
+            (
+                l.mode,
+                l.header_bytes,
+                l.slots,
+                l.pages_per_slot,
+                l.index_per_page,
+                l.index_capacity()
+            ),
+            (mode, hb, slots, pps, per_page, cap),
+            "{preset} {bs}"
+        );
+    }
+
+    // Placement on a formatted medium, header mode: entry of slot k at segment byte
+    // 64 + 24k, index entry 0 at page 1 of the index segment.
+    let (spec, cfg) = intel();
+    let mut f = format(&spec, &cfg);
+    f.write_block(5, Some(&vec![0xAB; 4096])).unwrap();
+    let phys = f.lookup(5).unwrap();
+    let (seg, slot) = (phys / f.layout().slots, phys % f.layout().slots);
+    let geo = spec.geometry.clone();
+    let ix = f
+        .segments()
+        .iter()
+        .position(|s| s.state == SegState::Index)
+        .unwrap() as u32;
+    let mut nand = f.into_nand();
+    let mut e = [0u8; 24];
+    let off = 64 + 24 * slot as u64;
+    nand.read(
+        geo.first_page(seg) + off / geo.page_size as u64,
+        (off % geo.page_size as u64) as u32,
+        &mut e,
+    )
+    .unwrap();
+    let rec = Record::decode_entry(&e).unwrap();
+    assert_eq!((rec.lbn, rec.live), (5, true));
+    let mut data = vec![0u8; 4096];
+    let doff = 4096 + slot as u64 * 4096;
+    nand.read(geo.first_page(seg) + doff / 4096, 0, &mut data)
+        .unwrap();
+    assert!(data.iter().all(|&b| b == 0xAB));
+    let mut ie = [0u8; 16];
+    nand.read(geo.first_page(ix) + 1, 0, &mut ie).unwrap();
+    let entry = IndexEntry::decode(&ie).unwrap();
+    assert_eq!(entry.seg, seg);
+
+    // Spare mode: record at spare offset 1 of the slot's last page, page mark on the others.
+    let (spec, cfg) = nandsim();
+    let mut f = format(&spec, &cfg);
+    f.write_block(3, Some(&vec![0xFF; 1024])).unwrap();
+    let phys = f.lookup(3).unwrap();
+    let (seg, slot) = (phys / f.layout().slots, phys % f.layout().slots);
+    let geo = spec.geometry.clone();
+    let mut nand = f.into_nand();
+    let first = geo.first_page(seg) + 1 + 2 * slot as u64;
+    let mut sp = [0u8; 16];
+    nand.read(first + 1, geo.page_size, &mut sp).unwrap();
+    assert_eq!(sp[0], 0xFF, "bad-block marker untouched");
+    assert_eq!(Record::decode_spare(&sp[1..16]).unwrap().lbn, 3);
+    nand.read(first, geo.page_size, &mut sp).unwrap();
+    assert_eq!(sp[0], 0xFF);
+    assert_eq!(sp[1], 0x00, "page mark");
+    assert!(sp[2..].iter().all(|&b| b == 0xFF));
+}

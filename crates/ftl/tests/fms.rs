@@ -742,7 +742,10 @@ fn layout_matches_the_documented_format() {
     assert_eq!(u32at(&i, 12), crc32c::crc32c(&i[0..12]));
 
     // The examples table.
-    let rows: [(&str, u32, RecordMode, u32, u32, u32, u32, u32); 8] = [
+    // preset, block size, mode, header bytes, slots, pages per slot, index entries per
+    // page, index entries per cycle
+    type Row = (&'static str, u32, RecordMode, u32, u32, u32, u32, u32);
+    let rows: [Row; 8] = [
         (
             "intel-series2plus-24m",
             4096,

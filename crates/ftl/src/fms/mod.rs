@@ -728,11 +728,12 @@ impl Fms {
         if cur != NONE && self.segs[cur as usize].next < self.lay.slots {
             return Ok(cur);
         }
-        // The cleaner keeps the last free segment for emergencies: while it copies and
-        // only one free segment is left, a stream whose segment is full borrows the
-        // nearest stream's segment that has room (this keeps the reserve at two segments
-        // however many streams there are; clustering bends only in that corner).
-        if self.cleaning && self.free.len() <= 1 {
+        // When a cleaning has used up the free segments, a stream whose segment is full
+        // borrows the nearest stream's segment that has room. A cleaning starts with at
+        // least one free segment and a victim holds fewer valid blocks than a segment has
+        // slots, so it always completes; the reserve stays at the water marks however many
+        // streams there are, and clustering bends only in that corner.
+        if self.cleaning && self.free.is_empty() {
             let n = self.active.len();
             for d in 1..n {
                 for cand in [stream.checked_sub(d), Some(stream + d)]
@@ -885,9 +886,8 @@ impl Fms {
     }
 
     /// Effective water marks: at least 2 and 3. With the borrowing rule of
-    /// `active_slot_segment`, one free segment at the start of a cleaning always suffices
-    /// (a victim holds fewer valid blocks than a segment has slots), and user writes leave
-    /// at least `low - 1 >= 1` free.
+    /// `active_slot_segment` one free segment at the start of a cleaning suffices, and a
+    /// user write leaves at least `low - 1 >= 1` free.
     pub fn water_marks(&self) -> (usize, usize) {
         let low = (self.cfg.low_water as usize).max(2);
         let high = (self.cfg.high_water as usize).max(low + 1);

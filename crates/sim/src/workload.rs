@@ -7,6 +7,7 @@
 //! * `hotcold:X/Y` — the hot-and-cold workload of Sprite LFS: X% of writes go to Y% of the
 //!   data (the hot set, a seeded random subset of the units, not a contiguous range, so
 //!   the sequential pre-fill does not already cluster it), the rest to the other units;
+//!   phases with the same Y share the hot set;
 //! * `phases:W1,W2,...` — the listed workloads one after another, each writing an equal
 //!   share of the total (the DAC paper's 4-phase experiment).
 
@@ -133,7 +134,11 @@ impl Workload {
                 WorkloadSpec::Random => Gen::Random,
                 WorkloadSpec::HotCold { x, y } => {
                     let mut all: Vec<u64> = (0..units).collect();
-                    all.shuffle(&mut rng);
+                    // The hot set depends only on the seed and Y, so the 90/10 phases of
+                    // a phases: workload update the same hot data (as one benchmark would).
+                    let mut hot_rng =
+                        Xoshiro256PlusPlus::seed_from_u64(seed ^ y.to_bits().rotate_left(17));
+                    all.shuffle(&mut hot_rng);
                     let h = ((units as f64 * y).round() as u64)
                         .clamp(1, units.saturating_sub(1).max(1));
                     let cold = all.split_off(h as usize);

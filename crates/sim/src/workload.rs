@@ -120,7 +120,7 @@ pub struct Workload {
 impl Workload {
     /// `total` requests over `units` units.
     pub fn new(spec: &WorkloadSpec, units: u64, total: u64, seed: u64) -> Workload {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         let list: Vec<WorkloadSpec> = match spec {
             WorkloadSpec::Phases(p) => p.clone(),
             w => vec![w.clone()],

@@ -4,7 +4,7 @@
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use ftl::fms::redistribute::Redistribution;
-use ftl::fms::select::{AgeTransform, Policy};
+use ftl::fms::select::{AgeTransform, CbAge, Policy};
 use sim::{Arrival, SimConfig, SimResult, WorkloadSpec};
 
 use super::common::{parse_duration_s, parse_size, DeviceArgs};
@@ -73,6 +73,10 @@ pub struct SimArgs {
     /// CAT age transformation: saturating, log, linear, clamp:X.
     #[arg(long, default_value = "saturating")]
     pub cat_age: String,
+    /// Cost-benefit age measured since the last invalidation (the papers) or since the
+    /// segment was written: invalidation, written.
+    #[arg(long, default_value = "invalidation")]
+    pub cb_age: String,
     /// Hot-degree half-life in user writes (default: half the logical blocks).
     #[arg(long)]
     pub hot_half_life: Option<f64>,
@@ -100,6 +104,7 @@ pub fn configs(a: &SimArgs) -> Result<Vec<SimConfig>> {
     }
     let arrival = field("arrival", Arrival::parse(&a.arrival))?;
     let cat_age: AgeTransform = field("cat-age", a.cat_age.parse())?;
+    let cb_age: CbAge = field("cb-age", a.cb_age.parse())?;
     let mut workloads = Vec::new();
     for w in &a.workload {
         workloads.push(field("workload", WorkloadSpec::parse(w))?);
@@ -179,6 +184,7 @@ pub fn configs(a: &SimArgs) -> Result<Vec<SimConfig>> {
                                     f.low_water = a.low_water;
                                     f.high_water = a.high_water;
                                     f.cat_age = cat_age;
+                                    f.cb_age = cb_age;
                                     f.hot_half_life = a.hot_half_life;
                                     f.adaptive_window = a.adaptive_window;
                                     f.adaptive_threshold = a.adaptive_threshold;

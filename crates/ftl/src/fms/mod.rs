@@ -32,7 +32,7 @@ use dac::Dac;
 use hot::HotDegree;
 use layout::{IndexEntry, Layout, Record, RecordMode, SegHeader, ENTRY, SEG_HEADER};
 use redistribute::{Averages, Moving, Redistribution};
-use select::{AgeTransform, Policy, SegView, SelectCtx, Selector};
+use select::{AgeTransform, CbAge, Policy, SegView, SelectCtx, Selector};
 
 const NONE: u32 = u32::MAX;
 
@@ -59,6 +59,8 @@ pub struct FmsConfig {
     /// Hot-degree half-life in user writes (default: half the logical blocks).
     pub hot_half_life: Option<f64>,
     pub cat_age: AgeTransform,
+    /// What the cost-benefit age is measured from.
+    pub cb_age: CbAge,
     /// Adaptive: minimum writes per analysis window (default: logical blocks / 4).
     pub adaptive_window: Option<u64>,
     /// Adaptive: variance ratio above which access is non-uniform.
@@ -82,6 +84,7 @@ impl Default for FmsConfig {
             wear_threshold: None,
             hot_half_life: None,
             cat_age: AgeTransform::Saturating,
+            cb_age: CbAge::Invalidation,
             adaptive_window: None,
             adaptive_threshold: 1.5,
             logical_blocks: None,
@@ -245,7 +248,7 @@ impl Fms {
         let adaptive = (cfg.policy == Policy::Adaptive)
             .then(|| Adaptive::new(n, cfg.adaptive_window, cfg.adaptive_threshold));
         Ok(Fms {
-            selector: select::build(cfg.policy, cfg.cat_age),
+            selector: select::build(cfg.policy, cfg.cat_age, cfg.cb_age),
             dac: Dac {
                 regions: cfg.regions,
                 threshold_ps: cfg.region_threshold_ps,

@@ -9,7 +9,7 @@ mod cost_benefit;
 mod greedy;
 
 pub use cat::{AgeTransform, Cat};
-pub use cost_benefit::CostBenefit;
+pub use cost_benefit::{CbAge, CostBenefit};
 pub use greedy::Greedy;
 
 /// What a policy may look at: one row of the segment lookup table.
@@ -92,10 +92,10 @@ impl std::fmt::Display for Policy {
 }
 
 /// The registry: a selector for a (non-adaptive) policy.
-pub fn build(policy: Policy, cat_age: AgeTransform) -> Box<dyn Selector> {
+pub fn build(policy: Policy, cat_age: AgeTransform, cb_age: CbAge) -> Box<dyn Selector> {
     match policy {
         Policy::Greedy => Box::new(Greedy),
-        Policy::CostBenefit => Box::new(CostBenefit),
+        Policy::CostBenefit => Box::new(CostBenefit { age: cb_age }),
         Policy::Cat | Policy::Adaptive => Box::new(Cat { age: cat_age }),
     }
 }
@@ -142,15 +142,25 @@ mod tests {
     #[test]
     fn cost_benefit_weighs_age_of_last_modification() {
         // Same utilisation: the one modified longer ago wins.
+        let cb = CostBenefit {
+            age: CbAge::Invalidation,
+        };
         let segs = [seg(16, 1, 0, 900_000), seg(16, 1, 0, 100_000)];
-        assert_eq!(pick(&CostBenefit, &segs, &CTX), 1);
+        assert_eq!(pick(&cb, &segs, &CTX), 1);
+        // Measured from the segment's creation instead, the older segment wins.
+        let written = CostBenefit {
+            age: CbAge::Written,
+        };
+        let segs = [seg(16, 1, 100_000, 100_000), seg(16, 1, 900_000, 0)];
+        assert_eq!(pick(&written, &segs, &CTX), 0);
+        assert_eq!(pick(&cb, &segs, &CTX), 1);
         // An old, fuller segment beats a young, emptier one: age·(1-u)/2u.
         let segs = [seg(8, 1, 0, 990_000), seg(20, 1, 0, 0)];
         // 10_000·(24/32)/(2·8/32)=15_000  vs  1_000_000·(12/32)/(2·20/32)=300_000
-        assert_eq!(pick(&CostBenefit, &segs, &CTX), 1);
+        assert_eq!(pick(&cb, &segs, &CTX), 1);
         // An empty segment is always taken.
         let segs = [seg(1, 1, 0, 0), seg(0, 1, 0, 999_999)];
-        assert_eq!(pick(&CostBenefit, &segs, &CTX), 1);
+        assert_eq!(pick(&cb, &segs, &CTX), 1);
     }
 
     #[test]

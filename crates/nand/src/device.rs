@@ -125,6 +125,8 @@ pub struct Nand {
     counters: Counters,
     /// Next page index to program per block (in-order devices only).
     write_ptr: Vec<u32>,
+    /// Bad-block flags, cached from the store (checked on every program).
+    bad: Vec<bool>,
     ops: u64,
     /// `ops` when the fault plan was installed; plan indices count from here.
     fault_base: u64,
@@ -167,6 +169,9 @@ impl Nand {
                 })
                 .collect();
         }
+        let bad = (0..geo.blocks)
+            .map(|b| store.block_info(b).bad != BadState::Good)
+            .collect();
         let mut nand = Nand {
             spec,
             geo,
@@ -174,6 +179,7 @@ impl Nand {
             costs,
             clock_ps: 0,
             counters: Counters::default(),
+            bad,
             write_ptr,
             ops: 0,
             fault_base: 0,
@@ -259,7 +265,7 @@ impl Nand {
     }
     #[inline]
     pub fn is_bad(&self, block: u32) -> bool {
-        self.store.block_info(block).bad != BadState::Good
+        self.bad[block as usize]
     }
     pub fn erase_count(&self, block: u32) -> u32 {
         self.store.block_info(block).erase_count
@@ -285,6 +291,7 @@ impl Nand {
             self.check_block(b)?;
             let mut info = self.store.block_info(b);
             info.bad = BadState::Factory;
+            self.bad[b as usize] = true;
             self.store.set_block_info(b, info)?;
             if self.geo.spare_size > 0 {
                 let first = self.geo.first_page(b);
@@ -648,6 +655,7 @@ impl Nand {
     }
 
     fn grow_bad(&mut self, block: u32) -> Result<()> {
+        self.bad[block as usize] = true;
         let mut info = self.store.block_info(block);
         info.bad = BadState::Grown;
         self.store.set_block_info(block, info)

@@ -6,26 +6,6 @@
 //! page since its erase, per-block erase count and bad state). It does not check rules: that
 //! is [`crate::Nand`]'s job, so every store behaves the same.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-/// Multiply-shift hasher for page numbers (the payload-less store's hot path).
-#[derive(Default)]
-pub struct PageHasher(u64);
-impl Hasher for PageHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (v ^ (v >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
 use crate::error::Result;
 use crate::geometry::Geometry;
 
@@ -176,15 +156,21 @@ impl Store for RamStore {
 /// real bytes (headers and other metadata the layers above read back). Data programmed
 /// with [`Store::program_opaque`] is dropped: such pages read back as zeros.
 ///
-/// Memory: `pages × (spare_size + 1)` bytes plus the kept pages; `chang-kuo-16g` (32 Mi
-/// pages of 16 B spare) needs 544 MiB.
+/// Memory: `pages × (spare_size + 5)` bytes plus the kept pages; `chang-kuo-16g` (32 Mi
+/// pages of 16 B spare) needs about 672 MiB. Kept pages live in one arena indexed per page
+/// (no hashing on the simulator's hot path) and are recycled when their block is erased.
 pub struct PayloadlessStore {
     geo: Geometry,
     spare: Vec<u8>,
     programs: Vec<u8>,
     blocks: Vec<BlockInfo>,
-    kept: HashMap<u64, Box<[u8]>, BuildHasherDefault<PageHasher>>,
+    /// Per page: index of its kept copy in `arena`, or `NOT_KEPT`.
+    kept_at: Vec<u32>,
+    arena: Vec<u8>,
+    free_slots: Vec<u32>,
 }
+
+const NOT_KEPT: u32 = u32::MAX;
 
 impl PayloadlessStore {
     pub fn new(geo: &Geometry) -> Result<Self> {
@@ -194,8 +180,46 @@ impl PayloadlessStore {
             spare: vec![0xFF; (geo.pages() * geo.spare_size as u64) as usize],
             programs: vec![0; geo.pages() as usize],
             blocks: vec![BlockInfo::default(); geo.blocks as usize],
-            kept: HashMap::default(),
+            kept_at: vec![NOT_KEPT; geo.pages() as usize],
+            arena: Vec::new(),
+            free_slots: Vec::new(),
         })
+    }
+
+    #[inline]
+    fn kept(&self, ppn: u64) -> Option<&[u8]> {
+        let k = self.kept_at[ppn as usize];
+        (k != NOT_KEPT).then(|| {
+            let ps = self.geo.page_size as usize;
+            &self.arena[k as usize * ps..(k as usize + 1) * ps]
+        })
+    }
+
+    #[inline]
+    fn kept_mut(&mut self, ppn: u64) -> Option<&mut [u8]> {
+        let k = self.kept_at[ppn as usize];
+        (k != NOT_KEPT).then(|| {
+            let ps = self.geo.page_size as usize;
+            &mut self.arena[k as usize * ps..(k as usize + 1) * ps]
+        })
+    }
+
+    /// The kept copy of `ppn`, created (filled with `fill`) if missing.
+    fn keep(&mut self, ppn: u64, fill: u8) -> &mut [u8] {
+        let ps = self.geo.page_size as usize;
+        if self.kept_at[ppn as usize] == NOT_KEPT {
+            let slot = match self.free_slots.pop() {
+                Some(s) => s,
+                None => {
+                    let s = (self.arena.len() / ps) as u32;
+                    self.arena.resize(self.arena.len() + ps, 0);
+                    s
+                }
+            };
+            self.arena[slot as usize * ps..(slot as usize + 1) * ps].fill(fill);
+            self.kept_at[ppn as usize] = slot;
+        }
+        self.kept_mut(ppn).expect("just kept")
     }
 }
 
@@ -214,7 +238,7 @@ impl Store for PayloadlessStore {
         if col < ps {
             let d = end.min(ps);
             let out = &mut buf[..d - col];
-            match self.kept.get(&ppn) {
+            match self.kept(ppn) {
                 Some(p) => out.copy_from_slice(&p[col..d]),
                 None if self.programs[ppn as usize] == 0 => out.fill(0xFF),
                 None => out.fill(0),
@@ -234,10 +258,7 @@ impl Store for PayloadlessStore {
         let end = col + bytes.len();
         if col < ps {
             let fresh = self.programs[ppn as usize] == 0;
-            let page = self
-                .kept
-                .entry(ppn)
-                .or_insert_with(|| vec![if fresh { 0xFF } else { 0 }; ps].into_boxed_slice());
+            let page = self.keep(ppn, if fresh { 0xFF } else { 0 });
             let d = end.min(ps);
             page[col..d].copy_from_slice(&bytes[..d - col]);
         }
@@ -249,13 +270,13 @@ impl Store for PayloadlessStore {
         Ok(())
     }
     fn program_opaque(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
-        if let Some(p) = self.kept.get_mut(&ppn) {
+        if let Some(p) = self.kept_mut(ppn) {
             p[col as usize..(col + len) as usize].fill(0);
         }
         Ok(())
     }
     fn data_known(&self, ppn: u64) -> bool {
-        self.programs[ppn as usize] == 0 || self.kept.contains_key(&ppn)
+        self.programs[ppn as usize] == 0 || self.kept_at[ppn as usize] != NOT_KEPT
     }
     fn erase(&mut self, block: u32) -> Result<()> {
         let first = self.geo.first_page(block);
@@ -269,8 +290,10 @@ impl Store for PayloadlessStore {
         let base = ppn as usize * ss;
         self.spare[base..base + ss].fill(0xFF);
         self.programs[ppn as usize] = 0;
-        if !self.kept.is_empty() {
-            self.kept.remove(&ppn);
+        let k = self.kept_at[ppn as usize];
+        if k != NOT_KEPT {
+            self.free_slots.push(k);
+            self.kept_at[ppn as usize] = NOT_KEPT;
         }
         Ok(())
     }
@@ -289,7 +312,8 @@ impl Store for PayloadlessStore {
         Ok(())
     }
     fn ram_bytes(&self) -> u64 {
-        let kept = self.kept.len() as u64 * (self.geo.page_size as u64 + 32);
-        (self.spare.len() + self.programs.len() + self.blocks.len() * 8) as u64 + kept
+        (self.spare.len() + self.programs.len() + self.blocks.len() * 8) as u64
+            + self.kept_at.len() as u64 * 4
+            + self.arena.len() as u64
     }
 }

@@ -44,6 +44,11 @@ fi
 for entry in "${TEST_PACKAGES[@]+"${TEST_PACKAGES[@]}"}"; do
     need_pkg "${entry%%:*}" "${entry#*:}"
 done
+# Plots (--plot FILE.svg|.png) lay text out with a TrueType font read at run time; the
+# tests draw some. DejaVu Sans from fonts-dejavu-core unless $FLASHKIT_FONT names one.
+if [ -z "${FLASHKIT_FONT:-}" ] && [ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
+    need_pkg "" fonts-dejavu-core
+fi
 missing=()
 cargo fmt --version >/dev/null 2>&1 || missing+=(rustfmt)
 cargo clippy --version >/dev/null 2>&1 || missing+=(clippy)

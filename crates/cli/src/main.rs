@@ -4,6 +4,7 @@
 
 mod cmd;
 mod output;
+mod progress;
 
 use std::process::ExitCode;
 
@@ -27,6 +28,9 @@ enum Command {
     /// Simulate the Flash Memory Server on synthetic workloads (the flagship comparison of
     /// cleaning policies with no options).
     Sim(Box<cmd::sim::SimArgs>),
+    /// Run a grid of simulations from a TOML spec in parallel, streaming JSON lines
+    /// (resumable with --out).
+    Sweep(Box<cmd::sweep::SweepArgs>),
     /// Run a paper experiment and print the paper's figures beside ours.
     Reproduce(cmd::reproduce::ReproduceArgs),
     /// Cut power at every program/erase of a workload, remount, check nothing durable
@@ -39,6 +43,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Devices(a) => cmd::devices::run(a),
         Command::Nand(c) => cmd::nand::run(*c),
         Command::Sim(a) => cmd::sim::run(*a),
+        Command::Sweep(a) => cmd::sweep::run(*a),
         Command::Reproduce(a) => cmd::reproduce::run(a),
         Command::Torture(a) => cmd::torture::run(*a),
     }

@@ -21,6 +21,56 @@ pub struct ReportArgs {
     pub csv: Option<PathBuf>,
 }
 
+/// `--plot FILE.svg|FILE.png` with the parameter on the x axis and the metric(s) drawn.
+#[derive(Args, Debug, Clone, Default)]
+pub struct PlotArgs {
+    /// Draw the figure the papers draw (a metric against the swept parameter, one line per
+    /// policy; grouped bars without a numeric parameter) to FILE (.svg or .png).
+    #[arg(long, value_name = "FILE.svg|FILE.png", help_heading = "Plot")]
+    pub plot: Option<PathBuf>,
+    /// Option on the x axis (default: the first option that varies, besides the policy).
+    #[arg(long, value_name = "PARAM", requires = "plot", help_heading = "Plot")]
+    pub x: Option<String>,
+    /// Metric(s) on the y axis, one panel each (JSON keys: erasures, blocks_copied,
+    /// cleaning_cost, wear_stddev, throughput_bytes_per_s, write_amplification, ...).
+    #[arg(
+        long,
+        value_name = "METRIC",
+        value_delimiter = ',',
+        default_value = "erasures",
+        help_heading = "Plot"
+    )]
+    pub y: Vec<String>,
+}
+
+impl PlotArgs {
+    /// Reject an `--x` that is no option before anything runs.
+    pub fn check_x(&self) -> Result<()> {
+        if let Some(x) = &self.x {
+            let k = x.replace('-', "_");
+            let names = sim::sweep::key_names();
+            if !names.contains(&k.as_str()) {
+                anyhow::bail!(
+                    "--x: '{x}' is not an option (options: {})",
+                    names.join(", ")
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Draw `rows` (each run's options and its result) if `--plot` was given.
+    pub fn draw(&self, rows: &[sim::plot::Row], title: &str) -> Result<()> {
+        let Some(path) = &self.plot else {
+            return Ok(());
+        };
+        let x = self.x.as_deref().map(|x| x.replace('-', "_"));
+        let chart =
+            sim::plot::auto_chart(rows, x.as_deref(), &self.y, title, &sim::sweep::key_names())?;
+        chart.render(path)
+    }
+}
+
 /// A table of text cells printed with aligned columns. A column whose body cells all start
 /// with a digit (sizes, counts, latencies; empty and `-` cells ignored) is right-aligned,
 /// every other column is left-aligned.

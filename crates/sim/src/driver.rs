@@ -164,6 +164,12 @@ pub struct SimResult {
 
 /// Run one configuration.
 pub fn run(cfg: &SimConfig) -> Result<SimResult> {
+    run_with_progress(cfg, &|_| {})
+}
+
+/// Run one configuration, calling `progress` with the number of requests done now and
+/// then (every 4096 requests and at the end).
+pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Result<SimResult> {
     let SimConfig {
         device, fms: fcfg, ..
     } = cfg;
@@ -259,7 +265,11 @@ pub fn run(cfg: &SimConfig) -> Result<SimResult> {
             )
         })?;
         lat.record(fms.nand().clock_ps().saturating_sub(issued));
+        if lat.hist.len().is_multiple_of(4096) {
+            progress(lat.hist.len());
+        }
     }
+    progress(lat.hist.len());
     let s1 = fms.stats().clone();
     let busy_ps = fms.nand().clock_ps() - t0 - idle_ps;
 

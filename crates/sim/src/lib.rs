@@ -5,7 +5,9 @@
 //! test is the storage-mode code: only the data buffers are absent.
 
 pub mod driver;
+pub mod plot;
 pub mod reproduce;
+pub mod sweep;
 pub mod torture;
 pub mod workload;
 

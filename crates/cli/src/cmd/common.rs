@@ -247,53 +247,9 @@ mod tests {
     }
 }
 
-/// Parse a byte size: `4096`, `4KiB`, `4K`, `192MiB`, `1.5GiB` (binary units; K/M/G and
-/// KB/MB/GB are read as binary too, as storage tools usually do).
-pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}': not a size (e.g. 4096, 4KiB, 192MiB)"))?;
-    let mul: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        _ => return Err(format!("'{s}': unknown size unit '{unit}'")),
-    };
-    let bytes = v * mul as f64;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
-        return Err(format!("'{s}': size out of range"));
-    }
-    Ok(bytes.round() as u64)
-}
-
-/// Parse a duration: `30m`, `84m`, `2h`, `90s`, `500ms`, `1d`; a bare number is seconds.
-pub fn parse_duration_s(s: &str) -> std::result::Result<f64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}': not a duration (e.g. 30m, 2h, 90s)"))?;
-    let mul = match unit {
-        "" | "s" => 1.0,
-        "ms" => 1e-3,
-        "us" => 1e-6,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        "d" => 86400.0,
-        _ => return Err(format!("'{s}': unknown duration unit '{unit}'")),
-    };
-    Ok(v * mul)
-}
+/// Byte sizes (`4KiB`, `192MiB`) and durations (`30m`, `2h`), shared with sweep files.
+#[allow(unused_imports)]
+pub use sim::sweep::{parse_duration_s, parse_size};
 
 #[cfg(test)]
 mod parse_tests {

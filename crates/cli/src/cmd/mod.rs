@@ -9,4 +9,5 @@ pub mod devices;
 pub mod nand;
 pub mod reproduce;
 pub mod sim;
+pub mod sweep;
 pub mod torture;

@@ -1,9 +1,13 @@
 //! `flashkit reproduce NAME`: a paper experiment, the paper's figures beside ours.
 
+use std::path::PathBuf;
+use std::sync::Arc;
+
 use anyhow::{bail, Result};
 use clap::Args;
 
 use crate::output::{self, ReportArgs, Table};
+use crate::progress::Progress;
 
 #[derive(Args, Debug)]
 pub struct ReproduceArgs {
@@ -18,6 +22,9 @@ pub struct ReproduceArgs {
     /// Scale the bytes written (1.0 = the paper's amount; smaller runs faster).
     #[arg(long, default_value_t = 1.0)]
     pub scale: f64,
+    /// Draw the paper's figure with our numbers to FILE (.svg or .png).
+    #[arg(long, value_name = "FILE.svg|FILE.png")]
+    pub plot: Option<PathBuf>,
     #[command(flatten)]
     pub report: ReportArgs,
 }
@@ -33,11 +40,25 @@ pub fn run(a: ReproduceArgs) -> Result<()> {
     if !(a.scale > 0.0 && a.scale <= 100.0) {
         bail!("--scale: {} must be in (0, 100]", a.scale);
     }
+    let bar = Arc::new(Progress::jobs(0));
+    let b = bar.clone();
     let opts = sim::reproduce::Options {
         seed: a.seed,
         scale: a.scale,
+        progress: sim::reproduce::OnJob(Some(Arc::new(move |done, total| {
+            b.set_total(total as u64);
+            b.set(done as u64);
+        }))),
     };
-    let rep = sim::reproduce::run(a.name.as_deref().unwrap_or_default(), &opts)?;
+    let rep = sim::reproduce::run(a.name.as_deref().unwrap_or_default(), &opts);
+    bar.finish();
+    let rep = rep?;
+    if let Some(path) = &a.plot {
+        match &rep.chart {
+            Some(c) => c.render(path)?,
+            None => bail!("--plot: {} has no figure", rep.name),
+        }
+    }
     if let Some(path) = &a.report.csv {
         output::write_csv(path, &rep.results)?;
     }

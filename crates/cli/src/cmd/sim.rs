@@ -1,259 +1,309 @@
 //! `flashkit sim`: run FMS configurations side by side on synthetic workloads.
-//! Comma lists expand to a grid; every result carries the option values that produced it.
+//! Comma lists expand to a grid — the same expansion as `flashkit sweep` (every flag is a
+//! key of [`sim::sweep`]); every result carries the option values that produced it.
 
-use anyhow::{anyhow, bail, Result};
+use std::collections::BTreeMap;
+
+use anyhow::{anyhow, Result};
 use clap::Args;
-use ftl::fms::redistribute::Redistribution;
-use ftl::fms::select::{AgeTransform, CbAge, Policy};
-use sim::{Arrival, SimConfig, SimResult, WorkloadSpec};
+use serde_json::Value;
+use sim::sweep::{default_of, Job, Spec};
+use sim::SimResult;
 
-use super::common::{parse_duration_s, parse_size, DeviceArgs};
-use crate::output::{self, ReportArgs, Table};
+use super::common::DeviceArgs;
+use crate::output::{self, PlotArgs, ReportArgs, Table};
+use crate::progress::Progress;
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
     #[command(flatten)]
     pub device: DeviceArgs,
     /// FMS logical block size(s), e.g. 4KiB or 1KiB,4KiB.
-    #[arg(long, default_value = "4KiB", value_delimiter = ',')]
+    #[arg(long, default_value = default_of("block_size"), value_delimiter = ',')]
     pub block_size: Vec<String>,
     /// Sequential pre-fill, fraction(s) of the raw capacity (not counted).
-    #[arg(long, default_value = "0.90", value_delimiter = ',')]
-    pub fill: Vec<f64>,
+    #[arg(long, default_value = default_of("fill"), value_delimiter = ',')]
+    pub fill: Vec<String>,
     /// sequential | random | hotcold:X/Y | phases:W1,W2,... (repeat the flag to compare
     /// several workloads).
-    #[arg(long, default_value = "hotcold:90/10")]
+    #[arg(long, default_value = default_of("workload"))]
     pub workload: Vec<String>,
     /// Bytes written by the workload.
-    #[arg(long, default_value = "192MiB")]
-    pub written: String,
+    #[arg(long, default_value = default_of("written"), value_delimiter = ',')]
+    pub written: Vec<String>,
     /// Request size.
-    #[arg(long, default_value = "4KiB")]
-    pub unit: String,
+    #[arg(long, default_value = default_of("unit"), value_delimiter = ',')]
+    pub unit: Vec<String>,
     /// closed (next request when the last completes) or poisson:RATE (requests/s).
-    #[arg(long, default_value = "closed")]
-    pub arrival: String,
+    #[arg(long, default_value = default_of("arrival"), value_delimiter = ',')]
+    pub arrival: Vec<String>,
     /// Segment selection: greedy,cost-benefit,cat,adaptive.
-    #[arg(
-        long,
-        default_value = "greedy,cost-benefit,cat,adaptive",
-        value_delimiter = ','
-    )]
+    #[arg(long, default_value = default_of("policy"), value_delimiter = ',')]
     pub policy: Vec<String>,
-    /// Data redistribution m1..m6 (default: the 1999 paper's pairing, greedy m1,
+    /// Data redistribution m1..m6, or paper: the 1999 paper's pairing (greedy m1,
     /// cost-benefit m4, cat m6, adaptive m6).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, default_value = default_of("redistribution"), value_delimiter = ',')]
     pub redistribution: Vec<String>,
     /// DAC regions (1 = no DAC).
-    #[arg(long, default_value = "1", value_delimiter = ',')]
-    pub regions: Vec<u8>,
+    #[arg(long, default_value = default_of("regions"), value_delimiter = ',')]
+    pub regions: Vec<String>,
     /// DAC time threshold(s), e.g. 30m, or none.
-    #[arg(long, default_value = "none", value_delimiter = ',')]
+    #[arg(long, default_value = default_of("region_threshold"), value_delimiter = ',')]
     pub region_threshold: Vec<String>,
     /// Fraction of the pre-filled data that is read-only (never updated).
-    #[arg(long, default_value_t = 0.0)]
-    pub readonly_fraction: f64,
+    #[arg(long, default_value = default_of("readonly_fraction"), value_delimiter = ',')]
+    pub readonly_fraction: Vec<String>,
     /// Do not keep read-only data in separate segments.
     #[arg(long)]
     pub no_readonly_separation: bool,
-    /// Wear levelling: swap when erase counts differ by more than N.
-    #[arg(long)]
-    pub wear_threshold: Option<u32>,
+    /// Wear levelling: swap when erase counts differ by more than N (none = off).
+    #[arg(long, default_value = default_of("wear_threshold"), value_delimiter = ',')]
+    pub wear_threshold: Vec<String>,
     /// Seed(s).
-    #[arg(long, default_value = "1", value_delimiter = ',')]
-    pub seed: Vec<u64>,
+    #[arg(long, default_value = default_of("seed"), value_delimiter = ',')]
+    pub seed: Vec<String>,
     /// Write-to-erase time ratio of the cleaning cost.
-    #[arg(long, default_value_t = 0.75)]
-    pub write_erase_ratio: f64,
+    #[arg(long, default_value = default_of("write_erase_ratio"), value_delimiter = ',')]
+    pub write_erase_ratio: Vec<String>,
     /// Free-segment low / high water marks of the cleaner.
-    #[arg(long, default_value_t = 2)]
-    pub low_water: u32,
-    #[arg(long, default_value_t = 3)]
-    pub high_water: u32,
+    #[arg(long, default_value = default_of("low_water"), value_delimiter = ',')]
+    pub low_water: Vec<String>,
+    #[arg(long, default_value = default_of("high_water"), value_delimiter = ',')]
+    pub high_water: Vec<String>,
     /// CAT age transformation: saturating, log, linear, clamp:X.
-    #[arg(long, default_value = "saturating")]
-    pub cat_age: String,
+    #[arg(long, default_value = default_of("cat_age"), value_delimiter = ',')]
+    pub cat_age: Vec<String>,
     /// Cost-benefit age measured since the last invalidation (the papers) or since the
     /// segment was written: invalidation, written.
-    #[arg(long, default_value = "invalidation")]
-    pub cb_age: String,
-    /// Hot-degree half-life in user writes (default: half the logical blocks).
-    #[arg(long)]
-    pub hot_half_life: Option<f64>,
-    /// Adaptive: minimum writes per analysis window (default: logical blocks / 4).
-    #[arg(long)]
-    pub adaptive_window: Option<u64>,
+    #[arg(long, default_value = default_of("cb_age"), value_delimiter = ',')]
+    pub cb_age: Vec<String>,
+    /// Hot-degree half-life in user writes (none = half the logical blocks).
+    #[arg(long, default_value = default_of("hot_half_life"), value_delimiter = ',')]
+    pub hot_half_life: Vec<String>,
+    /// Adaptive: minimum writes per analysis window (none = logical blocks / 4).
+    #[arg(long, default_value = default_of("adaptive_window"), value_delimiter = ',')]
+    pub adaptive_window: Vec<String>,
     /// Adaptive: variance ratio above which access counts as non-uniform.
-    #[arg(long, default_value_t = 1.5)]
-    pub adaptive_threshold: f64,
+    #[arg(long, default_value = default_of("adaptive_threshold"), value_delimiter = ',')]
+    pub adaptive_threshold: Vec<String>,
     #[command(flatten)]
     pub report: ReportArgs,
+    #[command(flatten)]
+    pub plot: PlotArgs,
 }
 
-fn field<T, E: std::fmt::Display>(flag: &str, r: std::result::Result<T, E>) -> Result<T> {
-    r.map_err(|e| anyhow!("--{flag}: {e}"))
+/// The grid the flags describe (the same [`Spec`] a sweep file gives).
+pub fn spec(a: &SimArgs) -> Result<Spec> {
+    let mut s = Spec::new();
+    if let Some(d) = &a.device.device {
+        s.set_flag("device", &[d])?;
+    }
+    if let Some(f) = &a.device.device_file {
+        s.set_flag("device_file", &[f.display().to_string()])?;
+    }
+    let o = &a.device.overrides;
+    let overrides: [(&str, Option<String>); 11] = [
+        ("blocks", o.blocks.map(|v| v.to_string())),
+        ("page_size", o.page_size.map(|v| v.to_string())),
+        ("spare_size", o.spare_size.map(|v| v.to_string())),
+        ("pages_per_block", o.pages_per_block.map(|v| v.to_string())),
+        ("nop", o.nop.map(|v| v.to_string())),
+        ("in_order", o.in_order.map(|v| v.to_string())),
+        ("endurance", o.endurance.map(|v| v.to_string())),
+        ("read_us", o.read_us.map(|v| v.to_string())),
+        ("spare_read_us", o.spare_read_us.map(|v| v.to_string())),
+        ("program_us", o.program_us.map(|v| v.to_string())),
+        ("erase_us", o.erase_us.map(|v| v.to_string())),
+    ];
+    for (k, v) in overrides {
+        if let Some(v) = v {
+            s.set_flag(k, &[v])?;
+        }
+    }
+    let lists: [(&str, &Vec<String>); 20] = [
+        ("block_size", &a.block_size),
+        ("fill", &a.fill),
+        ("workload", &a.workload),
+        ("written", &a.written),
+        ("unit", &a.unit),
+        ("arrival", &a.arrival),
+        ("policy", &a.policy),
+        ("redistribution", &a.redistribution),
+        ("regions", &a.regions),
+        ("region_threshold", &a.region_threshold),
+        ("readonly_fraction", &a.readonly_fraction),
+        ("wear_threshold", &a.wear_threshold),
+        ("seed", &a.seed),
+        ("write_erase_ratio", &a.write_erase_ratio),
+        ("low_water", &a.low_water),
+        ("high_water", &a.high_water),
+        ("cat_age", &a.cat_age),
+        ("cb_age", &a.cb_age),
+        ("hot_half_life", &a.hot_half_life),
+        ("adaptive_window", &a.adaptive_window),
+    ];
+    for (k, v) in lists {
+        s.set_flag(k, v)?;
+    }
+    s.set_flag("adaptive_threshold", &a.adaptive_threshold)?;
+    if a.no_readonly_separation {
+        s.set_flag("readonly_separation", &["false"])?;
+    }
+    Ok(s)
 }
 
-/// Expand the arguments to the grid of configurations.
-pub fn configs(a: &SimArgs) -> Result<Vec<SimConfig>> {
-    let device = a.device.resolve_or("intel-series2plus-24m")?;
-    let written = field("written", parse_size(&a.written))?;
-    let unit = field("unit", parse_size(&a.unit))?;
-    if unit == 0 || unit % 512 != 0 || unit > u32::MAX as u64 {
-        bail!("--unit: {unit} must be a positive multiple of 512 bytes");
+/// Keys whose values differ between jobs (grid order), for labels and extra columns.
+pub fn varying(options: &[&BTreeMap<String, Value>]) -> Vec<&'static str> {
+    sim::sweep::key_names()
+        .into_iter()
+        .filter(|k| {
+            let first = options.first().and_then(|o| o.get(*k));
+            options.iter().any(|o| o.get(*k) != first)
+        })
+        .collect()
+}
+
+/// `policy=cat fill=0.95` for the keys that vary.
+pub fn describe(options: &BTreeMap<String, Value>, keys: &[&str]) -> String {
+    keys.iter()
+        .map(|k| format!("{k}={}", value_text(&options[*k])))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "none".into(),
+        other => other.to_string(),
     }
-    let arrival = field("arrival", Arrival::parse(&a.arrival))?;
-    let cat_age: AgeTransform = field("cat-age", a.cat_age.parse())?;
-    let cb_age: CbAge = field("cb-age", a.cb_age.parse())?;
-    let mut workloads = Vec::new();
-    for w in &a.workload {
-        workloads.push(field("workload", WorkloadSpec::parse(w))?);
+}
+
+/// Run jobs on all cores with a progress bar (requests of the one run, or jobs done).
+pub fn execute(jobs: &[Job]) -> Result<Vec<SimResult>> {
+    if let [job] = jobs {
+        let c = &job.config;
+        let bar = Progress::requests(c.written_bytes / c.unit_bytes.max(1) as u64);
+        let r = sim::driver::run_with_progress(c, &|n| bar.set(n));
+        bar.finish();
+        return r.map(|r| vec![r]);
     }
-    let mut block_sizes = Vec::new();
-    for b in &a.block_size {
-        let v = field("block-size", parse_size(b))?;
-        if v > u32::MAX as u64 {
-            bail!("--block-size: {b} too large");
-        }
-        block_sizes.push(v as u32);
-    }
-    let mut policies = Vec::new();
-    for p in &a.policy {
-        policies.push(field::<Policy, _>("policy", p.parse())?);
-    }
-    let mut reds: Vec<Option<Redistribution>> = Vec::new();
-    for r in &a.redistribution {
-        reds.push(Some(field("redistribution", r.parse())?));
-    }
-    if reds.is_empty() {
-        reds.push(None);
-    }
-    let mut thresholds = Vec::new();
-    for t in &a.region_threshold {
-        thresholds.push(if t == "none" {
-            None
-        } else {
-            let s = field("region-threshold", parse_duration_s(t))?;
-            Some((s * 1e12) as u64)
-        });
-    }
-    for &r in &a.regions {
-        if !(1..=8).contains(&r) {
-            bail!("--regions: {r} must be 1..8");
-        }
-    }
-    for &f in &a.fill {
-        if !(0.0..1.0).contains(&f) {
-            bail!("--fill: {f} must be in [0, 1)");
-        }
-    }
-    if !(0.0..1.0).contains(&a.readonly_fraction) {
-        bail!(
-            "--readonly-fraction: {} must be in [0, 1)",
-            a.readonly_fraction
-        );
-    }
+    let bar = Progress::jobs(jobs.len() as u64);
+    let slots: Vec<std::sync::Mutex<Option<Result<SimResult>>>> =
+        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    sim::sweep::run_jobs(jobs, None, |i, r| {
+        *slots[i].lock().expect("slot") = Some(r);
+        bar.inc(1);
+    })?;
+    bar.finish();
+    let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
     let mut out = Vec::new();
-    for w in &workloads {
-        for &bs in &block_sizes {
-            for &fill in &a.fill {
-                for &p in &policies {
-                    for &red in &reds {
-                        for &regions in &a.regions {
-                            for &th in &thresholds {
-                                for &seed in &a.seed {
-                                    let mut c = SimConfig::flagship();
-                                    c.device = device.clone();
-                                    c.fill = fill;
-                                    c.workload = w.clone();
-                                    c.written_bytes = written;
-                                    c.unit_bytes = unit as u32;
-                                    c.arrival = arrival.clone();
-                                    c.readonly_fraction = a.readonly_fraction;
-                                    c.seed = seed;
-                                    c.write_erase_ratio = a.write_erase_ratio;
-                                    let f = &mut c.fms;
-                                    f.block_size = bs;
-                                    f.policy = p;
-                                    f.redistribution =
-                                        red.unwrap_or_else(|| sim::reproduce::paper_pairing(p));
-                                    f.regions = regions;
-                                    f.region_threshold_ps = th;
-                                    f.readonly_separation = !a.no_readonly_separation;
-                                    f.wear_threshold = a.wear_threshold;
-                                    f.low_water = a.low_water;
-                                    f.high_water = a.high_water;
-                                    f.cat_age = cat_age;
-                                    f.cb_age = cb_age;
-                                    f.hot_half_life = a.hot_half_life;
-                                    f.adaptive_window = a.adaptive_window;
-                                    f.adaptive_threshold = a.adaptive_threshold;
-                                    out.push(c);
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
+    for (job, slot) in jobs.iter().zip(slots) {
+        let r = slot.into_inner().expect("slot").expect("every job ran");
+        out.push(r.map_err(|e| anyhow!("{}: {e:#}", describe(&job.options, &keys)))?);
     }
     Ok(out)
 }
 
 pub fn run(a: SimArgs) -> Result<()> {
-    let cfgs = configs(&a)?;
-    let mut results = Vec::new();
-    for r in sim::run_all(&cfgs) {
-        results.push(r?);
+    a.plot.check_x()?;
+    let jobs = spec(&a)?.expand()?;
+    let results = execute(&jobs)?;
+    let options: Vec<&BTreeMap<String, Value>> = jobs.iter().map(|j| &j.options).collect();
+    let values = results
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<Vec<Value>, _>>()?;
+    a.plot.draw(&plot_rows(&options, &values), "flashkit sim")?;
+    if let Some(path) = &a.report.csv {
+        output::write_csv(path, &results)?;
     }
-    emit(&results, &a.report)
+    if a.report.json {
+        return output::print_json(&results);
+    }
+    table(&values, &options)
 }
 
-/// Print results as the table / JSON / CSV the report flags ask for.
-pub fn emit(results: &[SimResult], report: &ReportArgs) -> Result<()> {
-    if let Some(path) = &report.csv {
-        output::write_csv(path, results)?;
-    }
-    if report.json {
-        return output::print_json(results);
-    }
-    let mut t = Table::new(&[
-        "workload",
-        "policy",
-        "redist",
-        "regions",
-        "threshold",
-        "fill",
-        "erasures",
-        "copied",
-        "clean cost",
-        "WA",
-        "wear sd",
-        "wear min-max",
-        "device time",
-        "throughput",
-        "greedy share",
-    ]);
-    for r in results {
-        t.row(vec![
-            r.workload.clone(),
-            r.policy.clone(),
-            r.redistribution.clone(),
-            r.regions.to_string(),
-            r.region_threshold_s
+/// Rows for [`sim::plot::auto_chart`]: each run's options and its result as JSON.
+pub fn plot_rows(options: &[&BTreeMap<String, Value>], results: &[Value]) -> Vec<sim::plot::Row> {
+    options
+        .iter()
+        .zip(results)
+        .map(|(o, r)| sim::plot::Row {
+            options: (*o).clone(),
+            metrics: r.clone(),
+        })
+        .collect()
+}
+
+/// Columns the table always has (from the result itself).
+const SHOWN: [&str; 6] = [
+    "workload",
+    "policy",
+    "redistribution",
+    "regions",
+    "region_threshold",
+    "fill",
+];
+
+/// Print results (as JSON objects) as a table; options that vary and have no column of
+/// their own (seed, device size, ...) get one in front.
+pub fn table(results: &[Value], options: &[&BTreeMap<String, Value>]) -> Result<()> {
+    let extra: Vec<&str> = varying(options)
+        .into_iter()
+        .filter(|k| !SHOWN.contains(k))
+        .collect();
+    let mut headers: Vec<String> = extra.iter().map(|k| k.replace('_', " ")).collect();
+    headers.extend(
+        [
+            "workload",
+            "policy",
+            "redist",
+            "regions",
+            "threshold",
+            "fill",
+            "erasures",
+            "copied",
+            "clean cost",
+            "WA",
+            "wear sd",
+            "wear min-max",
+            "device time",
+            "throughput",
+            "greedy share",
+        ]
+        .map(String::from),
+    );
+    let mut t = Table::new(&headers);
+    for (i, r) in results.iter().enumerate() {
+        let f = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
+        let txt = |k: &str| r.get(k).map(value_text).unwrap_or_default();
+        let mut row: Vec<String> = extra
+            .iter()
+            .map(|k| options.get(i).map_or(String::new(), |o| value_text(&o[*k])))
+            .collect();
+        row.extend([
+            txt("workload"),
+            txt("policy"),
+            txt("redistribution"),
+            txt("regions"),
+            r.get("region_threshold_s")
+                .and_then(Value::as_f64)
                 .map_or("-".into(), |s| format!("{}s", output::trim_float(s))),
-            format!("{:.2}", r.fill),
-            r.erasures.to_string(),
-            r.blocks_copied.to_string(),
-            format!("{:.1}", r.cleaning_cost),
-            format!("{:.3}", r.write_amplification),
-            format!("{:.2}", r.wear_stddev),
-            format!("{}-{}", r.wear_min, r.wear_max),
-            format!("{:.1}s", r.device_time_s),
-            format!("{}/s", output::bytes(r.throughput_bytes_per_s as u64)),
-            r.policy_greedy_share
+            format!("{:.2}", f("fill")),
+            txt("erasures"),
+            txt("blocks_copied"),
+            format!("{:.1}", f("cleaning_cost")),
+            format!("{:.3}", f("write_amplification")),
+            format!("{:.2}", f("wear_stddev")),
+            format!("{}-{}", txt("wear_min"), txt("wear_max")),
+            format!("{:.1}s", f("device_time_s")),
+            format!("{}/s", output::bytes(f("throughput_bytes_per_s") as u64)),
+            r.get("policy_greedy_share")
+                .and_then(Value::as_f64)
                 .map_or("-".into(), |g| format!("{:.0}%", g * 100.0)),
         ]);
+        t.row(row);
     }
     t.print()
 }

@@ -1,0 +1,175 @@
+//! `flashkit sweep SPEC.toml`: a grid over any `sim` option, run in parallel on all cores,
+//! results streamed as JSON lines (to `--out FILE`, resumable, or with `--json` to stdout).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde_json::Value;
+use sim::sweep::{load_done, OrderedWriter, Record, Spec};
+
+use super::sim::{describe, plot_rows, table, varying};
+use crate::output::{PlotArgs, ReportArgs};
+use crate::progress::Progress;
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// Sweep specification: a TOML table whose keys are `sim` options (device, policy,
+    /// redistribution, regions, region_threshold, fill, workload, written, unit, block_size,
+    /// seed, arrival, readonly_fraction, wear_threshold, blocks, pages_per_block, ...), each
+    /// a value or an array of values; the grid is their product.
+    pub spec: PathBuf,
+    /// Append each result to FILE as one JSON line; jobs already in FILE are skipped, so a
+    /// rerun resumes an interrupted sweep.
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub out: Option<PathBuf>,
+    /// Worker threads (default: all cores).
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Print the jobs of the grid (id and options) without running them.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub report: ReportArgs,
+    #[command(flatten)]
+    pub plot: PlotArgs,
+}
+
+pub fn run(a: SweepArgs) -> Result<()> {
+    if a.jobs == Some(0) {
+        bail!("--jobs: must be at least 1");
+    }
+    a.plot.check_x()?;
+    let jobs = Spec::from_toml_file(&a.spec)?.expand()?;
+    if a.dry_run {
+        let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
+        for j in &jobs {
+            println!("{}  {}", j.id, describe(&j.options, &keys));
+        }
+        return Ok(());
+    }
+    let (mut done, dropped) = match &a.out {
+        Some(out) => load_done(out)?,
+        None => (BTreeMap::new(), 0),
+    };
+    let out_name = a.out.as_ref().map(|p| p.display().to_string());
+    if dropped > 0 {
+        eprintln!(
+            "flashkit: note: {}: dropped an incomplete last line ({dropped} bytes) left by an interrupted run",
+            out_name.as_deref().unwrap_or_default()
+        );
+    }
+    let todo: Vec<usize> = (0..jobs.len())
+        .filter(|&i| !done.contains_key(&jobs[i].id))
+        .collect();
+    if a.out.is_some() && todo.len() < jobs.len() {
+        eprintln!(
+            "flashkit: note: {}: {} of {} jobs already done, running the other {}",
+            out_name.as_deref().unwrap_or_default(),
+            jobs.len() - todo.len(),
+            jobs.len(),
+            todo.len()
+        );
+    }
+
+    // The results file (appended in job order) and, with --json, stdout (every job of the
+    // grid in order, streamed).
+    let file = match &a.out {
+        Some(p) => Some(OrderedWriter::new(std::io::BufWriter::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .with_context(|| format!("results file {}", p.display()))?,
+        ))),
+        None => None,
+    };
+    let stdout = a.report.json.then(|| OrderedWriter::new(std::io::stdout()));
+    if let Some(w) = &stdout {
+        for (i, j) in jobs.iter().enumerate() {
+            if let Some(r) = done.get(&j.id) {
+                w.put(i, Some(serde_json::to_string(r)?));
+            }
+        }
+    }
+    let sub: Vec<sim::sweep::Job> = todo.iter().map(|&i| jobs[i].clone()).collect();
+    let fresh: Vec<Mutex<Option<Result<Record, String>>>> =
+        sub.iter().map(|_| Mutex::new(None)).collect();
+    let bar = Progress::jobs(sub.len() as u64);
+    sim::sweep::run_jobs(&sub, a.jobs, |k, r| {
+        let job = &sub[k];
+        let rec = r
+            .and_then(|result| Record::new(job, &result))
+            .map_err(|e| format!("{e:#}"));
+        let line = rec
+            .as_ref()
+            .ok()
+            .and_then(|r| serde_json::to_string(r).ok());
+        if let Some(f) = &file {
+            f.put(k, line.clone());
+        }
+        if let Some(w) = &stdout {
+            w.put(todo[k], line);
+        }
+        *fresh[k].lock().expect("slot") = Some(rec);
+        bar.inc(1);
+    })?;
+    bar.finish();
+    if let Some(f) = file {
+        let mut w = f
+            .finish()
+            .with_context(|| format!("results file {}", out_name.clone().unwrap_or_default()))?;
+        w.flush()?;
+    }
+    if let Some(w) = stdout {
+        w.finish().context("stdout")?.flush()?;
+    }
+
+    // Every job of the grid, in order.
+    let mut failures: Vec<String> = Vec::new();
+    let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
+    for (k, slot) in fresh.into_iter().enumerate() {
+        match slot.into_inner().expect("slot") {
+            Some(Ok(r)) => {
+                done.insert(r.job.clone(), r);
+            }
+            Some(Err(e)) => failures.push(format!("{}: {e}", describe(&sub[k].options, &keys))),
+            None => failures.push(format!("{}: did not run", describe(&sub[k].options, &keys))),
+        }
+    }
+    let records: Vec<&Record> = jobs.iter().filter_map(|j| done.get(&j.id)).collect();
+    let options: Vec<&BTreeMap<String, Value>> = records.iter().map(|r| &r.options).collect();
+    let results: Vec<Value> = records
+        .iter()
+        .map(|r| Value::Object(r.result.clone()))
+        .collect();
+    if !records.is_empty() {
+        let rows = plot_rows(&options, &results);
+        let title = format!(
+            "flashkit sweep {}",
+            a.spec
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        );
+        a.plot.draw(&rows, &title)?;
+    }
+    if let Some(path) = &a.report.csv {
+        crate::output::write_csv(path, &records)?;
+    }
+    if !a.report.json {
+        table(&results, &options)?;
+    }
+    if !failures.is_empty() {
+        bail!(
+            "{} of {} jobs failed (not written, a rerun retries them); first: {}",
+            failures.len(),
+            jobs.len(),
+            failures[0]
+        );
+    }
+    Ok(())
+}

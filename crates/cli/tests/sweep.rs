@@ -1,0 +1,338 @@
+//! End-to-end tests of `flashkit sweep`, `--plot` and progress output: grid expansion,
+//! key errors, resume after an interrupted run, deterministic JSON lines, plot files, and
+//! clean stdout/stderr when not on a terminal. Runs are small (`written` of a few hundred
+//! KiB) so the whole file takes seconds.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn flashkit<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(env!("CARGO_BIN_EXE_flashkit"))
+        .args(args)
+        .output()
+        .expect("run flashkit")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn ok(o: Output) -> Output {
+    assert!(
+        o.status.success(),
+        "flashkit failed: {:?}\nstdout: {}\nstderr: {}",
+        o.status,
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    o
+}
+
+/// A non-zero exit with one `flashkit: …` line on stderr mentioning every needle.
+fn fails_with(o: Output, needles: &[&str]) -> String {
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err:?}");
+    assert!(err.starts_with("flashkit: "), "{err}");
+    for n in needles {
+        assert!(err.contains(n), "stderr should mention {n:?}: {err}");
+    }
+    err
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+const SPEC: &str = r#"
+# a small grid: 2 policies x 3 fills x 2 seeds = 12 jobs
+policy = ["greedy", "cat"]
+fill = [0.7, 0.8, 0.9]
+seed = [1, 2]
+workload = "hotcold:90/10"
+written = "384KiB"
+"#;
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+fn ids(ls: &[String]) -> Vec<String> {
+    ls.iter()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["job"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn sweep_streams_json_lines_with_options_and_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("s.toml");
+    std::fs::write(&spec, SPEC).unwrap();
+    let out = dir.path().join("r.jsonl");
+    let o = ok(flashkit(["sweep", p(&spec), "--out", p(&out)]));
+    assert!(
+        text(&o.stderr).is_empty(),
+        "quiet off a terminal: {}",
+        text(&o.stderr)
+    );
+    let table = text(&o.stdout);
+    assert!(
+        table.contains("erasures") && table.contains("seed"),
+        "{table}"
+    );
+    let ls = lines(&out);
+    assert_eq!(ls.len(), 12);
+    let set: BTreeSet<String> = ids(&ls).into_iter().collect();
+    assert_eq!(set.len(), 12, "ids unique");
+    let first: Value = serde_json::from_str(&ls[0]).unwrap();
+    assert_eq!(first["options"]["policy"], "greedy");
+    assert_eq!(first["options"]["fill"].as_f64(), Some(0.7));
+    assert_eq!(first["options"]["written"].as_u64(), Some(384 << 10));
+    assert_eq!(first["policy"], "greedy");
+    assert!(first["erasures"].is_u64());
+    assert!(first["job"].as_str().unwrap().len() == 16);
+    // grid order: seed fastest, then policy, then fill
+    let second: Value = serde_json::from_str(&ls[1]).unwrap();
+    assert_eq!(second["options"]["seed"], 2);
+    assert_eq!(second["options"]["fill"].as_f64(), Some(0.7));
+
+    // --json streams the same records to stdout, one per line.
+    let o = ok(flashkit(["sweep", p(&spec), "--json", "--jobs", "2"]));
+    let stdout: Vec<String> = text(&o.stdout).lines().map(String::from).collect();
+    assert_eq!(stdout, ls, "stdout JSON lines equal the results file");
+}
+
+#[test]
+fn sweep_is_deterministic_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("s.toml");
+    std::fs::write(&spec, SPEC).unwrap();
+    let a = dir.path().join("a.jsonl");
+    let b = dir.path().join("b.jsonl");
+    ok(flashkit(["sweep", p(&spec), "--out", p(&a), "--jobs", "1"]));
+    ok(flashkit(["sweep", p(&spec), "--out", p(&b), "--jobs", "2"]));
+    let full = std::fs::read(&a).unwrap();
+    assert_eq!(
+        full,
+        std::fs::read(&b).unwrap(),
+        "same bytes whatever --jobs"
+    );
+
+    // Interrupted: keep the first half of the bytes (a torn last line), rerun.
+    std::fs::write(&b, &full[..full.len() / 2]).unwrap();
+    let o = ok(flashkit(["sweep", p(&spec), "--out", p(&b)]));
+    let err = text(&o.stderr);
+    assert!(err.contains("already done"), "{err}");
+    let ls = lines(&b);
+    assert_eq!(ls.len(), 12, "every job once");
+    let mut got = ids(&ls);
+    got.sort();
+    let mut want = ids(&lines(&a));
+    want.sort();
+    assert_eq!(got, want);
+    let mut sorted_b = ls.clone();
+    sorted_b.sort();
+    let mut sorted_a = lines(&a);
+    sorted_a.sort();
+    assert_eq!(sorted_a, sorted_b, "resumed results equal a fresh run's");
+
+    // A complete file: nothing to run, same file.
+    let before = std::fs::read(&b).unwrap();
+    let o = ok(flashkit(["sweep", p(&spec), "--out", p(&b)]));
+    assert!(text(&o.stderr).contains("12 of 12 jobs already done"));
+    assert_eq!(before, std::fs::read(&b).unwrap());
+}
+
+#[test]
+fn sweep_key_errors_name_the_key_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("bad.toml");
+    let run = |body: &str| {
+        std::fs::write(&spec, body).unwrap();
+        flashkit(["sweep", p(&spec)])
+    };
+    let sp = p(&spec).to_string();
+    fails_with(
+        run("fill = 0.9\npolcy = \"cat\"\n"),
+        &[&format!("{sp}:2:"), "polcy", "policy"],
+    );
+    fails_with(
+        run("written = \"1MiB\"\npolicy = [\"cat\", \"lru\"]\n"),
+        &[&format!("{sp}:2: policy"), "lru"],
+    );
+    fails_with(run("fill = 1.2\n"), &[&format!("{sp}:1: fill")]);
+    fails_with(run("regions = [1, 12]\n"), &[&format!("{sp}:1: regions")]);
+    fails_with(run("block_size = \"3KiB\"\n"), &["block_size"]);
+    fails_with(
+        run("pages_per_block = 0\n"),
+        &[&format!("{sp}:1: pages_per_block")],
+    );
+    fails_with(run("fill = [0.5\n"), &[&format!("{sp}:")]);
+    fails_with(run("written = true\n"), &["written"]);
+    let missing = dir.path().join("missing.toml");
+    fails_with(flashkit(["sweep", p(&missing)]), &[p(&missing)]);
+    // A job that cannot run (fill beyond what the FMS exports) fails after the others.
+    std::fs::write(
+        &spec,
+        "policy = \"greedy\"\nfill = [0.5, 0.97]\nwritten = \"256KiB\"\n",
+    )
+    .unwrap();
+    let out = dir.path().join("r.jsonl");
+    let o = flashkit(["sweep", p(&spec), "--out", p(&out), "--json"]);
+    fails_with(o, &["1 of 2 jobs failed", "fill=0.97"]);
+    assert_eq!(lines(&out).len(), 1, "the good job is kept");
+    // sim flags go through the same expansion.
+    fails_with(
+        flashkit(["sim", "--policy", "greedy,lru", "--written", "64KiB"]),
+        &["--policy", "lru"],
+    );
+    fails_with(flashkit(["sim", "--unit", "1000"]), &["--unit"]);
+}
+
+#[test]
+fn plots_are_written_with_series_and_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("s.toml");
+    std::fs::write(&spec, SPEC).unwrap();
+    let svg = dir.path().join("fill.svg");
+    ok(flashkit([
+        "sweep",
+        p(&spec),
+        "--plot",
+        p(&svg),
+        "--x",
+        "fill",
+        "--y",
+        "erasures,blocks_copied",
+    ]));
+    let s = std::fs::read_to_string(&svg).unwrap();
+    assert!(s.starts_with("<svg"), "{}", &s[..s.len().min(100)]);
+    for needle in [
+        "greedy",
+        "cat",
+        "(a) erasures",
+        "(b) blocks copied",
+        "utilization",
+    ] {
+        assert!(s.contains(needle), "SVG lacks {needle}");
+    }
+    assert!(s.matches("<polyline").count() + s.matches("<path").count() >= 4);
+
+    let png = dir.path().join("flag.png");
+    ok(flashkit([
+        "sim",
+        "--written",
+        "256KiB",
+        "--plot",
+        p(&png),
+        "--y",
+        "erasures,wear_stddev",
+    ]));
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(
+        bytes.len() > 10_000,
+        "a real picture: {} bytes",
+        bytes.len()
+    );
+
+    let fig = dir.path().join("fig12.svg");
+    ok(flashkit([
+        "reproduce",
+        "chiang1999-fig12",
+        "--scale",
+        "0.004",
+        "--plot",
+        p(&fig),
+    ]));
+    let s = std::fs::read_to_string(&fig).unwrap();
+    for needle in [
+        "cat-M6",
+        "greedy-M1",
+        "95/5",
+        "locality of reference",
+        "(d) wear",
+    ] {
+        assert!(s.contains(needle), "figure lacks {needle}");
+    }
+
+    fails_with(
+        flashkit(["sim", "--written", "64KiB", "--plot", "x.gif"]),
+        &["x.gif", ".svg or .png"],
+    );
+    fails_with(
+        flashkit([
+            "sim",
+            "--written",
+            "64KiB",
+            "--plot",
+            "x.svg",
+            "--x",
+            "colour",
+        ]),
+        &["--x", "colour"],
+    );
+    fails_with(
+        flashkit([
+            "sim",
+            "--written",
+            "64KiB",
+            "--plot",
+            "x.svg",
+            "--y",
+            "colour",
+        ]),
+        &["--y", "colour"],
+    );
+}
+
+#[test]
+fn progress_is_silent_off_a_terminal() {
+    let o = ok(flashkit([
+        "sim",
+        "--policy",
+        "cat",
+        "--written",
+        "512KiB",
+        "--json",
+    ]));
+    assert!(text(&o.stderr).is_empty(), "stderr: {}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON");
+    assert_eq!(v.as_array().unwrap().len(), 1);
+    let o = ok(flashkit([
+        "sim",
+        "--policy",
+        "greedy,cat",
+        "--written",
+        "256KiB",
+        "--json",
+    ]));
+    assert!(text(&o.stderr).is_empty());
+    let v: Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON");
+    assert_eq!(v.as_array().unwrap().len(), 2);
+    let o = ok(flashkit([
+        "reproduce",
+        "dac-fig11",
+        "--scale",
+        "0.002",
+        "--json",
+    ]));
+    assert!(text(&o.stderr).is_empty());
+    let v: Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON");
+    assert_eq!(v["results"].as_array().unwrap().len(), 72);
+}

@@ -1,0 +1,1125 @@
+//! Parameter grids shared by `flashkit sim` (comma lists in flags) and `flashkit sweep`
+//! (a TOML table): every `sim` option is a key whose value is one value or a list, and the
+//! grid is the product of the lists. One registry ([`KEYS`]) names the keys, parses and
+//! checks their values and applies them to a [`SimConfig`], so a flag and a sweep key can
+//! never disagree.
+//!
+//! Each expanded [`Job`] carries its canonical option values (every key, defaults
+//! included) and a stable id: a 64-bit FNV-1a hash of those values, so the same job has the
+//! same id in any sweep file and resumed sweeps skip what is done. Jobs are independent and
+//! deterministic per seed.
+//!
+//! ```toml
+//! # sweep.toml
+//! policy = ["greedy", "cost-benefit", "cat"]
+//! workload = ["hotcold:50/50", "hotcold:90/10"]
+//! fill = [0.8, 0.85, 0.9]
+//! written = "64MiB"
+//! seed = [1, 2]
+//! ```
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use anyhow::{anyhow, Context, Result};
+use ftl::fms::redistribute::Redistribution;
+use ftl::fms::select::{AgeTransform, CbAge, Policy};
+use nand::DeviceSpec;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::driver::{Arrival, SimConfig, SimResult};
+use crate::workload::WorkloadSpec;
+
+/// Where a key's values came from, for error messages.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Origin {
+    /// A command-line flag (`--policy`).
+    Flag,
+    /// A sweep file and the line of the value.
+    File { path: PathBuf, line: usize },
+}
+
+/// One value as written: flags give text, TOML gives typed scalars.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Scalar {
+    Text(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+impl Scalar {
+    fn text(&self) -> String {
+        match self {
+            Scalar::Text(s) => s.trim().to_string(),
+            Scalar::Int(i) => i.to_string(),
+            Scalar::Float(f) => f.to_string(),
+            Scalar::Bool(b) => b.to_string(),
+        }
+    }
+}
+
+/// How a key's value is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Size,
+    Float,
+    Int,
+    Bool,
+    OptInt,
+    OptFloat,
+    OptBool,
+    OptDuration,
+}
+
+/// A key of the grid: its name (a `sim` flag without the dashes, `_` for `-`), how its
+/// values are read, its default (as a flag would give it) and how it changes a config.
+pub struct KeyDef {
+    pub name: &'static str,
+    kind: Kind,
+    pub default: &'static str,
+    check: fn(&Value) -> std::result::Result<Value, String>,
+    apply: fn(&Value, &mut Draft),
+}
+
+/// A config being built from canonical values (device resolved at the end).
+pub struct Draft {
+    cfg: SimConfig,
+    device: String,
+    device_file: Option<String>,
+    overrides: Vec<(&'static str, Value)>,
+    redistribution: Option<Redistribution>,
+}
+
+fn ok(v: &Value) -> std::result::Result<Value, String> {
+    Ok(v.clone())
+}
+
+fn in_unit(v: &Value) -> std::result::Result<Value, String> {
+    let f = v.as_f64().unwrap_or(-1.0);
+    if (0.0..1.0).contains(&f) {
+        Ok(v.clone())
+    } else {
+        Err(format!("{f} must be in [0, 1)"))
+    }
+}
+
+fn positive(v: &Value) -> std::result::Result<Value, String> {
+    match v.as_f64() {
+        Some(f) if f > 0.0 && f.is_finite() => Ok(v.clone()),
+        Some(f) => Err(format!("{f} must be > 0")),
+        None => Ok(v.clone()),
+    }
+}
+
+/// A device override, when given (`none` keeps the device's own value).
+fn override_(d: &mut Draft, key: &'static str, v: &Value) {
+    if !v.is_null() {
+        d.overrides.push((key, v.clone()));
+    }
+}
+
+fn u32_of(v: &Value) -> u32 {
+    v.as_u64().unwrap_or(0) as u32
+}
+
+macro_rules! key {
+    ($name:literal, $kind:ident, $default:literal, $check:expr, |$v:ident, $d:ident| $body:expr) => {
+        KeyDef {
+            name: $name,
+            kind: Kind::$kind,
+            default: $default,
+            check: $check,
+            apply: |$v: &Value, $d: &mut Draft| $body,
+        }
+    };
+}
+
+/// Every key, outermost grid dimension first (the order of expansion and of tables).
+pub const KEYS: &[KeyDef] = &[
+    key!(
+        "device",
+        Text,
+        "intel-series2plus-24m",
+        |v| {
+            let s = v.as_str().unwrap_or_default();
+            DeviceSpec::preset(s).map_err(|e| e.to_string())?;
+            Ok(v.clone())
+        },
+        |v, d| d.device = v.as_str().unwrap_or_default().to_string()
+    ),
+    key!(
+        "device_file",
+        Text,
+        "none",
+        |v| Ok(if v.as_str() == Some("none") {
+            Value::Null
+        } else {
+            v.clone()
+        }),
+        |v, d| d.device_file = v.as_str().map(String::from)
+    ),
+    key!("blocks", OptInt, "none", ok, |v, d| override_(
+        d, "blocks", v
+    )),
+    key!("page_size", OptInt, "none", ok, |v, d| override_(
+        d,
+        "page_size",
+        v
+    )),
+    key!("spare_size", OptInt, "none", ok, |v, d| override_(
+        d,
+        "spare_size",
+        v
+    )),
+    key!("pages_per_block", OptInt, "none", ok, |v, d| override_(
+        d,
+        "pages_per_block",
+        v
+    )),
+    key!("nop", OptInt, "none", ok, |v, d| override_(d, "nop", v)),
+    key!("in_order", OptBool, "none", ok, |v, d| override_(
+        d, "in_order", v
+    )),
+    key!("endurance", OptInt, "none", ok, |v, d| override_(
+        d,
+        "endurance",
+        v
+    )),
+    key!("read_us", OptFloat, "none", ok, |v, d| override_(
+        d, "read_us", v
+    )),
+    key!("spare_read_us", OptFloat, "none", ok, |v, d| override_(
+        d,
+        "spare_read_us",
+        v
+    )),
+    key!("program_us", OptFloat, "none", ok, |v, d| override_(
+        d,
+        "program_us",
+        v
+    )),
+    key!("erase_us", OptFloat, "none", ok, |v, d| override_(
+        d, "erase_us", v
+    )),
+    key!(
+        "workload",
+        Text,
+        "hotcold:90/10",
+        |v| {
+            let w = WorkloadSpec::parse(v.as_str().unwrap_or_default())?;
+            Ok(Value::from(w.label()))
+        },
+        |v, d| d.cfg.workload =
+            WorkloadSpec::parse(v.as_str().unwrap_or_default()).expect("checked")
+    ),
+    key!("written", Size, "192MiB", ok, |v, d| d.cfg.written_bytes =
+        v.as_u64().unwrap_or(0)),
+    key!(
+        "unit",
+        Size,
+        "4KiB",
+        |v| {
+            let u = v.as_u64().unwrap_or(0);
+            if u == 0 || u % 512 != 0 || u > u32::MAX as u64 {
+                return Err(format!("{u} must be a positive multiple of 512 bytes"));
+            }
+            Ok(v.clone())
+        },
+        |v, d| d.cfg.unit_bytes = u32_of(v)
+    ),
+    key!(
+        "arrival",
+        Text,
+        "closed",
+        |v| {
+            Ok(Value::from(
+                Arrival::parse(v.as_str().unwrap_or_default())?.label(),
+            ))
+        },
+        |v, d| d.cfg.arrival = Arrival::parse(v.as_str().unwrap_or_default()).expect("checked")
+    ),
+    key!(
+        "block_size",
+        Size,
+        "4KiB",
+        |v| {
+            let b = v.as_u64().unwrap_or(0);
+            if b < 512 || !b.is_power_of_two() || b > u32::MAX as u64 {
+                return Err(format!("{b} must be a power of two of at least 512 bytes"));
+            }
+            Ok(v.clone())
+        },
+        |v, d| d.cfg.fms.block_size = u32_of(v)
+    ),
+    key!("fill", Float, "0.90", in_unit, |v, d| d.cfg.fill =
+        v.as_f64().unwrap_or(0.0)),
+    key!(
+        "policy",
+        Text,
+        "greedy,cost-benefit,cat,adaptive",
+        |v| {
+            let p: Policy = v.as_str().unwrap_or_default().parse()?;
+            Ok(Value::from(p.name()))
+        },
+        |v, d| d.cfg.fms.policy = v.as_str().unwrap_or_default().parse().expect("checked")
+    ),
+    key!(
+        "redistribution",
+        Text,
+        "paper",
+        |v| {
+            let s = v.as_str().unwrap_or_default().to_ascii_lowercase();
+            if s == "paper" {
+                return Ok(Value::from(s));
+            }
+            let r: Redistribution = s
+                .parse()
+                .map_err(|e: String| format!("{e} or paper (the 1999 pairing)"))?;
+            Ok(Value::from(r.name()))
+        },
+        |v, d| d.redistribution = v.as_str().and_then(|s| s.parse().ok())
+    ),
+    key!(
+        "regions",
+        Int,
+        "1",
+        |v| {
+            match v.as_u64() {
+                Some(r @ 1..=8) => Ok(Value::from(r)),
+                _ => Err(format!("{v} must be 1..8")),
+            }
+        },
+        |v, d| d.cfg.fms.regions = v.as_u64().unwrap_or(1) as u8
+    ),
+    key!("region_threshold", OptDuration, "none", ok, |v, d| d
+        .cfg
+        .fms
+        .region_threshold_ps =
+        v.as_f64().map(|s| (s * 1e12) as u64)),
+    key!("readonly_fraction", Float, "0", in_unit, |v, d| d
+        .cfg
+        .readonly_fraction =
+        v.as_f64().unwrap_or(0.0)),
+    key!("readonly_separation", Bool, "true", ok, |v, d| d
+        .cfg
+        .fms
+        .readonly_separation =
+        v.as_bool().unwrap_or(true)),
+    key!("wear_threshold", OptInt, "none", ok, |v, d| d
+        .cfg
+        .fms
+        .wear_threshold =
+        v.as_u64().map(|x| x as u32)),
+    key!("write_erase_ratio", Float, "0.75", positive, |v, d| d
+        .cfg
+        .write_erase_ratio =
+        v.as_f64().unwrap_or(0.75)),
+    key!("low_water", Int, "2", ok, |v, d| d.cfg.fms.low_water =
+        u32_of(v)),
+    key!("high_water", Int, "3", ok, |v, d| d.cfg.fms.high_water =
+        u32_of(v)),
+    key!(
+        "cat_age",
+        Text,
+        "saturating",
+        |v| {
+            let s = v.as_str().unwrap_or_default();
+            s.parse::<AgeTransform>()?;
+            Ok(v.clone())
+        },
+        |v, d| d.cfg.fms.cat_age = v.as_str().unwrap_or_default().parse().expect("checked")
+    ),
+    key!(
+        "cb_age",
+        Text,
+        "invalidation",
+        |v| {
+            let s = v.as_str().unwrap_or_default();
+            s.parse::<CbAge>()?;
+            Ok(v.clone())
+        },
+        |v, d| d.cfg.fms.cb_age = v.as_str().unwrap_or_default().parse().expect("checked")
+    ),
+    key!("hot_half_life", OptFloat, "none", positive, |v, d| d
+        .cfg
+        .fms
+        .hot_half_life =
+        v.as_f64()),
+    key!("adaptive_window", OptInt, "none", ok, |v, d| d
+        .cfg
+        .fms
+        .adaptive_window =
+        v.as_u64()),
+    key!("adaptive_threshold", Float, "1.5", positive, |v, d| d
+        .cfg
+        .fms
+        .adaptive_threshold =
+        v.as_f64().unwrap_or(1.5)),
+    key!("seed", Int, "1", ok, |v, d| d.cfg.seed =
+        v.as_u64().unwrap_or(1)),
+];
+
+/// The key names in grid order.
+pub fn key_names() -> Vec<&'static str> {
+    KEYS.iter().map(|k| k.name).collect()
+}
+
+fn keydef(name: &str) -> Option<&'static KeyDef> {
+    let n = name.replace('-', "_");
+    KEYS.iter().find(|k| k.name == n)
+}
+
+/// The default of a key as a flag would give it (for `--help`).
+pub fn default_of(name: &str) -> &'static str {
+    keydef(name).map_or("", |k| k.default)
+}
+
+/// Parse a byte size: `4096`, `4KiB`, `4K`, `192MiB`, `1.5GiB` (binary units; K/M/G and
+/// KB/MB/GB are read as binary too, as storage tools usually do).
+pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}': not a size (e.g. 4096, 4KiB, 192MiB)"))?;
+    let mul: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return Err(format!("'{s}': unknown size unit '{unit}'")),
+    };
+    let bytes = v * mul as f64;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
+        return Err(format!("'{s}': size out of range"));
+    }
+    Ok(bytes.round() as u64)
+}
+
+/// Parse a duration: `30m`, `84m`, `2h`, `90s`, `500ms`, `1d`; a bare number is seconds.
+pub fn parse_duration_s(s: &str) -> std::result::Result<f64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}': not a duration (e.g. 30m, 2h, 90s)"))?;
+    let mul = match unit {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "us" => 1e-6,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        _ => return Err(format!("'{s}': unknown duration unit '{unit}'")),
+    };
+    Ok(v * mul)
+}
+
+/// Read one scalar as the key's kind, giving its canonical JSON value.
+fn canonical(def: &KeyDef, s: &Scalar) -> std::result::Result<Value, String> {
+    let text = s.text();
+    let none = matches!(s, Scalar::Text(_)) && text.eq_ignore_ascii_case("none");
+    let int = |t: &str| -> std::result::Result<Value, String> {
+        match s {
+            Scalar::Int(i) if *i >= 0 => Ok(Value::from(*i as u64)),
+            Scalar::Int(i) => Err(format!("{i} must not be negative")),
+            Scalar::Float(_) | Scalar::Bool(_) => Err(format!("'{t}' is not a whole number")),
+            Scalar::Text(_) => t
+                .parse::<u64>()
+                .map(Value::from)
+                .map_err(|_| format!("'{t}' is not a whole number")),
+        }
+    };
+    let float = |t: &str| -> std::result::Result<Value, String> {
+        let f = match s {
+            Scalar::Int(i) => *i as f64,
+            Scalar::Float(f) => *f,
+            Scalar::Bool(_) => return Err(format!("'{t}' is not a number")),
+            Scalar::Text(_) => t
+                .parse::<f64>()
+                .map_err(|_| format!("'{t}' is not a number"))?,
+        };
+        if !f.is_finite() {
+            return Err(format!("'{t}' is not a finite number"));
+        }
+        Ok(Value::from(f))
+    };
+    let boolean = |t: &str| -> std::result::Result<Value, String> {
+        match s {
+            Scalar::Bool(b) => Ok(Value::from(*b)),
+            Scalar::Text(_) => match t.to_ascii_lowercase().as_str() {
+                "true" | "yes" | "on" => Ok(Value::from(true)),
+                "false" | "no" | "off" => Ok(Value::from(false)),
+                _ => Err(format!("'{t}' is not true or false")),
+            },
+            _ => Err(format!("'{t}' is not true or false")),
+        }
+    };
+    let v = match def.kind {
+        Kind::Text => match s {
+            Scalar::Text(_) => Value::from(text.clone()),
+            _ => return Err(format!("'{text}' must be a string")),
+        },
+        Kind::Size => match s {
+            Scalar::Int(i) if *i >= 0 => Value::from(*i as u64),
+            Scalar::Text(_) => Value::from(parse_size(&text)?),
+            _ => return Err(format!("'{text}' is not a size (e.g. 4096, 4KiB, 192MiB)")),
+        },
+        Kind::Float => float(&text)?,
+        Kind::Int => int(&text)?,
+        Kind::Bool => boolean(&text)?,
+        Kind::OptInt if none => Value::Null,
+        Kind::OptInt => int(&text)?,
+        Kind::OptFloat if none => Value::Null,
+        Kind::OptFloat => float(&text)?,
+        Kind::OptBool if none => Value::Null,
+        Kind::OptBool => boolean(&text)?,
+        Kind::OptDuration if none => Value::Null,
+        Kind::OptDuration => match s {
+            Scalar::Int(i) => Value::from(*i as f64),
+            Scalar::Float(f) => Value::from(*f),
+            Scalar::Text(_) => Value::from(parse_duration_s(&text)?),
+            Scalar::Bool(_) => return Err(format!("'{text}' is not a duration")),
+        },
+    };
+    if v.is_null() {
+        return Ok(v);
+    }
+    (def.check)(&v)
+}
+
+struct Entry {
+    values: Vec<Value>,
+    origin: Origin,
+}
+
+/// A grid: for each key given, its list of values (keys not given take their default).
+#[derive(Default)]
+pub struct Spec {
+    entries: BTreeMap<&'static str, Entry>,
+}
+
+/// Name a key in an error: `--pages-per-block` for a flag, `FILE:LINE: pages_per_block`
+/// for a sweep file.
+fn located(key: &str, origin: &Origin, msg: impl std::fmt::Display) -> anyhow::Error {
+    match origin {
+        Origin::Flag => anyhow!("--{}: {msg}", key.replace('_', "-")),
+        Origin::File { path, line } => anyhow!("{}:{line}: {key}: {msg}", path.display()),
+    }
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+fn unknown_key(key: &str) -> String {
+    let n = key.replace('-', "_");
+    let near = KEYS
+        .iter()
+        .map(|k| (edit_distance(&n, k.name), k.name))
+        .min()
+        .filter(|(d, _)| *d <= 2)
+        .map(|(_, k)| format!("did you mean '{k}'? "))
+        .unwrap_or_default();
+    format!(
+        "unknown key '{key}' ({near}known: {})",
+        key_names().join(", ")
+    )
+}
+
+impl Spec {
+    pub fn new() -> Spec {
+        Spec::default()
+    }
+
+    /// Set a key's values; each is checked now, so errors name the key and its origin.
+    pub fn set(&mut self, key: &str, values: Vec<Scalar>, origin: Origin) -> Result<()> {
+        let def = keydef(key).ok_or_else(|| match &origin {
+            Origin::Flag => anyhow!("{}", unknown_key(key)),
+            Origin::File { path, line } => {
+                anyhow!("{}:{line}: {}", path.display(), unknown_key(key))
+            }
+        })?;
+        if values.is_empty() {
+            return Err(located(def.name, &origin, "empty list"));
+        }
+        let mut out: Vec<Value> = Vec::new();
+        for s in &values {
+            let v = canonical(def, s).map_err(|e| located(def.name, &origin, e))?;
+            if !out.contains(&v) {
+                out.push(v);
+            }
+        }
+        self.entries.insert(
+            def.name,
+            Entry {
+                values: out,
+                origin,
+            },
+        );
+        Ok(())
+    }
+
+    /// Set a key from flag text (`--policy greedy,cat` gives `["greedy", "cat"]`).
+    pub fn set_flag<S: AsRef<str>>(&mut self, key: &str, values: &[S]) -> Result<()> {
+        self.set(
+            key,
+            values
+                .iter()
+                .map(|v| Scalar::Text(v.as_ref().to_string()))
+                .collect(),
+            Origin::Flag,
+        )
+    }
+
+    /// Whether a key was given.
+    pub fn has(&self, key: &str) -> bool {
+        keydef(key).is_some_and(|d| self.entries.contains_key(d.name))
+    }
+
+    /// Read a sweep file (a flat TOML table of keys to values or arrays of values).
+    pub fn from_toml_file(path: &Path) -> Result<Spec> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("sweep spec {}", path.display()))?;
+        Spec::from_toml_str(&text, path)
+    }
+
+    /// Parse sweep-file text; `path` names the file in errors.
+    pub fn from_toml_str(text: &str, path: &Path) -> Result<Spec> {
+        let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+        let table: BTreeMap<String, toml::Spanned<toml::Value>> =
+            toml::from_str(text).map_err(|e| {
+                let line = e.span().map_or(1, |s| line_of(s.start));
+                anyhow!(
+                    "{}:{line}: {}",
+                    path.display(),
+                    e.message().split_whitespace().collect::<Vec<_>>().join(" ")
+                )
+            })?;
+        let mut entries: Vec<(usize, String, toml::Value)> = table
+            .into_iter()
+            .map(|(k, v)| (line_of(v.span().start), k, v.into_inner()))
+            .collect();
+        entries.sort_by_key(|e| e.0);
+        let mut spec = Spec::new();
+        for (line, key, value) in entries {
+            let origin = Origin::File {
+                path: path.to_path_buf(),
+                line,
+            };
+            let scalar = |v: &toml::Value| -> Result<Scalar> {
+                Ok(match v {
+                    toml::Value::String(s) => Scalar::Text(s.clone()),
+                    toml::Value::Integer(i) => Scalar::Int(*i),
+                    toml::Value::Float(f) => Scalar::Float(*f),
+                    toml::Value::Boolean(b) => Scalar::Bool(*b),
+                    toml::Value::Datetime(_) => {
+                        return Err(located(&key, &origin, "dates are not values here"))
+                    }
+                    toml::Value::Array(_) => {
+                        return Err(located(&key, &origin, "lists cannot nest"))
+                    }
+                    toml::Value::Table(_) => {
+                        return Err(located(
+                            &key,
+                            &origin,
+                            "tables are not supported: write every key at the top level",
+                        ))
+                    }
+                })
+            };
+            let values = match &value {
+                toml::Value::Array(items) => {
+                    items.iter().map(scalar).collect::<Result<Vec<_>>>()?
+                }
+                v => vec![scalar(v)?],
+            };
+            spec.set(&key, values, origin)?;
+        }
+        Ok(spec)
+    }
+
+    fn values_of(&self, def: &KeyDef) -> Result<(Vec<Value>, Origin)> {
+        match self.entries.get(def.name) {
+            Some(e) => Ok((e.values.clone(), e.origin.clone())),
+            None => {
+                let mut out = Vec::new();
+                for part in def.default.split(',') {
+                    out.push(
+                        canonical(def, &Scalar::Text(part.to_string()))
+                            .map_err(|e| anyhow!("default of {}: {e}", def.name))?,
+                    );
+                }
+                Ok((out, Origin::Flag))
+            }
+        }
+    }
+
+    /// The number of jobs the grid holds.
+    pub fn len(&self) -> usize {
+        KEYS.iter()
+            .map(|d| {
+                self.entries
+                    .get(d.name)
+                    .map_or_else(|| d.default.split(',').count(), |e| e.values.len())
+            })
+            .product()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Expand the grid (product of every key's values, [`KEYS`] order, last key fastest).
+    pub fn expand(&self) -> Result<Vec<Job>> {
+        let mut dims: Vec<(&KeyDef, Vec<Value>, Origin)> = Vec::new();
+        for def in KEYS {
+            let (v, o) = self.values_of(def)?;
+            dims.push((def, v, o));
+        }
+        let total: usize = dims.iter().map(|d| d.1.len()).product();
+        let mut jobs = Vec::with_capacity(total);
+        let mut idx = vec![0usize; dims.len()];
+        let mut devices: BTreeMap<String, std::result::Result<DeviceSpec, String>> =
+            BTreeMap::new();
+        for _ in 0..total {
+            let mut options = BTreeMap::new();
+            for (i, (def, vals, _)) in dims.iter().enumerate() {
+                options.insert(def.name.to_string(), vals[idx[i]].clone());
+            }
+            let config = build(&options, &dims, &mut devices)?;
+            jobs.push(Job::new(options, config));
+            // Odometer: last key fastest.
+            for i in (0..dims.len()).rev() {
+                idx[i] += 1;
+                if idx[i] < dims[i].1.len() {
+                    break;
+                }
+                idx[i] = 0;
+            }
+        }
+        Ok(jobs)
+    }
+}
+
+fn origin_of<'a>(dims: &'a [(&KeyDef, Vec<Value>, Origin)], key: &str) -> &'a Origin {
+    dims.iter()
+        .find(|d| d.0.name == key)
+        .map_or(&Origin::Flag, |d| &d.2)
+}
+
+/// A device description file: TOML, or JSON when the name ends in `.json`.
+pub fn load_device_file(path: &Path) -> std::result::Result<DeviceSpec, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let json = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    let spec = if json {
+        let s: DeviceSpec =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        s.validate()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        s
+    } else {
+        DeviceSpec::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?
+    };
+    Ok(spec)
+}
+
+fn build(
+    options: &BTreeMap<String, Value>,
+    dims: &[(&KeyDef, Vec<Value>, Origin)],
+    devices: &mut BTreeMap<String, std::result::Result<DeviceSpec, String>>,
+) -> Result<SimConfig> {
+    let mut d = Draft {
+        cfg: SimConfig::flagship(),
+        device: String::new(),
+        device_file: None,
+        overrides: Vec::new(),
+        redistribution: None,
+    };
+    for def in KEYS {
+        let v = &options[def.name];
+        (def.apply)(v, &mut d);
+    }
+    // Device: preset or file, then overrides, validated together.
+    let base_key = d
+        .device_file
+        .clone()
+        .unwrap_or_else(|| format!("preset:{}", d.device));
+    let base = devices
+        .entry(base_key)
+        .or_insert_with(|| match &d.device_file {
+            Some(f) => load_device_file(Path::new(f)),
+            None => DeviceSpec::preset(&d.device).map_err(|e| e.to_string()),
+        })
+        .clone()
+        .map_err(|e| {
+            let key = if d.device_file.is_some() {
+                "device_file"
+            } else {
+                "device"
+            };
+            located(key, origin_of(dims, key), e)
+        })?;
+    let mut spec = base;
+    for (k, v) in &d.overrides {
+        let g = &mut spec.geometry;
+        let t = &mut spec.timing;
+        match *k {
+            "blocks" => g.blocks = u32_of(v),
+            "page_size" => g.page_size = u32_of(v),
+            "spare_size" => g.spare_size = u32_of(v),
+            "pages_per_block" => g.pages_per_block = u32_of(v),
+            "nop" => g.nop = u32_of(v),
+            "in_order" => g.in_order = v.as_bool().unwrap_or(false),
+            "endurance" => spec.endurance = u32_of(v),
+            "read_us" => t.read_us = v.as_f64().unwrap_or(0.0),
+            "spare_read_us" => t.spare_read_us = v.as_f64().unwrap_or(0.0),
+            "program_us" => t.program_us = v.as_f64().unwrap_or(0.0),
+            "erase_us" => t.erase_us = v.as_f64().unwrap_or(0.0),
+            _ => unreachable!("override key {k}"),
+        }
+    }
+    if !d.overrides.is_empty() {
+        spec.validate().map_err(|e| {
+            let keys: Vec<&str> = d.overrides.iter().map(|o| o.0).collect();
+            let key = keys
+                .iter()
+                .find(|k| e.to_string().contains(*k))
+                .copied()
+                .unwrap_or(keys[0]);
+            located(
+                key,
+                origin_of(dims, key),
+                format!("device {}: {e}", spec.name),
+            )
+        })?;
+    }
+    d.cfg.device = spec;
+    let p = d.cfg.fms.policy;
+    d.cfg.fms.redistribution = d
+        .redistribution
+        .unwrap_or_else(|| crate::reproduce::paper_pairing(p));
+    d.cfg.fms.validate().map_err(|e| {
+        let msg = e.to_string();
+        let key = KEYS
+            .iter()
+            .map(|k| k.name)
+            .find(|k| msg.contains(k))
+            .unwrap_or("policy");
+        located(key, origin_of(dims, key), msg)
+    })?;
+    Ok(d.cfg)
+}
+
+/// One point of the grid.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// Stable id: 16 hex digits of the FNV-1a hash of the canonical options.
+    pub id: String,
+    /// Every key's canonical value.
+    pub options: BTreeMap<String, Value>,
+    pub config: SimConfig,
+}
+
+/// 64-bit FNV-1a.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+impl Job {
+    fn new(options: BTreeMap<String, Value>, config: SimConfig) -> Job {
+        let canon = serde_json::to_string(&options).expect("options serialize");
+        let id = format!(
+            "{:016x}",
+            fnv1a(format!("flashkit-sim-v1\n{canon}").as_bytes())
+        );
+        Job {
+            id,
+            options,
+            config,
+        }
+    }
+}
+
+/// One line of a sweep's JSON-lines output: the job's id and options, then the result's
+/// fields (read back as plain JSON, so files from older versions stay readable).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Record {
+    pub job: String,
+    pub options: BTreeMap<String, Value>,
+    #[serde(flatten)]
+    pub result: serde_json::Map<String, Value>,
+}
+
+impl Record {
+    pub fn new(job: &Job, result: &SimResult) -> Result<Record> {
+        let Value::Object(result) = serde_json::to_value(result)? else {
+            anyhow::bail!("a result must serialize to an object");
+        };
+        Ok(Record {
+            job: job.id.clone(),
+            options: job.options.clone(),
+            result,
+        })
+    }
+}
+
+/// The records already in a JSON-lines file, by job id. A torn or unreadable line (an
+/// interrupted write) ends the usable part: the file is cut back to the last good line so
+/// appending continues cleanly. Returns the records and the number of bytes dropped.
+pub fn load_done(path: &Path) -> Result<(BTreeMap<String, Record>, u64)> {
+    let ctx = || format!("results file {}", path.display());
+    let data = match std::fs::read(path) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((BTreeMap::new(), 0)),
+        Err(e) => return Err(e).with_context(ctx),
+    };
+    let mut done = BTreeMap::new();
+    let mut good = 0usize;
+    let mut pos = 0usize;
+    while pos < data.len() {
+        let Some(nl) = data[pos..].iter().position(|&b| b == b'\n') else {
+            break; // torn last line
+        };
+        let line = &data[pos..pos + nl];
+        if line.iter().all(u8::is_ascii_whitespace) {
+            pos += nl + 1;
+            good = pos;
+            continue;
+        }
+        match serde_json::from_slice::<Record>(line) {
+            Ok(r) => {
+                done.insert(r.job.clone(), r);
+                pos += nl + 1;
+                good = pos;
+            }
+            Err(_) => break,
+        }
+    }
+    let dropped = (data.len() - good) as u64;
+    if dropped > 0 {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .with_context(ctx)?;
+        f.set_len(good as u64).with_context(ctx)?;
+    }
+    Ok((done, dropped))
+}
+
+/// Run `jobs` on `threads` worker threads (all cores when `None`), calling `done` with
+/// each job's index and result in completion order.
+pub fn run_jobs<F>(jobs: &[Job], threads: Option<usize>, done: F) -> Result<()>
+where
+    F: Fn(usize, Result<SimResult>) + Sync,
+{
+    use rayon::prelude::*;
+    let mut b = rayon::ThreadPoolBuilder::new();
+    if let Some(n) = threads {
+        b = b.num_threads(n.max(1));
+    }
+    let pool = b.build().context("thread pool")?;
+    pool.install(|| {
+        jobs.par_iter()
+            .enumerate()
+            .for_each(|(i, j)| done(i, crate::driver::run(&j.config)));
+    });
+    Ok(())
+}
+
+/// Writes records in job order as they complete (results that finish early wait for the
+/// ones before them), so a sweep's output is the same file whatever the thread count.
+pub struct OrderedWriter<W: Write> {
+    inner: Mutex<OrderedState<W>>,
+}
+
+struct OrderedState<W> {
+    out: W,
+    next: usize,
+    pending: BTreeMap<usize, Option<String>>,
+    error: Option<std::io::Error>,
+}
+
+impl<W: Write> OrderedWriter<W> {
+    pub fn new(out: W) -> Self {
+        OrderedWriter {
+            inner: Mutex::new(OrderedState {
+                out,
+                next: 0,
+                pending: BTreeMap::new(),
+                error: None,
+            }),
+        }
+    }
+
+    /// Hand in job `index`'s line (`None` for a job that produced none, e.g. failed).
+    pub fn put(&self, index: usize, line: Option<String>) {
+        let mut s = self.inner.lock().expect("writer lock");
+        s.pending.insert(index, line);
+        loop {
+            let next = s.next;
+            let Some(l) = s.pending.remove(&next) else {
+                break;
+            };
+            s.next += 1;
+            if let Some(l) = l {
+                if s.error.is_none() {
+                    let r = writeln!(s.out, "{l}").and_then(|_| s.out.flush());
+                    if let Err(e) = r {
+                        s.error = Some(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The writer back, or the first write error.
+    pub fn finish(self) -> std::io::Result<W> {
+        let s = self.inner.into_inner().expect("writer lock");
+        match s.error {
+            Some(e) => Err(e),
+            None => Ok(s.out),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(text: &str) -> Result<Spec> {
+        Spec::from_toml_str(text, Path::new("s.toml"))
+    }
+
+    #[test]
+    fn product_in_key_order() {
+        let s =
+            spec("policy = [\"greedy\", \"cat\"]\nfill = [0.8, 0.9]\nseed = [1, 2, 3]\n").unwrap();
+        assert_eq!(s.len(), 12);
+        let jobs = s.expand().unwrap();
+        assert_eq!(jobs.len(), 12);
+        // fill is outside policy, seed innermost.
+        assert_eq!(jobs[0].options["fill"], Value::from(0.8));
+        assert_eq!(jobs[0].options["policy"], "greedy");
+        assert_eq!(jobs[1].options["seed"], 2);
+        assert_eq!(jobs[3].options["policy"], "cat");
+        assert_eq!(jobs[6].options["fill"], Value::from(0.9));
+        // Pairing default and ids unique and stable.
+        assert_eq!(jobs[3].config.fms.redistribution, Redistribution::M6);
+        let ids: std::collections::BTreeSet<_> = jobs.iter().map(|j| j.id.clone()).collect();
+        assert_eq!(ids.len(), 12);
+        assert_eq!(s.expand().unwrap()[5].id, jobs[5].id);
+    }
+
+    #[test]
+    fn flags_and_file_agree() {
+        let f = spec(
+            "policy = \"cat\"\nwritten = \"1MiB\"\nblock_size = 4096\nregion_threshold = \"30m\"\n",
+        )
+        .unwrap()
+        .expand()
+        .unwrap();
+        let mut s = Spec::new();
+        s.set_flag("policy", &["cat"]).unwrap();
+        s.set_flag("written", &["1024KiB"]).unwrap();
+        s.set_flag("block-size", &["4KiB"]).unwrap();
+        s.set_flag("region-threshold", &["1800"]).unwrap();
+        let g = s.expand().unwrap();
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].id, g[0].id);
+        assert_eq!(
+            f[0].config.fms.region_threshold_ps,
+            Some(1800 * 1_000_000_000_000)
+        );
+    }
+
+    #[test]
+    fn device_overrides() {
+        let j = spec("blocks = [96, 192]\npages_per_block = 64\npolicy = \"greedy\"\n")
+            .unwrap()
+            .expand()
+            .unwrap();
+        assert_eq!(j.len(), 2);
+        assert_eq!(j[1].config.device.geometry.blocks, 192);
+        assert_eq!(j[1].config.device.geometry.pages_per_block, 64);
+    }
+
+    #[test]
+    fn errors_name_key_and_line() {
+        let e = spec("fill = 0.9\npolcy = \"cat\"\n")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.starts_with("s.toml:2: unknown key 'polcy'"), "{e}");
+        assert!(e.contains("did you mean 'policy'"), "{e}");
+        let e = spec("fill = 0.9\n\npolicy = [\"cat\", \"lru\"]\n")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.starts_with("s.toml:3: policy: unknown policy 'lru'"),
+            "{e}"
+        );
+        let e = spec("fill = 1.5\n").err().unwrap().to_string();
+        assert!(e.starts_with("s.toml:1: fill:"), "{e}");
+        let e = spec("regions = 9\n").err().unwrap().to_string();
+        assert!(e.contains("regions"), "{e}");
+        let e = spec("fill = [[0.5]]\n").err().unwrap().to_string();
+        assert!(e.contains("s.toml:1: fill"), "{e}");
+        let e = spec("fill = \n").err().unwrap().to_string();
+        assert!(e.starts_with("s.toml:1: "), "{e}");
+        let e = spec("[device]\nblocks = 3\n").err().unwrap().to_string();
+        assert!(e.contains("device") && e.contains("tables"), "{e}");
+        let e = spec("pages_per_block = 0\npolicy = \"cat\"\n")
+            .unwrap()
+            .expand()
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.starts_with("s.toml:1: pages_per_block"), "{e}");
+        let e = spec("written = []\n").err().unwrap().to_string();
+        assert!(e.contains("written: empty list"), "{e}");
+        let mut s = Spec::new();
+        let e = s.set_flag("unit", &["1000"]).err().unwrap().to_string();
+        assert!(e.starts_with("--unit:"), "{e}");
+    }
+
+    #[test]
+    fn ordered_writer_orders() {
+        let w = OrderedWriter::new(Vec::new());
+        w.put(2, Some("c".into()));
+        w.put(0, Some("a".into()));
+        w.put(1, None);
+        w.put(3, Some("d".into()));
+        assert_eq!(String::from_utf8(w.finish().unwrap()).unwrap(), "a\nc\nd\n");
+    }
+}

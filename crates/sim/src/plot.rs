@@ -360,8 +360,7 @@ impl Panel {
             .light_line_style(TRANSPARENT)
             .bold_line_style(RGBColor(225, 225, 225));
         if cats.is_some() {
-            mesh.disable_x_mesh()
-                .set_tick_mark_size(LabelAreaPosition::Bottom, 0);
+            mesh.disable_x_mesh();
         }
         mesh.draw()?;
 

@@ -19,6 +19,8 @@ pub enum Arrival {
     Closed,
     /// Poisson arrivals at `rate` requests per second; the device idles between them.
     Poisson { rate: f64 },
+    /// Each request at its trace time stamp (closed for requests without one).
+    Trace,
 }
 
 impl Arrival {
@@ -26,10 +28,13 @@ impl Arrival {
         if s == "closed" {
             return Ok(Arrival::Closed);
         }
+        if s == "trace" {
+            return Ok(Arrival::Trace);
+        }
         match s.strip_prefix("poisson:").map(str::parse::<f64>) {
             Some(Ok(rate)) if rate > 0.0 && rate.is_finite() => Ok(Arrival::Poisson { rate }),
             _ => Err(format!(
-                "arrival '{s}': expected closed or poisson:RATE (requests per second, > 0)"
+                "arrival '{s}': expected closed, trace or poisson:RATE (requests per second, > 0)"
             )),
         }
     }
@@ -37,6 +42,7 @@ impl Arrival {
         match self {
             Arrival::Closed => "closed".into(),
             Arrival::Poisson { rate } => format!("poisson:{rate}"),
+            Arrival::Trace => "trace".into(),
         }
     }
 }
@@ -160,6 +166,17 @@ pub struct SimResult {
     pub max_latency_us: f64,
     pub blocks_per_segment: u32,
     pub logical_blocks: u64,
+    /// Blocks read and trimmed by the workload (traces).
+    pub user_reads: u64,
+    pub trims: u64,
+    /// What was read from the trace (trace workloads only).
+    pub trace: Option<crate::trace::TraceRunInfo>,
+}
+
+/// Where the requests come from: a synthetic generator or a trace.
+enum Source {
+    Synthetic { w: Workload, sectors: u32 },
+    Trace(Box<crate::trace::TraceRequests>),
 }
 
 /// Run one configuration.
@@ -225,23 +242,42 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0xa77_1a1);
     let sectors = cfg.unit_bytes / 512;
     let mut lat = Latency::new();
-    let requests_iter =
-        Workload::new(&cfg.workload, units, requests, cfg.seed).map(|unit| Request {
-            arrival_s: None,
-            op: Op::Write,
-            lba: unit * sectors as u64,
+    let mut source = match &cfg.workload {
+        WorkloadSpec::Trace(t) => Source::Trace(Box::new(crate::trace::requests(
+            t,
+            writable_blocks * bs / 512,
+            bs / 512,
+        )?)),
+        w => Source::Synthetic {
+            w: Workload::new(w, units, requests, cfg.seed),
             sectors,
-        });
-    for req in requests_iter {
-        // Arrival: the request's own time (traces), else the configured process.
-        let arrival = match (req.arrival_s, &cfg.arrival) {
-            (Some(t), _) => Some(t0 as f64 + t * 1e12),
-            (None, Arrival::Poisson { rate }) => {
+        },
+    };
+    loop {
+        let req = match &mut source {
+            Source::Synthetic { w, sectors } => match w.next() {
+                Some(unit) => Request {
+                    arrival_s: None,
+                    op: Op::Write,
+                    lba: unit * *sectors as u64,
+                    sectors: *sectors,
+                },
+                None => break,
+            },
+            Source::Trace(t) => match t.next() {
+                Some(r) => r?,
+                None => break,
+            },
+        };
+        // Arrival: the configured process, or the request's own time (traces).
+        let arrival = match (&cfg.arrival, req.arrival_s) {
+            (Arrival::Poisson { rate }, _) => {
                 let u: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
                 arrival_ps += -u.ln() / rate * 1e12;
                 Some(arrival_ps)
             }
-            (None, Arrival::Closed) => None,
+            (Arrival::Trace, Some(t)) => Some(t0 as f64 + t * 1e12),
+            (Arrival::Trace, None) | (Arrival::Closed, _) => None,
         };
         let now = fms.nand().clock_ps();
         let issued = match arrival {
@@ -270,6 +306,10 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         }
     }
     progress(lat.hist.len());
+    let trace_info = match &source {
+        Source::Trace(t) => Some(t.info()),
+        Source::Synthetic { .. } => None,
+    };
     let s1 = fms.stats().clone();
     let busy_ps = fms.nand().clock_ps() - t0 - idle_ps;
 
@@ -305,7 +345,9 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         region_threshold_s: fcfg.region_threshold_ps.map(|p| p as f64 / 1e12),
         block_size: fcfg.block_size,
         fill: cfg.fill,
-        written_bytes: cfg.written_bytes,
+        written_bytes: trace_info
+            .as_ref()
+            .map_or(cfg.written_bytes, |t| t.write_bytes),
         unit_bytes: cfg.unit_bytes,
         arrival: cfg.arrival.label(),
         readonly_fraction: cfg.readonly_fraction,
@@ -342,6 +384,9 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         max_latency_us: lat.hist.max() as f64,
         blocks_per_segment: slots,
         logical_blocks: logical,
+        user_reads: s1.user_reads - s0.user_reads,
+        trims: s1.trims - s0.trims,
+        trace: trace_info,
     })
 }
 

@@ -1,14 +1,16 @@
 //! # sim — workloads, the simulation driver, reports, reproductions, torture
 //!
-//! Drives the FTLs of `ftl` with synthetic workloads on the payload-less device model and
-//! reports erasures, copies, wear, write amplification, device time and RAM. The code under
-//! test is the storage-mode code: only the data buffers are absent.
+//! Drives the FTLs of `ftl` with synthetic workloads or block traces ([`trace`]) on the
+//! payload-less device model and reports erasures, copies, wear, write amplification,
+//! device time and RAM. The code under test is the storage-mode code: only the data
+//! buffers are absent.
 
 pub mod driver;
 pub mod plot;
 pub mod reproduce;
 pub mod sweep;
 pub mod torture;
+pub mod trace;
 pub mod workload;
 
 pub use driver::{run, run_all, Arrival, SimConfig, SimResult};

@@ -360,7 +360,8 @@ impl Panel {
             .light_line_style(TRANSPARENT)
             .bold_line_style(RGBColor(225, 225, 225));
         if cats.is_some() {
-            mesh.disable_x_mesh();
+            mesh.disable_x_mesh()
+                .set_tick_mark_size(LabelAreaPosition::Bottom, 0);
         }
         mesh.draw()?;
 

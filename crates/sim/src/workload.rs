@@ -9,7 +9,9 @@
 //!   the sequential pre-fill does not already cluster it), the rest to the other units;
 //!   phases with the same Y share the hot set;
 //! * `phases:W1,W2,...` — the listed workloads one after another, each writing an equal
-//!   share of the total (the DAC paper's 4-phase experiment).
+//!   share of the total (the DAC paper's 4-phase experiment);
+//! * `trace:FILE` — a block trace (see [`crate::trace`]); the driver reads it itself, so as
+//!   a [`Workload`] it yields nothing.
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -22,6 +24,7 @@ pub enum WorkloadSpec {
     Random,
     HotCold { x: f64, y: f64 },
     Phases(Vec<WorkloadSpec>),
+    Trace(Box<crate::trace::TraceSpec>),
 }
 
 impl WorkloadSpec {
@@ -34,12 +37,23 @@ impl WorkloadSpec {
                 if matches!(w, WorkloadSpec::Phases(_)) {
                     return Err("workload: phases cannot nest".into());
                 }
+                if matches!(w, WorkloadSpec::Trace(_)) {
+                    return Err("workload: phases cannot contain a trace".into());
+                }
                 parts.push(w);
             }
             if parts.is_empty() {
                 return Err("workload: phases: needs at least one workload".into());
             }
             return Ok(WorkloadSpec::Phases(parts));
+        }
+        if let Some(path) = s.strip_prefix("trace:") {
+            if path.is_empty() {
+                return Err("workload: trace: needs a file name (trace:FILE)".into());
+            }
+            return Ok(WorkloadSpec::Trace(Box::new(crate::trace::TraceSpec::new(
+                path,
+            ))));
         }
         match s {
             "sequential" | "seq" => Ok(WorkloadSpec::Sequential),
@@ -66,7 +80,8 @@ impl WorkloadSpec {
                     })
                 } else {
                     Err(format!(
-                        "unknown workload '{s}' (sequential, random, hotcold:X/Y, phases:W1,W2,...)"
+                        "unknown workload '{s}' (sequential, random, hotcold:X/Y, phases:W1,W2,..., \
+                         trace:FILE)"
                     ))
                 }
             }
@@ -82,6 +97,7 @@ impl WorkloadSpec {
                 "phases:{}",
                 p.iter().map(|w| w.label()).collect::<Vec<_>>().join(",")
             ),
+            WorkloadSpec::Trace(t) => format!("trace:{}", t.path.display()),
         }
     }
 }
@@ -149,6 +165,11 @@ impl Workload {
                     }
                 }
                 WorkloadSpec::Phases(_) => unreachable!("phases do not nest"),
+                // The driver reads traces itself; as a synthetic workload a trace is empty.
+                WorkloadSpec::Trace(_) => {
+                    phases.push((Gen::Random, 0));
+                    continue;
+                }
             };
             phases.push((gen, share));
         }

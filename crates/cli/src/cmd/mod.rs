@@ -11,3 +11,4 @@ pub mod reproduce;
 pub mod sim;
 pub mod sweep;
 pub mod torture;
+pub mod trace;

@@ -24,8 +24,8 @@ pub struct SimArgs {
     /// Sequential pre-fill, fraction(s) of the raw capacity (not counted).
     #[arg(long, default_value = default_of("fill"), value_delimiter = ',')]
     pub fill: Vec<String>,
-    /// sequential | random | hotcold:X/Y | phases:W1,W2,... (repeat the flag to compare
-    /// several workloads).
+    /// sequential | random | hotcold:X/Y | phases:W1,W2,... | trace:FILE (repeat the flag
+    /// to compare several workloads).
     #[arg(long, default_value = default_of("workload"))]
     pub workload: Vec<String>,
     /// Bytes written by the workload.
@@ -34,8 +34,9 @@ pub struct SimArgs {
     /// Request size.
     #[arg(long, default_value = default_of("unit"), value_delimiter = ',')]
     pub unit: Vec<String>,
-    /// closed (next request when the last completes) or poisson:RATE (requests/s).
-    #[arg(long, default_value = default_of("arrival"), value_delimiter = ',')]
+    /// closed (next request when the last completes), poisson:RATE (requests/s) or trace
+    /// (the trace's time stamps; the default for trace workloads, closed for the others).
+    #[arg(long, value_delimiter = ',')]
     pub arrival: Vec<String>,
     /// Segment selection: greedy,cost-benefit,cat,adaptive.
     #[arg(long, default_value = default_of("policy"), value_delimiter = ',')]
@@ -87,6 +88,16 @@ pub struct SimArgs {
     #[arg(long, default_value = default_of("adaptive_threshold"), value_delimiter = ',')]
     pub adaptive_threshold: Vec<String>,
     #[command(flatten)]
+    pub trace: super::trace::TraceInputArgs,
+    /// How trace addresses map onto the simulated space: modulo or compact.
+    #[arg(
+        long,
+        value_name = "MAP",
+        default_value = "modulo",
+        help_heading = "Trace input"
+    )]
+    pub trace_map: String,
+    #[command(flatten)]
     pub report: ReportArgs,
     #[command(flatten)]
     pub plot: PlotArgs,
@@ -120,13 +131,12 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
             s.set_flag(k, &[v])?;
         }
     }
-    let lists: [(&str, &Vec<String>); 20] = [
+    let lists: [(&str, &Vec<String>); 19] = [
         ("block_size", &a.block_size),
         ("fill", &a.fill),
         ("workload", &a.workload),
         ("written", &a.written),
         ("unit", &a.unit),
-        ("arrival", &a.arrival),
         ("policy", &a.policy),
         ("redistribution", &a.redistribution),
         ("regions", &a.regions),
@@ -146,6 +156,9 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
         s.set_flag(k, v)?;
     }
     s.set_flag("adaptive_threshold", &a.adaptive_threshold)?;
+    if !a.arrival.is_empty() {
+        s.set_flag("arrival", &a.arrival)?;
+    }
     if a.no_readonly_separation {
         s.set_flag("readonly_separation", &["false"])?;
     }
@@ -205,10 +218,38 @@ pub fn execute(jobs: &[Job]) -> Result<Vec<SimResult>> {
     Ok(out)
 }
 
+/// Trace workloads take the trace flags, and their own time stamps unless --arrival says
+/// otherwise.
+fn trace_settings(a: &SimArgs, jobs: &mut [Job]) -> Result<()> {
+    for j in jobs {
+        if let sim::WorkloadSpec::Trace(t) = &mut j.config.workload {
+            t.options = a.trace.options()?;
+            t.map = sim::trace::TraceMap::parse(&a.trace_map)
+                .map_err(|e| anyhow!("--trace-map: {e}"))?;
+            if a.arrival.is_empty() {
+                j.config.arrival = sim::Arrival::Trace;
+                j.options.insert("arrival".into(), Value::from("trace"));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn run(a: SimArgs) -> Result<()> {
     a.plot.check_x()?;
-    let jobs = spec(&a)?.expand()?;
+    let mut jobs = spec(&a)?.expand()?;
+    trace_settings(&a, &mut jobs)?;
     let results = execute(&jobs)?;
+    for r in &results {
+        if let Some(t) = r.trace.as_ref().filter(|t| t.skipped_bad_lines > 0) {
+            eprintln!(
+                "flashkit: warning: {}: skipped {} malformed lines (first: {})",
+                t.path,
+                t.skipped_bad_lines,
+                t.first_bad_line.as_deref().unwrap_or("?")
+            );
+        }
+    }
     let options: Vec<&BTreeMap<String, Value>> = jobs.iter().map(|j| &j.options).collect();
     let values = results
         .iter()

@@ -1,0 +1,454 @@
+//! `flashkit trace`: block-trace tools — `stats` (what a trace contains), `convert` (any
+//! format to any format) and `generate` (synthetic traces, including generators shaped
+//! after Chang & Kuo's root-disk and multimedia workloads). The trace input flags are
+//! shared with `flashkit sim --workload trace:FILE`. See docs/traces.md.
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Result};
+use clap::{Args, Subcommand};
+use sim::trace::generate::{generator, GenConfig, GenWorkload};
+use sim::trace::stats::{trace_stats, ClassStats, TraceStats};
+use sim::trace::{Format, TimeUnit, TraceOptions, TraceReader, TraceWriter};
+
+use super::common::parse_size;
+use crate::output::{self, Fields, ReportArgs, Table};
+
+/// How to read a trace (shared by `sim` and the `trace` subcommands).
+#[derive(Args, Debug, Clone)]
+pub struct TraceInputArgs {
+    /// Trace format: msr, spc, blkparse, disksim, fio (default: detected from the first
+    /// lines).
+    #[arg(long, value_name = "FORMAT", help_heading = "Trace input")]
+    pub trace_format: Option<String>,
+    /// Keep only this MSR DiskNumber / DiskSim devno (default: all).
+    #[arg(long, value_name = "N", help_heading = "Trace input")]
+    pub trace_disk: Option<u64>,
+    /// Keep only this SPC ASU (default: all).
+    #[arg(long, value_name = "N", help_heading = "Trace input")]
+    pub trace_asu: Option<u64>,
+    /// The blkparse action whose events are the requests (D = issued, Q = queued, C =
+    /// completed, ...).
+    #[arg(
+        long,
+        value_name = "ACTION",
+        default_value = "D",
+        help_heading = "Trace input"
+    )]
+    pub blkparse_action: String,
+    /// Unit of DiskSim/MQSim time stamps (default ms) and fio v3 time stamps (default
+    /// us): ns, us, ms, s.
+    #[arg(long, value_name = "UNIT", help_heading = "Trace input")]
+    pub trace_time_unit: Option<String>,
+    /// Read at most N records of the trace.
+    #[arg(long, value_name = "N", help_heading = "Trace input")]
+    pub trace_limit: Option<u64>,
+    /// Count and report malformed lines instead of stopping at the first one.
+    #[arg(long, help_heading = "Trace input")]
+    pub skip_bad_lines: bool,
+}
+
+impl TraceInputArgs {
+    pub fn options(&self) -> Result<TraceOptions> {
+        let format = match &self.trace_format {
+            Some(f) => Some(Format::parse(f).map_err(|e| anyhow!("--trace-format: {e}"))?),
+            None => None,
+        };
+        let time_unit = match &self.trace_time_unit {
+            Some(u) => Some(TimeUnit::parse(u).map_err(|e| anyhow!("--trace-time-unit: {e}"))?),
+            None => None,
+        };
+        if self.blkparse_action.is_empty() || self.blkparse_action.contains(char::is_whitespace) {
+            bail!(
+                "--blkparse-action: '{}' is not a blkparse action (e.g. D, Q, C)",
+                self.blkparse_action
+            );
+        }
+        Ok(TraceOptions {
+            format,
+            disk: self.trace_disk,
+            asu: self.trace_asu,
+            blkparse_action: self.blkparse_action.clone(),
+            time_unit,
+            limit: self.trace_limit,
+            skip_bad_lines: self.skip_bad_lines,
+        })
+    }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TraceCmd {
+    /// Print what a trace contains: requests, bytes, the request-size histogram with Chang
+    /// & Kuo's small/medium/large classes, footprint, write locality, sequentiality,
+    /// inter-arrival times.
+    Stats(StatsArgs),
+    /// Convert a trace to another format (A→B→A gives back the same requests).
+    Convert(ConvertArgs),
+    /// Write a synthetic trace: any `sim` workload, or the root-disk / multimedia
+    /// workloads of Chang & Kuo 2005.
+    Generate(GenerateArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct StatsArgs {
+    /// The trace (plain or gzip).
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub input: TraceInputArgs,
+    /// The logical space footprints are compared with, e.g. 20GiB.
+    #[arg(long, value_name = "BYTES")]
+    pub space: Option<String>,
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ConvertArgs {
+    /// The trace to read (plain or gzip).
+    pub input_file: PathBuf,
+    /// The trace to write.
+    pub output_file: PathBuf,
+    /// Output format: msr, spc, blkparse, disksim, fio.
+    #[arg(long, value_name = "FORMAT")]
+    pub to: String,
+    /// Compress the output with gzip (also when OUT ends in .gz).
+    #[arg(long)]
+    pub gzip: bool,
+    #[command(flatten)]
+    pub input: TraceInputArgs,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct GenerateArgs {
+    /// The trace to write.
+    pub output_file: PathBuf,
+    /// Output format: msr, spc, blkparse, disksim, fio.
+    #[arg(long, value_name = "FORMAT")]
+    pub format: String,
+    /// sequential | random | hotcold:X/Y | phases:W1,W2,... | rootdisk | multimedia.
+    #[arg(long, default_value = "hotcold:90/10")]
+    pub workload: String,
+    /// Number of requests.
+    #[arg(long, default_value_t = 100_000)]
+    pub requests: u64,
+    /// Request size of the synthetic workloads.
+    #[arg(long, default_value = "4KiB")]
+    pub unit: String,
+    /// The logical space addressed (for the same requests as `flashkit sim`, the simulated
+    /// space: fill × capacity, in whole FTL blocks).
+    #[arg(long, default_value = "1GiB")]
+    pub space: String,
+    /// Poisson arrivals at this many requests per second.
+    #[arg(long, default_value_t = 1000.0)]
+    pub rate: f64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Share of requests that are reads (default: 0, rootdisk 0.525 as in the paper).
+    #[arg(long)]
+    pub read_fraction: Option<f64>,
+    /// Compress the output with gzip (also when OUT ends in .gz).
+    #[arg(long)]
+    pub gzip: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(c: TraceCmd) -> Result<()> {
+    match c {
+        TraceCmd::Stats(a) => stats(a),
+        TraceCmd::Convert(a) => convert(a),
+        TraceCmd::Generate(a) => generate(a),
+    }
+}
+
+fn parse_format(flag: &str, s: &str) -> Result<Format> {
+    Format::parse(s).map_err(|e| anyhow!("--{flag}: {e}"))
+}
+
+fn wants_gzip(flag: bool, path: &std::path::Path) -> bool {
+    flag || path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
+}
+
+fn stats(a: StatsArgs) -> Result<()> {
+    let opts = a.input.options()?;
+    let space = match &a.space {
+        Some(s) => Some(parse_size(s).map_err(|e| anyhow!("--space: {e}"))?),
+        None => None,
+    };
+    let st = trace_stats(&a.file, &opts, space)?;
+    if let Some(path) = &a.report.csv {
+        output::write_csv(path, std::slice::from_ref(&st))?;
+    }
+    if a.report.json {
+        return output::print_json(&st);
+    }
+    print_stats(&st)
+}
+
+fn pct(v: f64) -> String {
+    format!("{v:.1}%")
+}
+
+fn print_stats(s: &TraceStats) -> Result<()> {
+    let mut f = Fields::new();
+    f.add("file", format!("{} ({})", s.file, s.format));
+    f.add(
+        "requests",
+        format!(
+            "{} ({} reads, {} writes, {} trims)",
+            s.requests, s.reads, s.writes, s.trims
+        ),
+    );
+    f.add(
+        "read",
+        format!(
+            "{} (mean {:.1} sectors)",
+            output::bytes(s.read_bytes),
+            s.mean_read_sectors
+        ),
+    );
+    f.add(
+        "written",
+        format!(
+            "{} (mean {:.1} sectors)",
+            output::bytes(s.write_bytes),
+            s.mean_write_sectors
+        ),
+    );
+    if s.trims > 0 {
+        f.add("trimmed", output::bytes(s.trim_bytes));
+    }
+    let of_space = s
+        .footprint_percent_of_space
+        .map_or(String::new(), |p| format!(", {} of the space", pct(p)));
+    f.add(
+        "footprint",
+        format!(
+            "{} ({} blocks of 4 KiB{of_space}; read {}, written {})",
+            output::bytes(s.footprint_bytes),
+            s.footprint_blocks,
+            output::bytes(s.read_footprint_bytes),
+            output::bytes(s.write_footprint_bytes)
+        ),
+    );
+    for l in &s.write_locality {
+        f.add(
+            format!("write locality {}%", l.data_percent),
+            format!(
+                "{} of writes go to {}% of the written data",
+                pct(l.writes_percent),
+                l.data_percent
+            ),
+        );
+    }
+    f.add(
+        "sequential",
+        format!(
+            "{} of requests, {} of writes start where the previous one ended",
+            pct(s.sequential_percent),
+            pct(s.sequential_write_percent)
+        ),
+    );
+    f.add(
+        "inter-arrival",
+        format!(
+            "mean {}, p50 {}, p99 {}",
+            output::duration_us(s.interarrival_mean_us),
+            output::duration_us(s.interarrival_p50_us),
+            output::duration_us(s.interarrival_p99_us)
+        ),
+    );
+    f.add("duration", output::duration_us(s.duration_s * 1e6));
+    let skipped = [
+        (s.out_of_order, "out of order"),
+        (s.skipped_zero_size, "zero-size skipped"),
+        (s.skipped_bad_lines, "malformed lines skipped"),
+        (s.skipped_other_device, "other disk/ASU skipped"),
+    ];
+    let notes: Vec<String> = skipped
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+    if !notes.is_empty() {
+        f.add("notes", notes.join(", "));
+    }
+    let mut out = std::io::stdout().lock();
+    f.write(&mut out)?;
+    drop(out);
+    println!();
+    let mut t = Table::new(&[
+        "class",
+        "writes",
+        "% writes",
+        "written",
+        "% written",
+        "write footprint",
+        "reads",
+        "% reads",
+        "read",
+    ]);
+    let classes = [
+        (
+            "small (<= 8 sectors)",
+            &s.write_classes.small,
+            &s.read_classes.small,
+        ),
+        ("medium", &s.write_classes.medium, &s.read_classes.medium),
+        (
+            "large (>= 128 sectors)",
+            &s.write_classes.large,
+            &s.read_classes.large,
+        ),
+    ];
+    for (name, w, r) in classes {
+        let fp = |c: &ClassStats| match c.footprint_percent_of_space {
+            Some(p) => format!("{} ({})", output::bytes(c.footprint_bytes), pct(p)),
+            None => output::bytes(c.footprint_bytes),
+        };
+        t.row(vec![
+            name.into(),
+            w.count.to_string(),
+            pct(w.count_percent),
+            output::bytes(w.bytes),
+            pct(w.bytes_percent),
+            fp(w),
+            r.count.to_string(),
+            pct(r.count_percent),
+            output::bytes(r.bytes),
+        ]);
+    }
+    t.print()?;
+    println!();
+    let mut h = Table::new(&["sectors", "reads", "writes", "trims"]);
+    for b in &s.size_histogram {
+        let range = match b.max_sectors {
+            Some(m) if m == b.min_sectors => m.to_string(),
+            Some(m) => format!("{}-{}", b.min_sectors, m),
+            None => format!(">= {}", b.min_sectors),
+        };
+        h.row(vec![
+            range,
+            b.reads.to_string(),
+            b.writes.to_string(),
+            b.trims.to_string(),
+        ]);
+    }
+    h.print()
+}
+
+fn report_skips(file: &str, c: &sim::trace::Counts) {
+    if c.skipped_bad_lines > 0 {
+        eprintln!(
+            "flashkit: warning: {file}: skipped {} malformed lines (first: {})",
+            c.skipped_bad_lines,
+            c.first_bad_line.as_deref().unwrap_or("?")
+        );
+    }
+}
+
+fn convert(a: ConvertArgs) -> Result<()> {
+    let opts = a.input.options()?;
+    let to = parse_format("to", &a.to)?;
+    let mut reader = TraceReader::open(&a.input_file, &opts)?;
+    let mut w = TraceWriter::create(&a.output_file, to, wants_gzip(a.gzip, &a.output_file))?;
+    for r in &mut reader {
+        w.write(&r?)?;
+    }
+    let summary = w.finish()?;
+    report_skips(reader.file(), reader.counts());
+    if summary.dropped_trims > 0 {
+        eprintln!(
+            "flashkit: warning: {} trims left out ({} cannot express trims)",
+            summary.dropped_trims, to
+        );
+    }
+    #[derive(serde::Serialize)]
+    struct Converted<'a> {
+        input: String,
+        input_format: &'a str,
+        output: String,
+        output_format: &'a str,
+        records: u64,
+        dropped_trims: u64,
+        clamped_times: u64,
+        reader: &'a sim::trace::Counts,
+    }
+    let c = Converted {
+        input: a.input_file.display().to_string(),
+        input_format: reader.format().name(),
+        output: a.output_file.display().to_string(),
+        output_format: to.name(),
+        records: summary.records,
+        dropped_trims: summary.dropped_trims,
+        clamped_times: summary.clamped_times,
+        reader: reader.counts(),
+    };
+    if a.json {
+        return output::print_json(&c);
+    }
+    println!(
+        "{} ({}) -> {} ({}): {} records",
+        c.input, c.input_format, c.output, c.output_format, c.records
+    );
+    Ok(())
+}
+
+fn generate(a: GenerateArgs) -> Result<()> {
+    let fmt = parse_format("format", &a.format)?;
+    let workload = GenWorkload::parse(&a.workload).map_err(|e| anyhow!("--workload: {e}"))?;
+    let unit = parse_size(&a.unit).map_err(|e| anyhow!("--unit: {e}"))?;
+    let space = parse_size(&a.space).map_err(|e| anyhow!("--space: {e}"))?;
+    let cfg = GenConfig {
+        workload,
+        requests: a.requests,
+        unit_bytes: unit,
+        space_bytes: space,
+        rate: a.rate,
+        seed: a.seed,
+        read_fraction: a.read_fraction,
+    };
+    let g = generator(&cfg).map_err(|e| anyhow!("trace generate: {e}"))?;
+    let mut w = TraceWriter::create(&a.output_file, fmt, wants_gzip(a.gzip, &a.output_file))?;
+    for r in g {
+        w.write(&r)?;
+    }
+    let summary = w.finish()?;
+    if summary.dropped_trims > 0 {
+        eprintln!(
+            "flashkit: warning: {} trims left out ({} cannot express trims)",
+            summary.dropped_trims, fmt
+        );
+    }
+    if a.json {
+        #[derive(serde::Serialize)]
+        struct Generated {
+            output: String,
+            format: &'static str,
+            workload: String,
+            records: u64,
+            dropped_trims: u64,
+        }
+        return output::print_json(&Generated {
+            output: a.output_file.display().to_string(),
+            format: fmt.name(),
+            workload: cfg.workload.label(),
+            records: summary.records,
+            dropped_trims: summary.dropped_trims,
+        });
+    }
+    println!(
+        "{}: {} records of {} in {} format",
+        a.output_file.display(),
+        summary.records,
+        cfg.workload.label(),
+        fmt
+    );
+    Ok(())
+}

@@ -1,0 +1,360 @@
+//! End-to-end tests of `flashkit trace stats|convert|generate` and of trace workloads in
+//! `flashkit sim`, including the one-line `FILE:LINE` error for malformed traces.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn flashkit<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(env!("CARGO_BIN_EXE_flashkit"))
+        .args(args)
+        .output()
+        .expect("run flashkit")
+}
+
+fn ok(o: Output) -> Output {
+    assert!(
+        o.status.success(),
+        "flashkit failed: {:?}\nstdout: {}\nstderr: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+fn json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).expect("JSON on stdout")
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// Non-zero exit and exactly one `flashkit: …` line on stderr that contains `needle`.
+fn fails_with(o: Output, needle: &str) {
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(1), "stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "one line expected: {err:?}");
+    assert!(lines[0].starts_with("flashkit: "), "{err}");
+    assert!(
+        err.contains(needle),
+        "stderr should contain {needle:?}: {err}"
+    );
+}
+
+#[test]
+fn generate_stats_convert() {
+    let dir = tempfile::tempdir().unwrap();
+    let msr = dir.path().join("hc.csv");
+    let o = ok(flashkit([
+        "trace",
+        "generate",
+        p(&msr),
+        "--format",
+        "msr",
+        "--workload",
+        "hotcold:90/10",
+        "--requests",
+        "20000",
+        "--space",
+        "1MiB",
+        "--read-fraction",
+        "0.25",
+    ]));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("20000 records"));
+    let s = json(&ok(flashkit([
+        "trace",
+        "stats",
+        p(&msr),
+        "--json",
+        "--space",
+        "1MiB",
+    ])));
+    assert_eq!(s["requests"], 20000);
+    assert_eq!(s["format"], "msr");
+    assert_eq!(
+        s["reads"].as_u64().unwrap() + s["writes"].as_u64().unwrap(),
+        20000
+    );
+    for key in [
+        "read_bytes",
+        "write_bytes",
+        "write_classes",
+        "size_histogram",
+        "footprint_bytes",
+        "write_locality",
+        "sequential_percent",
+        "interarrival_mean_us",
+        "interarrival_p50_us",
+        "interarrival_p99_us",
+    ] {
+        assert!(s.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(s["write_classes"]["small"]["count_percent"], 100.0);
+    let loc = &s["write_locality"][2];
+    assert_eq!(loc["data_percent"], 10.0);
+    // 90/10 over a space it writes many times over: ~90% of writes in 10% of the data.
+    assert!(loc["writes_percent"].as_f64().unwrap() > 85.0, "{loc}");
+
+    // The table report names the Chang & Kuo classes and the locality points.
+    let table = String::from_utf8(ok(flashkit(["trace", "stats", p(&msr)])).stdout).unwrap();
+    assert!(table.contains("small (<= 8 sectors)"), "{table}");
+    assert!(
+        table.contains("of writes go to 10% of the written data"),
+        "{table}"
+    );
+
+    // msr -> fio.gz -> blkparse, same statistics.
+    let fio = dir.path().join("hc.fio.gz");
+    let o = ok(flashkit([
+        "trace",
+        "convert",
+        p(&msr),
+        p(&fio),
+        "--to",
+        "fio",
+        "--json",
+    ]));
+    assert_eq!(json(&o)["records"], 20000);
+    let bytes = std::fs::read(&fio).unwrap();
+    assert_eq!(&bytes[..2], &[0x1f, 0x8b], "gzip output for .gz");
+    let blk = dir.path().join("hc.blk");
+    ok(flashkit([
+        "trace",
+        "convert",
+        p(&fio),
+        p(&blk),
+        "--to",
+        "blkparse",
+    ]));
+    let s2 = json(&ok(flashkit([
+        "trace",
+        "stats",
+        p(&blk),
+        "--json",
+        "--space",
+        "1MiB",
+    ])));
+    for key in [
+        "requests",
+        "reads",
+        "write_bytes",
+        "footprint_bytes",
+        "write_locality",
+    ] {
+        assert_eq!(s[key], s2[key], "{key}");
+    }
+    // CSV as well.
+    let csv = dir.path().join("s.csv");
+    ok(flashkit([
+        "trace",
+        "stats",
+        p(&blk),
+        "--csv",
+        p(&csv),
+        "--json",
+    ]));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(text.starts_with("file,format,requests,"), "{text}");
+}
+
+#[test]
+fn generate_rootdisk_and_multimedia() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root.spc");
+    ok(flashkit([
+        "trace",
+        "generate",
+        p(&root),
+        "--format",
+        "spc",
+        "--workload",
+        "rootdisk",
+        "--requests",
+        "20000",
+        "--space",
+        "32MiB",
+    ]));
+    let s = json(&ok(flashkit([
+        "trace",
+        "stats",
+        p(&root),
+        "--json",
+        "--space",
+        "32MiB",
+    ])));
+    let small = s["write_classes"]["small"]["count_percent"]
+        .as_f64()
+        .unwrap();
+    assert!((small - 62.0).abs() < 2.5, "{small}");
+    let mm = dir.path().join("mm.log");
+    ok(flashkit([
+        "trace",
+        "generate",
+        p(&mm),
+        "--format",
+        "fio",
+        "--workload",
+        "multimedia",
+        "--requests",
+        "5000",
+        "--space",
+        "64MiB",
+    ]));
+    let s = json(&ok(flashkit(["trace", "stats", p(&mm), "--json"])));
+    assert!(
+        s["write_classes"]["large"]["count_percent"]
+            .as_f64()
+            .unwrap()
+            > 85.0
+    );
+    assert!(s["trims"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn sim_runs_a_trace_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.fio");
+    ok(flashkit([
+        "trace",
+        "generate",
+        p(&t),
+        "--format",
+        "fio",
+        "--requests",
+        "3000",
+        "--space",
+        "21MiB",
+        "--read-fraction",
+        "0.2",
+    ]));
+    let w = format!("trace:{}", p(&t));
+    let r = json(&ok(flashkit([
+        "sim",
+        "--workload",
+        &w,
+        "--policy",
+        "greedy",
+        "--json",
+    ])));
+    let r = &r[0];
+    assert_eq!(r["workload"], w);
+    assert_eq!(r["arrival"], "trace");
+    assert_eq!(r["requests"], 3000);
+    assert!(r["user_reads"].as_u64().unwrap() > 0);
+    assert_eq!(r["trace"]["records"], 3000);
+    assert_eq!(r["trace"]["map"], "modulo");
+    let r = json(&ok(flashkit([
+        "sim",
+        "--workload",
+        &w,
+        "--policy",
+        "greedy",
+        "--json",
+        "--arrival",
+        "closed",
+        "--trace-map",
+        "compact",
+        "--trace-limit",
+        "1000",
+    ])));
+    assert_eq!(r[0]["arrival"], "closed");
+    assert_eq!(r[0]["requests"], 1000);
+    assert_eq!(r[0]["trace"]["map"], "compact");
+    // Synthetic workloads keep closed arrivals and no trace block.
+    let r = json(&ok(flashkit([
+        "sim",
+        "--policy",
+        "greedy",
+        "--written",
+        "4MiB",
+        "--json",
+    ])));
+    assert_eq!(r[0]["arrival"], "closed");
+    assert!(r[0]["trace"].is_null());
+}
+
+#[test]
+fn malformed_traces_fail_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(
+        &bad,
+        "128166372003061629,hm,1,Read,0,4096,1\n128166372003061630,hm,1,Write,0,4096,1\n\
+         128166372003061631,hm,1,Flush,0,4096,1\n128166372003061632,hm,1,Write,8192,4096,1\n",
+    )
+    .unwrap();
+    let at = format!("{}:3: type 'Flush' is neither Read nor Write", p(&bad));
+    fails_with(flashkit(["trace", "stats", p(&bad)]), &at);
+    let out = dir.path().join("o.fio");
+    fails_with(
+        flashkit(["trace", "convert", p(&bad), p(&out), "--to", "fio"]),
+        &at,
+    );
+    let w = format!("trace:{}", p(&bad));
+    fails_with(
+        flashkit(["sim", "--workload", &w, "--policy", "greedy"]),
+        &at,
+    );
+    // --skip-bad-lines counts the line and warns once.
+    let o = ok(flashkit([
+        "trace",
+        "stats",
+        p(&bad),
+        "--json",
+        "--skip-bad-lines",
+    ]));
+    let s = json(&o);
+    assert_eq!(
+        (s["requests"].as_u64(), s["skipped_bad_lines"].as_u64()),
+        (Some(3), Some(1))
+    );
+    let o = ok(flashkit([
+        "sim",
+        "--workload",
+        &w,
+        "--policy",
+        "greedy",
+        "--json",
+        "--skip-bad-lines",
+    ]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("skipped 1 malformed lines") && err.contains(&at),
+        "{err}"
+    );
+    assert_eq!(json(&o)[0]["trace"]["skipped_bad_lines"], 1);
+    // Bad flags and files.
+    fails_with(
+        flashkit(["trace", "stats", p(&bad), "--trace-format", "csv"]),
+        "--trace-format",
+    );
+    fails_with(
+        flashkit(["trace", "convert", p(&bad), p(&out), "--to", "xml"]),
+        "--to",
+    );
+    fails_with(
+        flashkit(["trace", "stats", p(&dir.path().join("nope"))]),
+        "cannot open",
+    );
+    fails_with(
+        flashkit([
+            "trace",
+            "generate",
+            p(&out),
+            "--format",
+            "fio",
+            "--workload",
+            "zipf",
+        ]),
+        "--workload",
+    );
+}

@@ -1,0 +1,381 @@
+//! `trace stats`: what a trace contains — request counts and bytes, the request-size
+//! histogram with Chang & Kuo's classes (≤ 8 sectors small, ≥ 128 sectors large), footprint,
+//! write locality, sequentiality and inter-arrival times. One pass, memory proportional to
+//! the number of distinct 4 KiB blocks touched.
+
+use serde::Serialize;
+
+use super::{Counts, FxHashMap, Record};
+use crate::driver::Op;
+
+/// Requests of at most this many sectors are "small" (Chang & Kuo 2005, Section 6.1).
+pub const SMALL_MAX_SECTORS: u32 = 8;
+/// Requests of at least this many sectors are "large".
+pub const LARGE_MIN_SECTORS: u32 = 128;
+/// Footprint and locality are counted in blocks of this size.
+pub const STATS_BLOCK_BYTES: u64 = 4096;
+const BLOCK_SECTORS: u64 = STATS_BLOCK_BYTES / 512;
+/// The "y% of the written data" points of the write-locality report.
+pub const LOCALITY_POINTS: [f64; 4] = [1.0, 5.0, 10.0, 20.0];
+/// Upper bounds (sectors) of the size-histogram buckets; the last bucket is open.
+const HIST_BOUNDS: [u32; 11] = [1, 2, 4, 8, 16, 32, 64, 127, 128, 256, 1024];
+
+/// Chang & Kuo's request-size class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SizeClass {
+    Small,
+    Medium,
+    Large,
+}
+
+impl SizeClass {
+    pub fn of(sectors: u32) -> SizeClass {
+        if sectors <= SMALL_MAX_SECTORS {
+            SizeClass::Small
+        } else if sectors >= LARGE_MIN_SECTORS {
+            SizeClass::Large
+        } else {
+            SizeClass::Medium
+        }
+    }
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// One size class of one operation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ClassStats {
+    pub count: u64,
+    pub count_percent: f64,
+    pub bytes: u64,
+    pub bytes_percent: f64,
+    /// Distinct 4 KiB blocks touched by this class, in bytes.
+    pub footprint_bytes: u64,
+    /// The footprint as a share of `space_bytes`, when a space was given.
+    pub footprint_percent_of_space: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SizeClasses {
+    pub small: ClassStats,
+    pub medium: ClassStats,
+    pub large: ClassStats,
+}
+
+/// One request-size histogram bucket: requests of `min_sectors..=max_sectors`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SizeBucket {
+    pub min_sectors: u32,
+    /// `None` for the open last bucket.
+    pub max_sectors: Option<u32>,
+    pub reads: u64,
+    pub writes: u64,
+    pub trims: u64,
+}
+
+/// "x% of writes go to y% of the written data".
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Locality {
+    pub data_percent: f64,
+    pub writes_percent: f64,
+}
+
+/// The report of `flashkit trace stats`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TraceStats {
+    pub file: String,
+    pub format: String,
+    pub requests: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub trims: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub trim_bytes: u64,
+    pub mean_read_sectors: f64,
+    pub mean_write_sectors: f64,
+    pub write_classes: SizeClasses,
+    pub read_classes: SizeClasses,
+    pub size_histogram: Vec<SizeBucket>,
+    /// Distinct 4 KiB blocks touched by any request.
+    pub footprint_blocks: u64,
+    pub footprint_bytes: u64,
+    pub read_footprint_bytes: u64,
+    pub write_footprint_bytes: u64,
+    /// The logical space the footprint percentages refer to (`--space`).
+    pub space_bytes: Option<u64>,
+    pub footprint_percent_of_space: Option<f64>,
+    /// Block writes (4 KiB) against the share of the written blocks, hottest first.
+    pub write_locality: Vec<Locality>,
+    /// Requests that start where the previous request ended.
+    pub sequential_percent: f64,
+    /// Writes that start where the previous write ended.
+    pub sequential_write_percent: f64,
+    pub duration_s: f64,
+    pub interarrival_mean_us: f64,
+    pub interarrival_p50_us: f64,
+    pub interarrival_p99_us: f64,
+    pub out_of_order: u64,
+    pub skipped_zero_size: u64,
+    pub skipped_bad_lines: u64,
+    pub skipped_other_device: u64,
+    pub ignored_lines: u64,
+}
+
+/// Per-block flags: bit 0 read; bits 1..4 written by a small / medium / large write;
+/// bits 4..7 read by a small / medium / large read.
+#[derive(Clone, Copy, Default)]
+struct BlockInfo {
+    writes: u32,
+    flags: u8,
+}
+
+/// Collects [`TraceStats`] from records.
+pub struct StatsCollector {
+    blocks: FxHashMap<u64, BlockInfo>,
+    ops: [u64; 3],
+    bytes: [u64; 3],
+    classes: [[(u64, u64); 3]; 2],
+    hist: Vec<[u64; 3]>,
+    prev_end: Option<u64>,
+    prev_write_end: Option<u64>,
+    seq: u64,
+    seq_writes: u64,
+    prev_t: Option<i64>,
+    max_t: i64,
+    gap_sum_ns: f64,
+    gaps: hdrhistogram::Histogram<u64>,
+}
+
+impl Default for StatsCollector {
+    fn default() -> Self {
+        StatsCollector::new()
+    }
+}
+
+fn op_index(op: Op) -> usize {
+    match op {
+        Op::Read => 0,
+        Op::Write => 1,
+        Op::Trim => 2,
+    }
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+impl StatsCollector {
+    pub fn new() -> StatsCollector {
+        StatsCollector {
+            blocks: FxHashMap::default(),
+            ops: [0; 3],
+            bytes: [0; 3],
+            classes: [[(0, 0); 3]; 2],
+            hist: vec![[0; 3]; HIST_BOUNDS.len() + 1],
+            prev_end: None,
+            prev_write_end: None,
+            seq: 0,
+            seq_writes: 0,
+            prev_t: None,
+            max_t: 0,
+            gap_sum_ns: 0.0,
+            gaps: hdrhistogram::Histogram::new_with_bounds(1, 1 << 50, 3)
+                .expect("valid histogram bounds"),
+        }
+    }
+
+    pub fn add(&mut self, r: &Record) {
+        let oi = op_index(r.op);
+        let n = r.sectors as u64;
+        self.ops[oi] += 1;
+        self.bytes[oi] += n * 512;
+        let bucket = HIST_BOUNDS
+            .iter()
+            .position(|&b| r.sectors <= b)
+            .unwrap_or(HIST_BOUNDS.len());
+        self.hist[bucket][oi] += 1;
+        let class = SizeClass::of(r.sectors);
+        if oi < 2 {
+            let c = &mut self.classes[oi][class.index()];
+            c.0 += 1;
+            c.1 += n * 512;
+        }
+        if self.prev_end == Some(r.lba) {
+            self.seq += 1;
+        }
+        self.prev_end = Some(r.lba + n);
+        if r.op == Op::Write {
+            if self.prev_write_end == Some(r.lba) {
+                self.seq_writes += 1;
+            }
+            self.prev_write_end = Some(r.lba + n);
+        }
+        if let Some(p) = self.prev_t {
+            let gap = (r.time_ns - p).max(0) as u64;
+            self.gap_sum_ns += gap as f64;
+            self.gaps.saturating_record(gap);
+        }
+        self.prev_t = Some(r.time_ns);
+        self.max_t = self.max_t.max(r.time_ns);
+        if r.op == Op::Trim {
+            return;
+        }
+        let flag = match r.op {
+            Op::Read => 1 | (1 << (4 + class.index())),
+            _ => 1 << (1 + class.index()),
+        };
+        let first = r.lba / BLOCK_SECTORS;
+        let last = (r.lba + n - 1) / BLOCK_SECTORS;
+        for b in first..=last {
+            let e = self.blocks.entry(b).or_default();
+            e.flags |= flag;
+            if r.op == Op::Write {
+                e.writes += 1;
+            }
+        }
+    }
+
+    pub fn finish(
+        self,
+        file: &str,
+        format: &str,
+        counts: &Counts,
+        space: Option<u64>,
+    ) -> TraceStats {
+        let bs = STATS_BLOCK_BYTES;
+        let count_flag =
+            |mask: u8| self.blocks.values().filter(|b| b.flags & mask != 0).count() as u64;
+        let of_space = |bytes: u64| space.map(|s| pct(bytes, s));
+        let class_stats = |oi: usize, shift: u32| {
+            let total_n: u64 = self.classes[oi].iter().map(|c| c.0).sum();
+            let total_b: u64 = self.classes[oi].iter().map(|c| c.1).sum();
+            let one = |ci: usize| {
+                let (n, b) = self.classes[oi][ci];
+                let fp = count_flag(1 << (shift + ci as u32)) * bs;
+                ClassStats {
+                    count: n,
+                    count_percent: pct(n, total_n),
+                    bytes: b,
+                    bytes_percent: pct(b, total_b),
+                    footprint_bytes: fp,
+                    footprint_percent_of_space: of_space(fp),
+                }
+            };
+            SizeClasses {
+                small: one(0),
+                medium: one(1),
+                large: one(2),
+            }
+        };
+        let mut writes: Vec<u32> = self
+            .blocks
+            .values()
+            .filter(|b| b.writes > 0)
+            .map(|b| b.writes)
+            .collect();
+        writes.sort_unstable_by(|a, b| b.cmp(a));
+        let total_block_writes: u64 = writes.iter().map(|&w| w as u64).sum();
+        let write_locality = LOCALITY_POINTS
+            .iter()
+            .map(|&y| {
+                let k = ((writes.len() as f64 * y / 100.0).ceil() as usize).min(writes.len());
+                let top: u64 = writes[..k].iter().map(|&w| w as u64).sum();
+                Locality {
+                    data_percent: y,
+                    writes_percent: pct(top, total_block_writes),
+                }
+            })
+            .collect();
+        let mut lo = 1;
+        let size_histogram = self
+            .hist
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let b = SizeBucket {
+                    min_sectors: lo,
+                    max_sectors: HIST_BOUNDS.get(i).copied(),
+                    reads: h[0],
+                    writes: h[1],
+                    trims: h[2],
+                };
+                lo = HIST_BOUNDS.get(i).map_or(lo, |&x| x + 1);
+                b
+            })
+            .collect();
+        let requests: u64 = self.ops.iter().sum();
+        let footprint_blocks = self.blocks.len() as u64;
+        let ngaps = self.gaps.len();
+        TraceStats {
+            file: file.into(),
+            format: format.into(),
+            requests,
+            reads: self.ops[0],
+            writes: self.ops[1],
+            trims: self.ops[2],
+            read_bytes: self.bytes[0],
+            write_bytes: self.bytes[1],
+            trim_bytes: self.bytes[2],
+            mean_read_sectors: if self.ops[0] > 0 {
+                self.bytes[0] as f64 / 512.0 / self.ops[0] as f64
+            } else {
+                0.0
+            },
+            mean_write_sectors: if self.ops[1] > 0 {
+                self.bytes[1] as f64 / 512.0 / self.ops[1] as f64
+            } else {
+                0.0
+            },
+            write_classes: class_stats(1, 1),
+            read_classes: class_stats(0, 4),
+            size_histogram,
+            footprint_blocks,
+            footprint_bytes: footprint_blocks * bs,
+            read_footprint_bytes: count_flag(1) * bs,
+            write_footprint_bytes: writes.len() as u64 * bs,
+            space_bytes: space,
+            footprint_percent_of_space: of_space(footprint_blocks * bs),
+            write_locality,
+            sequential_percent: pct(self.seq, requests.saturating_sub(1)),
+            sequential_write_percent: pct(self.seq_writes, self.ops[1].saturating_sub(1)),
+            duration_s: self.max_t.max(0) as f64 / 1e9,
+            interarrival_mean_us: if ngaps > 0 {
+                self.gap_sum_ns / ngaps as f64 / 1e3
+            } else {
+                0.0
+            },
+            interarrival_p50_us: self.gaps.value_at_quantile(0.5) as f64 / 1e3,
+            interarrival_p99_us: self.gaps.value_at_quantile(0.99) as f64 / 1e3,
+            out_of_order: counts.out_of_order,
+            skipped_zero_size: counts.skipped_zero_size,
+            skipped_bad_lines: counts.skipped_bad_lines,
+            skipped_other_device: counts.skipped_other_device,
+            ignored_lines: counts.ignored_lines,
+        }
+    }
+}
+
+/// Statistics of a whole trace file.
+pub fn trace_stats(
+    path: &std::path::Path,
+    opts: &super::TraceOptions,
+    space: Option<u64>,
+) -> Result<TraceStats, super::TraceError> {
+    let mut reader = super::TraceReader::open(path, opts)?;
+    let mut c = StatsCollector::new();
+    for r in &mut reader {
+        c.add(&r?);
+    }
+    Ok(c.finish(
+        reader.file(),
+        reader.format().name(),
+        reader.counts(),
+        space,
+    ))
+}

@@ -1,0 +1,205 @@
+//! Trace writers, one per format, so that any trace (or generated workload) can be written
+//! in any format and read back unchanged (`trace convert`, `trace generate`).
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use serde::Serialize;
+
+use super::parse::fmt_time;
+use super::{Format, Record, TraceError};
+use crate::driver::Op;
+
+/// Time stamp of the first record of an MSR trace we write (2008-02-22, as in the MSR
+/// Cambridge traces), in 100 ns Windows ticks.
+pub const MSR_BASE_TICKS: i64 = 128_166_372_000_000_000;
+/// File name in the fio iologs we write.
+const FIO_FILE: &str = "/dev/flashkit";
+
+enum Out {
+    Plain(BufWriter<File>),
+    Gz(Box<GzEncoder<BufWriter<File>>>),
+    Other(Box<dyn Write + Send>),
+}
+
+impl Out {
+    fn w(&mut self) -> &mut dyn Write {
+        match self {
+            Out::Plain(w) => w,
+            Out::Gz(w) => w.as_mut(),
+            Out::Other(w) => w,
+        }
+    }
+}
+
+/// What a writer wrote.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct WriteSummary {
+    pub format: String,
+    pub records: u64,
+    /// Trims left out because the format cannot express them.
+    pub dropped_trims: u64,
+    /// Records written at time 0 because the format has no negative times.
+    pub clamped_times: u64,
+}
+
+/// Writes [`Record`]s in one format.
+pub struct TraceWriter {
+    out: Out,
+    file: String,
+    fmt: Format,
+    seq: u64,
+    last_us: i64,
+    line: String,
+    summary: WriteSummary,
+}
+
+impl TraceWriter {
+    /// Create `path` (gzip-compressed when `gzip`).
+    pub fn create(path: &Path, fmt: Format, gzip: bool) -> Result<TraceWriter, TraceError> {
+        let name = path.display().to_string();
+        let f = File::create(path)
+            .map_err(|e| TraceError::new(&name, None, format!("cannot create: {e}")))?;
+        let w = BufWriter::with_capacity(256 << 10, f);
+        let out = if gzip {
+            Out::Gz(Box::new(GzEncoder::new(w, Compression::default())))
+        } else {
+            Out::Plain(w)
+        };
+        TraceWriter::start(out, name, fmt)
+    }
+
+    /// Write to any stream (`name` is used in error messages).
+    pub fn from_writer(
+        w: Box<dyn Write + Send>,
+        name: &str,
+        fmt: Format,
+    ) -> Result<TraceWriter, TraceError> {
+        TraceWriter::start(Out::Other(w), name.to_string(), fmt)
+    }
+
+    fn start(out: Out, file: String, fmt: Format) -> Result<TraceWriter, TraceError> {
+        let mut w = TraceWriter {
+            out,
+            file,
+            fmt,
+            seq: 0,
+            last_us: 0,
+            line: String::with_capacity(128),
+            summary: WriteSummary {
+                format: fmt.name().into(),
+                ..Default::default()
+            },
+        };
+        if fmt == Format::Fio {
+            w.line = format!("fio version 3 iolog\n0 {FIO_FILE} add\n0 {FIO_FILE} open\n");
+            w.flush_line()?;
+        }
+        Ok(w)
+    }
+
+    fn io_err(&self, e: io::Error) -> TraceError {
+        TraceError::new(&self.file, None, format!("cannot write: {e}"))
+    }
+
+    fn flush_line(&mut self) -> Result<(), TraceError> {
+        let r = self.out.w().write_all(self.line.as_bytes());
+        r.map_err(|e| self.io_err(e))
+    }
+
+    fn clamp(&mut self, ns: i64) -> i64 {
+        if ns < 0 {
+            self.summary.clamped_times += 1;
+            0
+        } else {
+            ns
+        }
+    }
+
+    /// Write one record. Trims in a format without trims are counted and left out.
+    pub fn write(&mut self, r: &Record) -> Result<(), TraceError> {
+        use std::fmt::Write as _;
+        if r.op == Op::Trim && !self.fmt.can_trim() {
+            self.summary.dropped_trims += 1;
+            return Ok(());
+        }
+        self.line.clear();
+        let bytes = r.sectors as u64 * 512;
+        let offset = r.lba * 512;
+        let l = &mut self.line;
+        match self.fmt {
+            Format::Msr => {
+                let ticks = MSR_BASE_TICKS + r.time_ns.div_euclid(100);
+                let ty = if r.op == Op::Read { "Read" } else { "Write" };
+                let _ = writeln!(l, "{ticks},flashkit,0,{ty},{offset},{bytes},0");
+            }
+            Format::Spc => {
+                let op = if r.op == Op::Read { 'r' } else { 'w' };
+                let t = fmt_time(r.time_ns, 1_000_000_000, 6);
+                let _ = writeln!(l, "0,{},{bytes},{op},{t}", r.lba);
+            }
+            Format::Blkparse => {
+                let t = self.clamp(r.time_ns);
+                let rwbs = match r.op {
+                    Op::Read => "R",
+                    Op::Write => "W",
+                    Op::Trim => "D",
+                };
+                self.seq += 1;
+                let l = &mut self.line;
+                let _ = writeln!(
+                    l,
+                    "{:>3},{:<3} {:>2} {:>8} {:>5}.{:09} {:>5}  D {:>3} {} + {} [flashkit]",
+                    8,
+                    0,
+                    0,
+                    self.seq,
+                    t / 1_000_000_000,
+                    t % 1_000_000_000,
+                    1,
+                    rwbs,
+                    r.lba,
+                    r.sectors
+                );
+            }
+            Format::Disksim => {
+                let flags = u8::from(r.op == Op::Read);
+                let t = fmt_time(r.time_ns, 1_000_000, 6);
+                let _ = writeln!(l, "{t} 0 {} {} {flags}", r.lba, r.sectors);
+            }
+            Format::Fio => {
+                let us = self.clamp(r.time_ns).div_euclid(1_000);
+                self.last_us = self.last_us.max(us);
+                let act = match r.op {
+                    Op::Read => "read",
+                    Op::Write => "write",
+                    Op::Trim => "trim",
+                };
+                let l = &mut self.line;
+                let _ = writeln!(l, "{us} {FIO_FILE} {act} {offset} {bytes}");
+            }
+        }
+        self.flush_line()?;
+        self.summary.records += 1;
+        Ok(())
+    }
+
+    /// Write the trailer (fio's `close`), flush, and finish the gzip stream.
+    pub fn finish(mut self) -> Result<WriteSummary, TraceError> {
+        if self.fmt == Format::Fio {
+            self.line = format!("{} {FIO_FILE} close\n", self.last_us);
+            self.flush_line()?;
+        }
+        let file = self.file.clone();
+        let err = |e: io::Error| TraceError::new(&file, None, format!("cannot write: {e}"));
+        match self.out {
+            Out::Plain(mut w) => w.flush().map_err(err)?,
+            Out::Gz(g) => g.finish().map_err(err)?.flush().map_err(err)?,
+            Out::Other(mut w) => w.flush().map_err(err)?,
+        }
+        Ok(self.summary)
+    }
+}

@@ -1,0 +1,767 @@
+//! Trace readers, writers, mapping, statistics and generators, on small files written here.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sim::driver::{Arrival, Op, Request, SimConfig};
+use sim::trace::generate::{generator, GenConfig, GenWorkload, ROOT_READ_FRACTION};
+use sim::trace::stats::trace_stats;
+use sim::trace::{
+    detect_format, requests, Format, Record, TimeUnit, TraceMap, TraceOptions, TraceReader,
+    TraceSpec, TraceWriter,
+};
+use sim::WorkloadSpec;
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn opts(fmt: Option<Format>) -> TraceOptions {
+    TraceOptions {
+        format: fmt,
+        ..Default::default()
+    }
+}
+
+fn read_all(path: &Path, o: &TraceOptions) -> (Vec<Record>, sim::trace::Counts) {
+    let mut r = TraceReader::open(path, o).unwrap();
+    let recs: Vec<Record> = (&mut r).map(|x| x.unwrap()).collect();
+    (recs, r.counts().clone())
+}
+
+fn rec(time_ns: i64, op: Op, lba: u64, sectors: u32) -> Record {
+    Record {
+        time_ns,
+        op,
+        lba,
+        sectors,
+    }
+}
+
+const MSR: &str = "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime\r\n\
+128166372003061629,hm,1,Read,383496192,32768,10703\r\n\
+\r\n\
+# a comment\r\n\
+128166372002969127,hm,1,Write,3221225472,4096,1123,extra,fields\r\n\
+128166372003061700,hm,0,Write,0,4096,5\r\n\
+128166372003061800,hm,1,Write,4096,0,5\r\n\
+128166372003071629,hm,1,write,1000,100,5\r\n";
+
+#[test]
+fn msr_reader_edge_cases() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "t.csv", MSR);
+    assert_eq!(detect_format(&p).unwrap(), Format::Msr);
+    let mut o = opts(None);
+    o.disk = Some(1);
+    let (recs, c) = read_all(&p, &o);
+    assert_eq!(
+        recs,
+        vec![
+            rec(0, Op::Read, 749_016, 64),
+            rec(-9_250_200, Op::Write, 6_291_456, 8),
+            // Unaligned bytes cover sectors 1 and 2.
+            rec(1_000_000, Op::Write, 1, 2),
+        ]
+    );
+    assert_eq!(c.out_of_order, 1);
+    assert_eq!(c.skipped_other_device, 1);
+    assert_eq!(c.skipped_zero_size, 1);
+    assert_eq!(c.ignored_lines, 1, "the header");
+    assert_eq!(c.lines, 8);
+    // Without the disk filter the other disk's write is a record too.
+    let (all, _) = read_all(&p, &opts(Some(Format::Msr)));
+    assert_eq!(all.len(), 4);
+}
+
+#[test]
+fn spc_reader_edge_cases() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "ASU,LBA,Size,Opcode,Timestamp\n\
+                0,20941264,8192,W,0.551706,Alpha/NT\n\
+                0, 20939840, 8192, w, 0.554041\n\
+                1,3436288,15872,R,0.554041\n\
+                0,100,0,r,0.6\n\
+                \n\
+                0,7,512,r,0.5\n";
+    let p = write(dir.path(), "t.spc", text);
+    assert_eq!(detect_format(&p).unwrap(), Format::Spc);
+    let (recs, c) = read_all(&p, &opts(None));
+    assert_eq!(
+        recs,
+        vec![
+            rec(0, Op::Write, 20_941_264, 16),
+            rec(2_335_000, Op::Write, 20_939_840, 16),
+            rec(2_335_000, Op::Read, 3_436_288, 31),
+            rec(-51_706_000, Op::Read, 7, 1),
+        ]
+    );
+    assert_eq!((c.out_of_order, c.skipped_zero_size), (1, 1));
+    let mut o = opts(None);
+    o.asu = Some(1);
+    let (recs, c) = read_all(&p, &o);
+    assert_eq!(recs, vec![rec(0, Op::Read, 3_436_288, 31)]);
+    // The zero-size line is of ASU 0 too.
+    assert_eq!(c.skipped_other_device, 4);
+}
+
+const BLKPARSE: &str = "  8,0    3        1     0.000000000   697  Q   W 223490 + 8 [kjournald]
+  8,0    3        2     0.000001829   697  G   W 223490 + 8 [kjournald]
+  8,0    3        3     0.000002992   697  P   N [kjournald]
+  8,0    3        4     0.000004008   697  I   W 223490 + 8 [kjournald]
+  8,0    3        0     0.000005000     0  m   N cfq697 insert_request
+  8,0    3        6     0.000013640   697  D   W 223490 + 8 [kjournald]
+  8,0    1        1     0.001211110     0  C   W 223490 + 8 [0]
+  8,0    0        7     0.002000000   100  Q  RM 1000 + 16 [cat]
+  8,0    0        8     0.002100000   100  D  RM 1000 + 16 [cat]
+  8,0    0        9     0.003000000   100  D  FWS [jbd2/sda1-8]
+  8,0    0       10     0.004000000   100  D  DS 5000 + 2048 [fstrim]
+  8,0    0       11     0.004500000   100  D   W 7000 + 0 [x]
+  8,0    0       12     0.001000000   100  D  WS 9000 + 8 [x]
+CPU0 (8,0):
+ Reads Queued:           1,        8KiB\t Writes Queued:          1,        4KiB
+ Read Dispatches:        1,        8KiB\t Write Dispatches:       1,        4KiB
+Total (8,0):
+ Reads Queued:           1,        8KiB\t Writes Queued:          1,        4KiB
+
+Throughput (R/W): 8KiB/s / 4KiB/s
+Events (8,0): 13 entries
+Skips: 0 forward (0 -   0.0%)
+";
+
+#[test]
+fn blkparse_reader_actions_discards_and_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "t.txt", BLKPARSE);
+    assert_eq!(detect_format(&p).unwrap(), Format::Blkparse);
+    let (recs, c) = read_all(&p, &opts(None));
+    assert_eq!(
+        recs,
+        vec![
+            rec(0, Op::Write, 223_490, 8),
+            rec(2_086_360, Op::Read, 1000, 16),
+            rec(3_986_360, Op::Trim, 5000, 2048),
+            rec(986_360, Op::Write, 9000, 8),
+        ]
+    );
+    assert_eq!((c.out_of_order, c.skipped_zero_size), (1, 1));
+    let mut o = opts(None);
+    o.blkparse_action = "Q".into();
+    let (recs, _) = read_all(&p, &o);
+    assert_eq!(
+        recs,
+        vec![
+            rec(0, Op::Write, 223_490, 8),
+            rec(2_000_000, Op::Read, 1000, 16)
+        ]
+    );
+}
+
+#[test]
+fn disksim_reader_units_devices_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "# DiskSim ASCII\ntime devno blkno bcount flags\n\
+                0.000000 0 1024 8 1\n\
+                1.500000\t0\t2048\t16\t0\n\
+                2.25 1 4096 8 0\n\
+                3 0 100 0 0\n\
+                3.5 0 200 8 3 trailing\n";
+    let p = write(dir.path(), "t.trace", text);
+    assert_eq!(detect_format(&p).unwrap(), Format::Disksim);
+    let mut o = opts(None);
+    o.disk = Some(0);
+    let (recs, c) = read_all(&p, &o);
+    assert_eq!(
+        recs,
+        vec![
+            rec(0, Op::Read, 1024, 8),
+            rec(1_500_000, Op::Write, 2048, 16),
+            rec(3_500_000, Op::Read, 200, 8),
+        ]
+    );
+    assert_eq!((c.skipped_other_device, c.skipped_zero_size), (1, 1));
+    o.time_unit = Some(TimeUnit::Us);
+    let (recs, _) = read_all(&p, &o);
+    assert_eq!(recs[1].time_ns, 1_500);
+    o.time_unit = Some(TimeUnit::Ns);
+    o.limit = Some(2);
+    let (recs, _) = read_all(&p, &o);
+    assert_eq!(recs.len(), 2);
+    assert_eq!(recs[1].time_ns, 1);
+}
+
+#[test]
+fn fio_v2_and_v3() {
+    let dir = tempfile::tempdir().unwrap();
+    let v2 = "fio version 2 iolog\n/dev/sdb add\n/dev/sdb open\n/dev/sdb write 0 4096\n\
+              /dev/sdb wait 1000 0\n/dev/sdb read 4096 8192\n/dev/sdb sync 0 0\n\
+              /dev/sdb trim 8192 4096\n/dev/sdb write 12288 0\n/dev/sdb close\n";
+    let p = write(dir.path(), "v2.log", v2);
+    assert_eq!(detect_format(&p).unwrap(), Format::Fio);
+    let (recs, c) = read_all(&p, &opts(None));
+    assert_eq!(
+        recs,
+        vec![
+            rec(0, Op::Write, 0, 8),
+            rec(1_000_000, Op::Read, 8, 16),
+            rec(1_000_000, Op::Trim, 16, 8),
+        ]
+    );
+    assert_eq!(c.skipped_zero_size, 1);
+    let v3 = "fio version 3 iolog\r\n2 /dev/sdb add\r\n872 /dev/sdb open\r\n\
+              878 /dev/sdb write 0 16384\r\n888 /dev/sdb read 16384 4096\r\n\
+              891 /dev/sdb trim 0 16384\r\n10001677 /dev/sdb close\r\n";
+    let p = write(dir.path(), "v3.log", v3);
+    let (recs, _) = read_all(&p, &opts(None));
+    assert_eq!(
+        recs,
+        vec![
+            rec(0, Op::Write, 0, 32),
+            rec(10_000, Op::Read, 32, 8),
+            rec(13_000, Op::Trim, 0, 32),
+        ]
+    );
+    let mut o = opts(None);
+    o.time_unit = Some(TimeUnit::Ms);
+    let (recs, _) = read_all(&p, &o);
+    assert_eq!(recs[1].time_ns, 10_000_000);
+}
+
+#[test]
+fn gzip_is_detected_by_magic() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.anything");
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&p).unwrap(),
+        flate2::Compression::fast(),
+    );
+    gz.write_all(MSR.as_bytes()).unwrap();
+    gz.finish().unwrap();
+    assert_eq!(detect_format(&p).unwrap(), Format::Msr);
+    let (recs, _) = read_all(&p, &opts(None));
+    assert_eq!(recs.len(), 4);
+}
+
+#[test]
+fn malformed_lines_name_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            Format::Msr,
+            "128166372003061629,hm,1,Read,0,4096,1\n\n128166372003061629,hm,1,Flush,0,4096,1\n",
+            "type 'Flush' is neither Read nor Write",
+        ),
+        (
+            Format::Spc,
+            "0,1,512,r,0.1\n# c\n0,12,abc,w,0.2\n",
+            "size 'abc' is not a number",
+        ),
+        (
+            Format::Blkparse,
+            "8,0 0 1 0.1 1 D W 8 + 8 [a]\n8,0 0 2 0.2 1 Q W 8 + 8 [a]\n8,0 0 3 0.3 1 D W xyz + 8 [a]\n",
+            "sector 'xyz' is not a number",
+        ),
+        (
+            Format::Disksim,
+            "0 0 1 8 0\n1 0 2 8 0\n1.0 0 12 8\n",
+            "expected 5 fields",
+        ),
+        (
+            Format::Fio,
+            "fio version 2 iolog\n/dev/sdb write 0 512\n/dev/sdb frobnicate 0 1\n",
+            "unknown fio iolog action 'frobnicate'",
+        ),
+        (
+            Format::Msr,
+            "128166372003061629,hm,1,Read,0,4096,1\n1,2\nnot,a,record,at,all,x,y\n",
+            "expected 7 comma-separated fields",
+        ),
+    ];
+    for (fmt, text, what) in cases {
+        let p = write(dir.path(), &format!("bad.{}", fmt.name()), text);
+        let err = TraceReader::open(&p, &opts(Some(fmt)))
+            .unwrap()
+            .find_map(|r| r.err())
+            .unwrap_or_else(|| panic!("{fmt}: no error"));
+        let s = err.to_string();
+        let line = if what.starts_with("expected 7") { 2 } else { 3 };
+        let want = format!("{}:{line}: ", p.display());
+        assert!(
+            s.starts_with(&want),
+            "{fmt}: {s:?} should start with {want:?}"
+        );
+        assert!(s.contains(what), "{fmt}: {s:?} should say {what:?}");
+        assert!(!s.contains('\n'));
+        // With skip_bad_lines the line is counted and the rest is read.
+        let mut o = opts(Some(fmt));
+        o.skip_bad_lines = true;
+        let mut r = TraceReader::open(&p, &o).unwrap();
+        let recs: Vec<Record> = (&mut r).map(|x| x.unwrap()).collect();
+        assert!(!recs.is_empty(), "{fmt}");
+        assert!(r.counts().skipped_bad_lines >= 1, "{fmt}");
+        assert!(r
+            .counts()
+            .first_bad_line
+            .as_deref()
+            .unwrap()
+            .starts_with(&want));
+    }
+    // A fio log without its header; an undetectable file.
+    let p = write(dir.path(), "nohdr.log", "/dev/sdb write 0 4096\n");
+    let e = TraceReader::open(&p, &opts(Some(Format::Fio)))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap_err();
+    assert!(e
+        .to_string()
+        .starts_with(&format!("{}:1: expected the header", p.display())));
+    let p = write(dir.path(), "what.txt", "hello world\n");
+    let e = detect_format(&p).unwrap_err().to_string();
+    assert!(e.contains("--trace-format"), "{e}");
+    let e = TraceReader::open(&dir.path().join("missing"), &opts(None))
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("cannot open"), "{e}");
+}
+
+/// Records every format can hold: µs time stamps, reads and writes.
+fn sample_records(trims: bool) -> Vec<Record> {
+    let mut v = Vec::new();
+    let mut t = 0i64;
+    for i in 0..200u64 {
+        t += ((i * 7919) % 5000) as i64 * 1_000;
+        let op = match i % 5 {
+            0 | 3 => Op::Read,
+            4 if trims => Op::Trim,
+            _ => Op::Write,
+        };
+        let lba = (i * 104_729) % 50_000_000;
+        v.push(rec(t, op, lba, 1 + ((i * 31) % 300) as u32));
+    }
+    v
+}
+
+fn write_file(path: &Path, fmt: Format, recs: &[Record], gzip: bool) {
+    let mut w = TraceWriter::create(path, fmt, gzip).unwrap();
+    for r in recs {
+        w.write(r).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+#[test]
+fn every_format_round_trips_through_every_other() {
+    let dir = tempfile::tempdir().unwrap();
+    for a in Format::ALL {
+        for b in Format::ALL {
+            let trims = a.can_trim() && b.can_trim();
+            let input = sample_records(trims);
+            let pa = dir.path().join(format!("a.{a}"));
+            write_file(&pa, a, &input, false);
+            // The format is detected from what we wrote.
+            assert_eq!(detect_format(&pa).unwrap(), a);
+            let (ra, _) = read_all(&pa, &opts(None));
+            assert_eq!(ra, input, "{a} does not read back what it wrote");
+            let pb = dir.path().join(format!("b.{b}.gz"));
+            write_file(&pb, b, &ra, true);
+            let (rb, _) = read_all(&pb, &opts(None));
+            let pa2 = dir.path().join(format!("a2.{a}"));
+            write_file(&pa2, a, &rb, false);
+            let (ra2, _) = read_all(&pa2, &opts(None));
+            assert_eq!(ra2, ra, "{a} -> {b} -> {a}");
+            assert_eq!(
+                std::fs::read(&pa).unwrap(),
+                std::fs::read(&pa2).unwrap(),
+                "{a} -> {b} -> {a} is not byte-identical"
+            );
+        }
+    }
+}
+
+#[test]
+fn trims_are_dropped_and_counted_by_formats_without_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.msr");
+    let mut w = TraceWriter::create(&p, Format::Msr, false).unwrap();
+    for r in sample_records(true) {
+        w.write(&r).unwrap();
+    }
+    let s = w.finish().unwrap();
+    assert_eq!(s.dropped_trims, 40);
+    assert_eq!(s.records, 160);
+}
+
+fn spec(path: &Path, map: TraceMap) -> TraceSpec {
+    let mut s = TraceSpec::new(path);
+    s.map = map;
+    s
+}
+
+fn reqs(s: &TraceSpec, space: u64, bsec: u64) -> Vec<(Op, u64, u32)> {
+    requests(s, space, bsec)
+        .unwrap()
+        .map(|r| {
+            let r = r.unwrap();
+            (r.op, r.lba, r.sectors)
+        })
+        .collect()
+}
+
+#[test]
+fn modulo_mapping_wraps_splits_and_truncates() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.disksim");
+    let recs = [
+        rec(0, Op::Write, 60, 8),
+        rec(1, Op::Write, 130, 8),
+        rec(2, Op::Read, 5, 100),
+    ];
+    write_file(&p, Format::Disksim, &recs, false);
+    let s = spec(&p, TraceMap::Modulo);
+    assert_eq!(
+        reqs(&s, 64, 8),
+        vec![
+            (Op::Write, 60, 4),
+            (Op::Write, 0, 4),
+            (Op::Write, 2, 8),
+            (Op::Read, 5, 59),
+            (Op::Read, 0, 5),
+        ]
+    );
+    let mut it = requests(&s, 64, 8).unwrap();
+    for r in &mut it {
+        let r = r.unwrap();
+        assert!(r.lba + r.sectors as u64 <= 64);
+    }
+    let info = it.info();
+    assert_eq!((info.split_requests, info.truncated_records), (2, 1));
+    assert_eq!(info.records, 3);
+}
+
+#[test]
+fn compact_mapping_renumbers_in_first_touch_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.fio");
+    let recs = [
+        rec(0, Op::Write, 8000, 8),
+        rec(1_000, Op::Write, 16, 16),
+        rec(2_000, Op::Read, 8000, 16),
+        rec(3_000, Op::Trim, 20, 4),
+    ];
+    write_file(&p, Format::Fio, &recs, false);
+    let s = spec(&p, TraceMap::Compact);
+    assert_eq!(
+        reqs(&s, 1024, 8),
+        vec![
+            (Op::Write, 0, 8),
+            (Op::Write, 8, 16),
+            (Op::Read, 0, 8),
+            (Op::Read, 24, 8),
+            (Op::Trim, 12, 4),
+        ]
+    );
+    let mut it = requests(&s, 1024, 8).unwrap();
+    assert_eq!(it.by_ref().count(), 5);
+    let info = it.info();
+    assert_eq!(info.distinct_blocks, Some(4));
+    assert_eq!(info.split_requests, 1);
+    assert_eq!(
+        (info.read_requests, info.write_requests, info.trim_requests),
+        (1, 2, 1)
+    );
+    // With fewer blocks than the trace touches, block numbers wrap inside the space.
+    for (_, lba, n) in reqs(&s, 16, 8) {
+        assert!(lba + n as u64 <= 16);
+    }
+}
+
+#[test]
+fn arrivals_are_relative_and_never_go_backwards() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "t.spc",
+        "0,0,4096,w,10.5\n0,8,4096,w,11.0\n0,16,4096,w,10.0\n0,24,4096,w,12.25\n",
+    );
+    let mut it = requests(&spec(&p, TraceMap::Modulo), 1 << 20, 8).unwrap();
+    let got: Vec<Request> = it.by_ref().map(|r| r.unwrap()).collect();
+    let t: Vec<f64> = got.iter().map(|r| r.arrival_s.unwrap()).collect();
+    assert_eq!(t, vec![0.0, 0.5, 0.5, 1.75]);
+    assert_eq!(it.info().clamped_arrivals, 1);
+}
+
+/// The simulated space of `cfg` in bytes (the whole pre-fill, no read-only part).
+fn sim_space(cfg: &SimConfig) -> u64 {
+    let bs = cfg.fms.block_size as u64;
+    let cap = cfg.device.geometry.capacity_bytes();
+    ((cap as f64 * cfg.fill) / bs as f64).floor() as u64 * bs
+}
+
+#[test]
+fn hot_cold_trace_in_every_format_simulates_like_the_synthetic_workload() {
+    const N: u64 = 12_000;
+    let mut base = SimConfig::flagship();
+    base.written_bytes = N * 4096;
+    let synthetic = sim::run(&base).unwrap();
+    assert!(synthetic.erasures > 0);
+    let dir = tempfile::tempdir().unwrap();
+    let gen = GenConfig {
+        workload: GenWorkload::Synthetic(WorkloadSpec::HotCold { x: 0.9, y: 0.1 }),
+        requests: N,
+        unit_bytes: 4096,
+        space_bytes: sim_space(&base),
+        rate: 1000.0,
+        seed: base.seed,
+        read_fraction: None,
+    };
+    let origin = dir.path().join("hotcold.fio");
+    let recs: Vec<Record> = generator(&gen).unwrap().collect();
+    write_file(&origin, Format::Fio, &recs, false);
+    let run_trace = |path: &Path| {
+        let mut c = base.clone();
+        c.workload = WorkloadSpec::Trace(Box::new(TraceSpec::new(path)));
+        c.arrival = Arrival::Closed;
+        sim::run(&c).unwrap()
+    };
+    let direct = run_trace(&origin);
+    for fmt in Format::ALL {
+        let there = dir.path().join(format!("hc.{fmt}"));
+        let (r, _) = read_all(&origin, &opts(None));
+        write_file(&there, fmt, &r, false);
+        let (r, _) = read_all(&there, &opts(None));
+        let back = dir.path().join(format!("hc.{fmt}.fio"));
+        write_file(&back, Format::Fio, &r, false);
+        for p in [&there, &back] {
+            let res = run_trace(p);
+            assert_eq!(res.user_writes, synthetic.user_writes, "{}", p.display());
+            assert_eq!(res.erasures, synthetic.erasures, "{}", p.display());
+            assert_eq!(
+                res.blocks_copied,
+                synthetic.blocks_copied,
+                "{}",
+                p.display()
+            );
+            assert_eq!(res.requests, N);
+        }
+    }
+    assert_eq!(direct.erasures, synthetic.erasures);
+    let t = direct.trace.unwrap();
+    assert_eq!((t.records, t.write_requests, t.split_requests), (N, N, 0));
+    assert_eq!(direct.written_bytes, N * 4096);
+}
+
+#[test]
+fn trace_reads_and_trims_reach_the_ftl_and_trace_time_is_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("mixed.fio");
+    let mut recs = Vec::new();
+    for i in 0..3000u64 {
+        let op = match i % 10 {
+            0..=5 => Op::Write,
+            6..=8 => Op::Read,
+            _ => Op::Trim,
+        };
+        recs.push(rec(i as i64 * 10_000_000_000, op, (i * 13 % 4000) * 8, 8));
+    }
+    write_file(&p, Format::Fio, &recs, false);
+    let mut c = SimConfig::flagship();
+    // Greedy: its choices do not depend on the clock, so idle time changes nothing else.
+    c.fms.policy = ftl::fms::select::Policy::Greedy;
+    c.fms.redistribution = sim::reproduce::paper_pairing(c.fms.policy);
+    c.workload = WorkloadSpec::Trace(Box::new(TraceSpec::new(&p)));
+    c.arrival = Arrival::Trace;
+    let r = sim::run(&c).unwrap();
+    c.arrival = Arrival::Closed;
+    let closed = sim::run(&c).unwrap();
+    assert_eq!(r.requests, 3000);
+    assert_eq!(r.user_writes, 1800);
+    assert_eq!(r.user_reads, 900);
+    assert_eq!(r.trims, 300);
+    assert_eq!(r.arrival, "trace");
+    assert_eq!(r.workload, format!("trace:{}", p.display()));
+    // Requests 10 s apart: the device idles between them, so latency is one request's
+    // service time, as with closed arrivals; the same requests all at time 0 queue up.
+    assert_eq!(closed.user_writes, 1800);
+    assert!(
+        r.p99_latency_us <= closed.p99_latency_us * 1.01,
+        "{} {} / {} {}",
+        r.mean_latency_us,
+        r.p99_latency_us,
+        closed.mean_latency_us,
+        closed.p99_latency_us
+    );
+    let burst = dir.path().join("burst.fio");
+    let at0: Vec<Record> = recs.iter().map(|r| Record { time_ns: 0, ..*r }).collect();
+    write_file(&burst, Format::Fio, &at0, false);
+    c.workload = WorkloadSpec::Trace(Box::new(TraceSpec::new(&burst)));
+    c.arrival = Arrival::Trace;
+    let queued = sim::run(&c).unwrap();
+    assert!(
+        queued.mean_latency_us > 10.0 * closed.mean_latency_us,
+        "{} vs {}",
+        queued.mean_latency_us,
+        closed.mean_latency_us
+    );
+    // A malformed trace stops the run with FILE:LINE.
+    let bad = write(
+        dir.path(),
+        "bad.fio",
+        "fio version 3 iolog\n0 f write 0 4096\n1 f write x 4096\n",
+    );
+    c.workload = WorkloadSpec::Trace(Box::new(TraceSpec::new(&bad)));
+    let e = format!("{:#}", sim::run(&c).unwrap_err());
+    assert!(
+        e.starts_with(&format!("{}:3: offset 'x'", bad.display())),
+        "{e}"
+    );
+}
+
+#[test]
+fn synthetic_workload_runs_are_unchanged_by_the_trace_path() {
+    let mut c = SimConfig::flagship();
+    c.written_bytes = 2000 * 4096;
+    let r = sim::run(&c).unwrap();
+    assert!(r.trace.is_none());
+    assert_eq!((r.user_reads, r.trims), (0, 0));
+    assert_eq!(r.requests, 2000);
+    assert_eq!(r.arrival, "closed");
+}
+
+#[test]
+fn rootdisk_generator_matches_chang_kuo_section_6_1() {
+    let space = 64u64 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("root.spc");
+    let g = generator(&GenConfig {
+        workload: GenWorkload::RootDisk,
+        requests: 60_000,
+        space_bytes: space,
+        ..Default::default()
+    })
+    .unwrap();
+    let recs: Vec<Record> = g.collect();
+    write_file(&p, Format::Spc, &recs, false);
+    let s = trace_stats(&p, &opts(None), Some(space)).unwrap();
+    let near = |what: &str, got: f64, want: f64, tol: f64| {
+        assert!((got - want).abs() <= tol, "{what}: {got:.2}, paper {want}");
+    };
+    near(
+        "reads share",
+        s.reads as f64 / s.requests as f64,
+        ROOT_READ_FRACTION,
+        0.01,
+    );
+    near(
+        "read/write bytes",
+        s.read_bytes as f64 / s.write_bytes as f64,
+        30.0 / 25.0,
+        0.08,
+    );
+    near("mean read sectors", s.mean_read_sectors, 38.0, 1.5);
+    near("mean write sectors", s.mean_write_sectors, 35.0, 1.5);
+    let w = &s.write_classes;
+    near("small writes %", w.small.count_percent, 62.0, 1.5);
+    near("small bytes %", w.small.bytes_percent, 10.0, 1.0);
+    near("large writes %", w.large.count_percent, 22.0, 1.5);
+    near("large bytes %", w.large.bytes_percent, 77.0, 1.5);
+    near(
+        "small footprint % of space",
+        w.small.footprint_percent_of_space.unwrap(),
+        1.0,
+        0.15,
+    );
+    near(
+        "large footprint % of space",
+        w.large.footprint_percent_of_space.unwrap(),
+        32.0,
+        1.5,
+    );
+    // Strong locality of small writes: the hottest 1% of the written data takes several
+    // times its share of the (4 KiB block) writes although large writes dominate the bytes.
+    assert!(
+        s.write_locality[0].writes_percent > 5.0,
+        "{:?}",
+        s.write_locality
+    );
+}
+
+#[test]
+fn multimedia_generator_is_bulk_and_sequential() {
+    let space = 256u64 << 20;
+    let recs: Vec<Record> = generator(&GenConfig {
+        workload: GenWorkload::Multimedia,
+        requests: 40_000,
+        space_bytes: space,
+        ..Default::default()
+    })
+    .unwrap()
+    .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("mm.blkparse");
+    write_file(&p, Format::Blkparse, &recs, false);
+    let s = trace_stats(&p, &opts(None), Some(space)).unwrap();
+    assert!(
+        s.write_classes.large.count_percent > 90.0,
+        "{:?}",
+        s.write_classes
+    );
+    assert!(
+        s.write_classes.large.bytes_percent > 98.0,
+        "{:?}",
+        s.write_classes
+    );
+    assert!(
+        s.sequential_write_percent > 80.0,
+        "{}",
+        s.sequential_write_percent
+    );
+    assert!(s.trims > 0, "files are deleted");
+    assert_eq!(s.reads, 0);
+    for r in &recs {
+        assert!(r.lba + r.sectors as u64 <= space / 512);
+    }
+}
+
+#[test]
+fn stats_classes_locality_sequentiality_interarrival() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut recs = Vec::new();
+    // 100 writes: 90 to block 0, 10 to blocks 1..=10; then a sequential run of reads.
+    for i in 0..100u64 {
+        let lba = if i % 10 == 9 { (1 + i / 10) * 8 } else { 0 };
+        recs.push(rec(i as i64 * 1_000_000, Op::Write, lba, 8));
+    }
+    for i in 0..10u64 {
+        recs.push(rec(
+            100_000_000 + i as i64 * 1_000_000,
+            Op::Read,
+            1000 + i * 128,
+            128,
+        ));
+    }
+    recs.push(rec(200_000_000, Op::Write, 5000, 64));
+    let p = dir.path().join("s.spc");
+    write_file(&p, Format::Spc, &recs, false);
+    let s = trace_stats(&p, &opts(None), None).unwrap();
+    assert_eq!((s.requests, s.reads, s.writes), (111, 10, 101));
+    assert_eq!(s.write_classes.small.count, 100);
+    assert_eq!(s.write_classes.medium.count, 1);
+    assert_eq!(s.read_classes.large.count, 10);
+    assert_eq!(s.write_bytes, 100 * 4096 + 64 * 512);
+    // 11 + 8 blocks written; the hottest block (5% of 19 rounds up to 1) takes 90 of the
+    // 108 block writes.
+    assert_eq!(s.write_footprint_bytes, 19 * 4096);
+    let top = &s.write_locality[1];
+    assert_eq!(top.data_percent, 5.0);
+    assert!((top.writes_percent - 90.0 / 108.0 * 100.0).abs() < 1e-9);
+    // 9 of the reads continue the previous read, and the first write to block 1 continues
+    // the write to block 0 before it.
+    assert!((s.sequential_percent - 10.0 / 110.0 * 100.0).abs() < 1e-9);
+    assert!((s.interarrival_p50_us - 1000.0).abs() < 1.0);
+    assert!((s.duration_s - 0.2).abs() < 1e-9);
+    let small: u64 = s.size_histogram.iter().take(4).map(|b| b.writes).sum();
+    assert_eq!(small, 100);
+}

@@ -44,8 +44,12 @@ pub struct PlotArgs {
 }
 
 impl PlotArgs {
-    /// Reject an `--x` that is no option before anything runs.
+    /// Reject an `--x` that is no option, an unknown file type or a missing font before
+    /// anything runs.
     pub fn check_x(&self) -> Result<()> {
+        if let Some(p) = &self.plot {
+            sim::plot::check_target(p)?;
+        }
         if let Some(x) = &self.x {
             let k = x.replace('-', "_");
             let names = sim::sweep::key_names();

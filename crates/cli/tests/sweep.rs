@@ -111,6 +111,26 @@ fn sweep_streams_json_lines_with_options_and_ids() {
     assert_eq!(second["options"]["seed"], 2);
     assert_eq!(second["options"]["fill"].as_f64(), Some(0.7));
 
+    // --csv: one flat row per job, the varying options as columns.
+    let csv = dir.path().join("r.csv");
+    ok(flashkit([
+        "sweep",
+        p(&spec),
+        "--out",
+        p(&out),
+        "--csv",
+        p(&csv),
+    ]));
+    let c = std::fs::read_to_string(&csv).unwrap();
+    assert!(
+        c.starts_with("job,option_fill,option_policy,option_seed,"),
+        "{}",
+        &c[..80]
+    );
+    assert_eq!(c.lines().count(), 13);
+    let dry = ok(flashkit(["sweep", p(&spec), "--dry-run"]));
+    assert_eq!(text(&dry.stdout).lines().count(), 12);
+
     // --json streams the same records to stdout, one per line.
     let o = ok(flashkit(["sweep", p(&spec), "--json", "--jobs", "2"]));
     let stdout: Vec<String> = text(&o.stdout).lines().map(String::from).collect();

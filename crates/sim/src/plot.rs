@@ -62,6 +62,25 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
+/// Check before a long run that `path` can be drawn: a known extension and a font.
+pub fn check_target(path: &Path) -> Result<()> {
+    let ext = extension(path);
+    if ext != "svg" && ext != "png" {
+        bail!(
+            "plot {}: unknown format (the file name must end in .svg or .png)",
+            path.display()
+        );
+    }
+    ensure_font()
+}
+
+fn extension(path: &Path) -> String {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_default()
+}
+
 impl Chart {
     /// Write the chart to `path`: `.svg` or `.png`.
     pub fn render(&self, path: &Path) -> Result<()> {
@@ -69,11 +88,7 @@ impl Chart {
             bail!("plot {}: nothing to draw", path.display());
         }
         ensure_font()?;
-        let ext = path
-            .extension()
-            .and_then(|e| e.to_str())
-            .map(str::to_ascii_lowercase)
-            .unwrap_or_default();
+        let ext = extension(path);
         let size = self.size();
         let ctx = || format!("plot {}", path.display());
         match ext.as_str() {
@@ -360,8 +375,7 @@ impl Panel {
             .light_line_style(TRANSPARENT)
             .bold_line_style(RGBColor(225, 225, 225));
         if cats.is_some() {
-            mesh.disable_x_mesh()
-                .set_tick_mark_size(LabelAreaPosition::Bottom, 0);
+            mesh.disable_x_mesh();
         }
         mesh.draw()?;
 

@@ -40,6 +40,9 @@ pub fn run(a: ReproduceArgs) -> Result<()> {
     if !(a.scale > 0.0 && a.scale <= 100.0) {
         bail!("--scale: {} must be in (0, 100]", a.scale);
     }
+    if let Some(p) = &a.plot {
+        sim::plot::check_target(p)?;
+    }
     let bar = Arc::new(Progress::jobs(0));
     let b = bar.clone();
     let opts = sim::reproduce::Options {

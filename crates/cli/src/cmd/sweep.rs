@@ -46,9 +46,11 @@ pub fn run(a: SweepArgs) -> Result<()> {
     let jobs = Spec::from_toml_file(&a.spec)?.expand()?;
     if a.dry_run {
         let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
+        let mut out = std::io::stdout().lock();
         for j in &jobs {
-            println!("{}  {}", j.id, describe(&j.options, &keys));
+            writeln!(out, "{}  {}", j.id, describe(&j.options, &keys))?;
         }
+        out.flush()?;
         return Ok(());
     }
     let (mut done, dropped) = match &a.out {
@@ -158,7 +160,19 @@ pub fn run(a: SweepArgs) -> Result<()> {
         a.plot.draw(&rows, &title)?;
     }
     if let Some(path) = &a.report.csv {
-        crate::output::write_csv(path, &records)?;
+        // One flat row per job: its id, the options that vary, then every metric.
+        let rows: Vec<CsvRow> = records
+            .iter()
+            .map(|r| {
+                let mut cells = vec![("job".to_string(), Value::from(r.job.clone()))];
+                for k in &keys {
+                    cells.push((format!("option_{k}"), r.options[*k].clone()));
+                }
+                cells.extend(r.result.iter().map(|(k, v)| (k.clone(), v.clone())));
+                CsvRow(cells)
+            })
+            .collect();
+        crate::output::write_csv(path, &rows)?;
     }
     if !a.report.json {
         table(&results, &options)?;
@@ -172,4 +186,18 @@ pub fn run(a: SweepArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// A row whose fields serialize in the given order.
+struct CsvRow(Vec<(String, Value)>);
+
+impl serde::Serialize for CsvRow {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
 }

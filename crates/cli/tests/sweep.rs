@@ -356,3 +356,45 @@ fn progress_is_silent_off_a_terminal() {
     let v: Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON");
     assert_eq!(v["results"].as_array().unwrap().len(), 72);
 }
+
+#[test]
+fn sweep_runs_traces_with_trace_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    ok(flashkit([
+        "trace",
+        "generate",
+        p(&trace),
+        "--format",
+        "msr",
+        "--requests",
+        "2000",
+        "--space",
+        "16MiB",
+    ]));
+    let spec = dir.path().join("s.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "workload = \"trace:{}\"\ntrace_map = [\"modulo\", \"compact\"]\ntrace_limit = 1500\npolicy = \"cat\"\n",
+            p(&trace)
+        ),
+    )
+    .unwrap();
+    let o = ok(flashkit(["sweep", p(&spec), "--json"]));
+    let recs: Vec<Value> = text(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recs.len(), 2);
+    for r in &recs {
+        assert_eq!(
+            r["arrival"], "trace",
+            "traces keep their time stamps by default"
+        );
+        assert_eq!(r["requests"], 1500);
+    }
+    assert_eq!(recs[1]["options"]["trace_map"], "compact");
+    std::fs::write(&spec, "trace_format = \"csv\"\n").unwrap();
+    fails_with(flashkit(["sweep", p(&spec)]), &["s.toml:1: trace_format"]);
+}

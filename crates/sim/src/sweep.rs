@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::driver::{Arrival, SimConfig, SimResult};
+use crate::trace::{Format, TimeUnit, TraceMap, TraceOptions};
 use crate::workload::WorkloadSpec;
 
 /// Where a key's values came from, for error messages.
@@ -93,6 +94,10 @@ pub struct Draft {
     device_file: Option<String>,
     overrides: Vec<(&'static str, Value)>,
     redistribution: Option<Redistribution>,
+    /// `arrival = "auto"`: the trace's time stamps for traces, closed otherwise.
+    arrival_auto: bool,
+    trace: TraceOptions,
+    trace_map: TraceMap,
 }
 
 fn ok(v: &Value) -> std::result::Result<Value, String> {
@@ -217,6 +222,67 @@ pub const KEYS: &[KeyDef] = &[
         |v, d| d.cfg.workload =
             WorkloadSpec::parse(v.as_str().unwrap_or_default()).expect("checked")
     ),
+    // How trace workloads (`trace:FILE`) are read and mapped; ignored by the others.
+    key!(
+        "trace_format",
+        Text,
+        "auto",
+        |v| {
+            let s = v.as_str().unwrap_or_default();
+            if s == "auto" {
+                return Ok(v.clone());
+            }
+            Ok(Value::from(Format::parse(s)?.name()))
+        },
+        |v, d| d.trace.format = v.as_str().and_then(|s| Format::parse(s).ok())
+    ),
+    key!("trace_disk", OptInt, "none", ok, |v, d| d.trace.disk =
+        v.as_u64()),
+    key!("trace_asu", OptInt, "none", ok, |v, d| d.trace.asu =
+        v.as_u64()),
+    key!(
+        "blkparse_action",
+        Text,
+        "D",
+        |v| {
+            let s = v.as_str().unwrap_or_default();
+            if s.is_empty() || s.contains(char::is_whitespace) {
+                return Err(format!("'{s}' is not a blkparse action (e.g. D, Q, C)"));
+            }
+            Ok(v.clone())
+        },
+        |v, d| d.trace.blkparse_action = v.as_str().unwrap_or("D").to_string()
+    ),
+    key!(
+        "trace_time_unit",
+        Text,
+        "auto",
+        |v| {
+            let s = v.as_str().unwrap_or_default();
+            if s == "auto" {
+                return Ok(v.clone());
+            }
+            Ok(Value::from(TimeUnit::parse(s)?.name()))
+        },
+        |v, d| d.trace.time_unit = v.as_str().and_then(|s| TimeUnit::parse(s).ok())
+    ),
+    key!("trace_limit", OptInt, "none", ok, |v, d| d.trace.limit =
+        v.as_u64()),
+    key!("skip_bad_lines", Bool, "false", ok, |v, d| d
+        .trace
+        .skip_bad_lines =
+        v.as_bool().unwrap_or(false)),
+    key!(
+        "trace_map",
+        Text,
+        "modulo",
+        |v| {
+            Ok(Value::from(
+                TraceMap::parse(v.as_str().unwrap_or_default())?.name(),
+            ))
+        },
+        |v, d| d.trace_map = TraceMap::parse(v.as_str().unwrap_or_default()).expect("checked")
+    ),
     key!("written", Size, "192MiB", ok, |v, d| d.cfg.written_bytes =
         v.as_u64().unwrap_or(0)),
     key!(
@@ -235,13 +301,25 @@ pub const KEYS: &[KeyDef] = &[
     key!(
         "arrival",
         Text,
-        "closed",
+        "auto",
         |v| {
+            let s = v.as_str().unwrap_or_default();
+            if s == "auto" {
+                return Ok(v.clone());
+            }
             Ok(Value::from(
-                Arrival::parse(v.as_str().unwrap_or_default())?.label(),
+                Arrival::parse(s)
+                    .map_err(|e| format!("{e} or auto"))?
+                    .label(),
             ))
         },
-        |v, d| d.cfg.arrival = Arrival::parse(v.as_str().unwrap_or_default()).expect("checked")
+        |v, d| {
+            let s = v.as_str().unwrap_or_default();
+            d.arrival_auto = s == "auto";
+            if !d.arrival_auto {
+                d.cfg.arrival = Arrival::parse(s).expect("checked");
+            }
+        }
     ),
     key!(
         "block_size",
@@ -759,6 +837,9 @@ fn build(
         device_file: None,
         overrides: Vec::new(),
         redistribution: None,
+        arrival_auto: true,
+        trace: TraceOptions::default(),
+        trace_map: TraceMap::default(),
     };
     for def in KEYS {
         let v = &options[def.name];
@@ -819,6 +900,18 @@ fn build(
         })?;
     }
     d.cfg.device = spec;
+    let is_trace = matches!(d.cfg.workload, WorkloadSpec::Trace(_));
+    if let WorkloadSpec::Trace(t) = &mut d.cfg.workload {
+        t.options = d.trace.clone();
+        t.map = d.trace_map;
+    }
+    if d.arrival_auto {
+        d.cfg.arrival = if is_trace {
+            Arrival::Trace
+        } else {
+            Arrival::Closed
+        };
+    }
     let p = d.cfg.fms.policy;
     d.cfg.fms.redistribution = d
         .redistribution

@@ -159,6 +159,25 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
     if !a.arrival.is_empty() {
         s.set_flag("arrival", &a.arrival)?;
     }
+    let t = &a.trace;
+    let trace: [(&str, Option<String>); 8] = [
+        ("trace_format", t.trace_format.clone()),
+        ("trace_disk", t.trace_disk.map(|v| v.to_string())),
+        ("trace_asu", t.trace_asu.map(|v| v.to_string())),
+        ("blkparse_action", Some(t.blkparse_action.clone())),
+        ("trace_time_unit", t.trace_time_unit.clone()),
+        ("trace_limit", t.trace_limit.map(|v| v.to_string())),
+        (
+            "skip_bad_lines",
+            t.skip_bad_lines.then(|| "true".to_string()),
+        ),
+        ("trace_map", Some(a.trace_map.clone())),
+    ];
+    for (k, v) in trace {
+        if let Some(v) = v {
+            s.set_flag(k, &[v])?;
+        }
+    }
     if a.no_readonly_separation {
         s.set_flag("readonly_separation", &["false"])?;
     }
@@ -218,27 +237,9 @@ pub fn execute(jobs: &[Job]) -> Result<Vec<SimResult>> {
     Ok(out)
 }
 
-/// Trace workloads take the trace flags, and their own time stamps unless --arrival says
-/// otherwise.
-fn trace_settings(a: &SimArgs, jobs: &mut [Job]) -> Result<()> {
-    for j in jobs {
-        if let sim::WorkloadSpec::Trace(t) = &mut j.config.workload {
-            t.options = a.trace.options()?;
-            t.map = sim::trace::TraceMap::parse(&a.trace_map)
-                .map_err(|e| anyhow!("--trace-map: {e}"))?;
-            if a.arrival.is_empty() {
-                j.config.arrival = sim::Arrival::Trace;
-                j.options.insert("arrival".into(), Value::from("trace"));
-            }
-        }
-    }
-    Ok(())
-}
-
 pub fn run(a: SimArgs) -> Result<()> {
     a.plot.check_x()?;
-    let mut jobs = spec(&a)?.expand()?;
-    trace_settings(&a, &mut jobs)?;
+    let jobs = spec(&a)?.expand()?;
     let results = execute(&jobs)?;
     for r in &results {
         if let Some(t) = r.trace.as_ref().filter(|t| t.skipped_bad_lines > 0) {

@@ -679,6 +679,12 @@ fn rootdisk_generator_matches_chang_kuo_section_6_1() {
         32.0,
         1.5,
     );
+    // Large writes are sequential: one stream that moves now and then.
+    assert!(
+        s.sequential_large_write_percent > 90.0,
+        "{}",
+        s.sequential_large_write_percent
+    );
     // Strong locality of small writes: the hottest 1% of the written data takes several
     // times its share of the (4 KiB block) writes although large writes dominate the bytes.
     assert!(

@@ -250,9 +250,11 @@ fn print_stats(s: &TraceStats) -> Result<()> {
     f.add(
         "sequential",
         format!(
-            "{} of requests, {} of writes start where the previous one ended",
+            "{} of requests, {} of writes, {} of large writes start where the previous \
+             one ended",
             pct(s.sequential_percent),
-            pct(s.sequential_write_percent)
+            pct(s.sequential_write_percent),
+            pct(s.sequential_large_write_percent)
         ),
     );
     f.add(

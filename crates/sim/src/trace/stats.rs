@@ -112,6 +112,9 @@ pub struct TraceStats {
     pub sequential_percent: f64,
     /// Writes that start where the previous write ended.
     pub sequential_write_percent: f64,
+    /// Large writes that start where the previous large write ended (Chang & Kuo: "large
+    /// writes tended to access the disk sequentially").
+    pub sequential_large_write_percent: f64,
     pub duration_s: f64,
     pub interarrival_mean_us: f64,
     pub interarrival_p50_us: f64,
@@ -140,8 +143,10 @@ pub struct StatsCollector {
     hist: Vec<[u64; 3]>,
     prev_end: Option<u64>,
     prev_write_end: Option<u64>,
+    prev_large_end: Option<u64>,
     seq: u64,
     seq_writes: u64,
+    seq_large: u64,
     prev_t: Option<i64>,
     max_t: i64,
     gap_sum_ns: f64,
@@ -180,8 +185,10 @@ impl StatsCollector {
             hist: vec![[0; 3]; HIST_BOUNDS.len() + 1],
             prev_end: None,
             prev_write_end: None,
+            prev_large_end: None,
             seq: 0,
             seq_writes: 0,
+            seq_large: 0,
             prev_t: None,
             max_t: 0,
             gap_sum_ns: 0.0,
@@ -215,6 +222,12 @@ impl StatsCollector {
                 self.seq_writes += 1;
             }
             self.prev_write_end = Some(r.lba + n);
+            if class == SizeClass::Large {
+                if self.prev_large_end == Some(r.lba) {
+                    self.seq_large += 1;
+                }
+                self.prev_large_end = Some(r.lba + n);
+            }
         }
         if let Some(p) = self.prev_t {
             let gap = (r.time_ns - p).max(0) as u64;
@@ -344,6 +357,12 @@ impl StatsCollector {
             write_locality,
             sequential_percent: pct(self.seq, requests.saturating_sub(1)),
             sequential_write_percent: pct(self.seq_writes, self.ops[1].saturating_sub(1)),
+            sequential_large_write_percent: pct(
+                self.seq_large,
+                self.classes[1][SizeClass::Large.index()]
+                    .0
+                    .saturating_sub(1),
+            ),
             duration_s: self.max_t.max(0) as f64 / 1e9,
             interarrival_mean_us: if ngaps > 0 {
                 self.gap_sum_ns / ngaps as f64 / 1e3

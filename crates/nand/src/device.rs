@@ -582,7 +582,26 @@ impl Nand {
         old.clear();
         old.resize(new.len(), 0);
         let r = self.store.read(ppn, col, &mut old);
-        let bad = old.iter().zip(new).position(|(o, n)| n & !o != 0);
+        // Word at a time: a program may not set a bit that is 0 on the medium.
+        let sets = |o: &[u8], n: &[u8]| {
+            let (mut oc, mut nc) = (o.chunks_exact(8), n.chunks_exact(8));
+            let words = oc.by_ref().zip(nc.by_ref()).any(|(o, n)| {
+                let o = u64::from_ne_bytes(o.try_into().unwrap());
+                let n = u64::from_ne_bytes(n.try_into().unwrap());
+                n & !o != 0
+            });
+            words
+                || oc
+                    .remainder()
+                    .iter()
+                    .zip(nc.remainder())
+                    .any(|(o, n)| n & !o != 0)
+        };
+        let bad = if sets(&old, new) {
+            old.iter().zip(new).position(|(o, n)| n & !o != 0)
+        } else {
+            None
+        };
         self.scratch = old;
         r?;
         match bad {

@@ -1065,10 +1065,13 @@ impl Fms {
     fn averages(&self, victim: u32) -> Averages {
         let mut valid = 0u64;
         let mut used = 0u64;
-        for s in &self.segs {
-            if matches!(s.state, SegState::Used | SegState::Active) {
-                valid += s.valid as u64;
-                used += 1;
+        // Only M4 compares with the average utilisation: skip the scan otherwise.
+        if self.cfg.regions == 1 && self.cfg.redistribution == Redistribution::M4 {
+            for s in &self.segs {
+                if matches!(s.state, SegState::Used | SegState::Active) {
+                    valid += s.valid as u64;
+                    used += 1;
+                }
             }
         }
         let slots = self.lay.slots as f64;

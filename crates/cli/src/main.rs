@@ -36,6 +36,9 @@ enum Command {
     /// Cut power at every program/erase of a workload, remount, check nothing durable
     /// was lost.
     Torture(Box<cmd::torture::TortureArgs>),
+    /// The Flash Memory Server on a NAND image file: format, info, write, read.
+    #[command(subcommand)]
+    Fms(Box<cmd::fms::FmsCmd>),
     /// Block traces: stats, convert between formats, generate synthetic traces.
     #[command(subcommand)]
     Trace(Box<cmd::trace::TraceCmd>),
@@ -49,6 +52,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sweep(a) => cmd::sweep::run(*a),
         Command::Reproduce(a) => cmd::reproduce::run(a),
         Command::Torture(a) => cmd::torture::run(*a),
+        Command::Fms(c) => cmd::fms::run(*c),
         Command::Trace(c) => cmd::trace::run(*c),
     }
 }

@@ -676,6 +676,7 @@ fn layout_matches_the_documented_format() {
         erase_count: 7,
         block_size: 4096,
         slots: 31,
+        logical_blocks: 5735,
         kind: 1,
         erase_seq: 0x0102_0304_0506,
         time_ms: 99,
@@ -686,7 +687,7 @@ fn layout_matches_the_documented_format() {
     assert_eq!(u16::from_le_bytes([h[4], h[5]]), 1);
     assert_eq!(u16::from_le_bytes([h[6], h[7]]), 1);
     assert_eq!((u32at(&h, 8), u32at(&h, 12), u32at(&h, 16)), (7, 4096, 31));
-    assert_eq!(&h[20..24], &[0; 4]);
+    assert_eq!(u32at(&h, 20), 5735);
     assert_eq!((u64at(&h, 24), u64at(&h, 32)), (0x0102_0304_0506, 99));
     assert!(h[40..60].iter().all(|&b| b == 0));
     assert_eq!(u32at(&h, 60), crc32c::crc32c(&h[0..60]));

@@ -6,6 +6,7 @@
 
 pub mod common;
 pub mod devices;
+pub mod fms;
 pub mod nand;
 pub mod reproduce;
 pub mod sim;

@@ -146,6 +146,8 @@ pub struct SegHeader {
     pub erase_count: u32,
     pub block_size: u32,
     pub slots: u32,
+    /// Logical blocks the medium was formatted to export (0: not recorded).
+    pub logical_blocks: u32,
     /// 1 for the index segment, 0 for data segments.
     pub kind: u16,
     pub erase_seq: u64,
@@ -161,6 +163,7 @@ impl SegHeader {
         b[8..12].copy_from_slice(&self.erase_count.to_le_bytes());
         b[12..16].copy_from_slice(&self.block_size.to_le_bytes());
         b[16..20].copy_from_slice(&self.slots.to_le_bytes());
+        b[20..24].copy_from_slice(&self.logical_blocks.to_le_bytes());
         b[24..32].copy_from_slice(&self.erase_seq.to_le_bytes());
         b[32..40].copy_from_slice(&self.time_ms.to_le_bytes());
         let crc = crc32c::crc32c(&b[0..60]);
@@ -190,6 +193,7 @@ impl SegHeader {
             erase_count: u32at(8),
             block_size: u32at(12),
             slots: u32at(16),
+            logical_blocks: u32at(20),
             erase_seq: u64at(24),
             time_ms: u64at(32),
         }))
@@ -360,6 +364,7 @@ mod tests {
             erase_count: 5,
             block_size: 4096,
             slots: 31,
+            logical_blocks: 5000,
             kind: 0,
             erase_seq: 8,
             time_ms: 1,

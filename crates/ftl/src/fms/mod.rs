@@ -328,9 +328,17 @@ impl Fms {
         Ok(f)
     }
 
-    /// Mount a formatted device, rebuilding every table from flash.
+    /// Mount a formatted device, rebuilding every table from flash. Unless the
+    /// configuration sets `logical_blocks`, the capacity recorded at format is used.
     pub fn mount(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         mount::mount(nand, cfg)
+    }
+
+    /// The first valid segment header on the device (block size, slots, recorded
+    /// capacity), or `None` when there is none: what a tool needs to mount a medium
+    /// without knowing how it was formatted.
+    pub fn probe(nand: &mut Nand) -> DevResult<Option<SegHeader>> {
+        mount::probe(nand)
     }
 
     /// Give the device back (e.g. to reopen it after a power cut).
@@ -802,6 +810,7 @@ impl Fms {
             erase_count: s.erase_count,
             block_size: self.lay.block_size,
             slots: self.lay.slots,
+            logical_blocks: self.logical as u32,
             kind,
             erase_seq: self.erase_seq,
             time_ms: self.nand.clock_ps() / 1_000_000_000,

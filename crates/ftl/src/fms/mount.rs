@@ -27,7 +27,30 @@ struct Best {
     rec: Record,
 }
 
-pub(super) fn mount(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
+/// The first segment header that decodes, scanning good segments in order.
+pub(super) fn probe(nand: &mut Nand) -> DevResult<Option<SegHeader>> {
+    let mut hdr = [0u8; SEG_HEADER];
+    for seg in 0..nand.geometry().blocks {
+        if nand.is_bad(seg) {
+            continue;
+        }
+        let first = nand.geometry().first_page(seg);
+        nand.read(first, 0, &mut hdr)?;
+        if let Ok(Some(h)) = SegHeader::decode(&hdr) {
+            return Ok(Some(h));
+        }
+    }
+    Ok(None)
+}
+
+pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
+    if cfg.logical_blocks.is_none() {
+        if let Some(h) = probe(&mut nand)? {
+            if h.logical_blocks > 0 && h.block_size == cfg.block_size {
+                cfg.logical_blocks = Some(h.logical_blocks as u64);
+            }
+        }
+    }
     let mut f = Fms::new_empty(nand, cfg)?;
     let lay = f.lay.clone();
     let geo = f.nand.geometry().clone();

@@ -1,0 +1,316 @@
+//! `flashkit fms …`: the Flash Memory Server in storage mode on a NAND image file
+//! (created with `flashkit nand format`): format, info, write, read. Every write is
+//! durable when the command returns; the image reopens in any later process.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use ftl::fms::select::Policy;
+use ftl::fms::{Fms, FmsConfig, SegState};
+use ftl::{BlockDevice, SECTOR};
+use nand::image;
+use serde::Serialize;
+
+use super::common::parse_size;
+use crate::output::{self, Fields, ReportArgs};
+
+#[derive(Subcommand, Debug)]
+pub enum FmsCmd {
+    /// Format the FMS on a NAND image (erases every good segment, writes the headers).
+    Format(FormatArgs),
+    /// Mount an FMS image and report its tables (capacity, segments, wear, mount time).
+    Info(InfoArgs),
+    /// Write bytes from a file (or stdin) at a byte offset.
+    Write(WriteArgs),
+    /// Read bytes at a byte offset to a file (or stdout).
+    Read(ReadArgs),
+}
+
+pub fn run(cmd: FmsCmd) -> Result<()> {
+    match cmd {
+        FmsCmd::Format(a) => format(a),
+        FmsCmd::Info(a) => info(a),
+        FmsCmd::Write(a) => write(a),
+        FmsCmd::Read(a) => read(a),
+    }
+}
+
+/// How to mount: the cleaning policy (not recorded on flash) and the block size, which
+/// is read from the image.
+#[derive(Args, Debug, Clone)]
+pub struct MountArgs {
+    /// Segment selection used while this command runs: greedy, cost-benefit, cat, adaptive.
+    #[arg(long, default_value = "cat")]
+    pub policy: String,
+}
+
+#[derive(Args, Debug)]
+pub struct FormatArgs {
+    /// NAND image file.
+    pub image: PathBuf,
+    /// FMS logical block size.
+    #[arg(long, default_value = "4KiB")]
+    pub block_size: String,
+}
+
+#[derive(Args, Debug)]
+pub struct InfoArgs {
+    pub image: PathBuf,
+    #[command(flatten)]
+    pub mount: MountArgs,
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct WriteArgs {
+    pub image: PathBuf,
+    /// Byte offset (a multiple of 512).
+    #[arg(long, default_value = "0")]
+    pub offset: String,
+    /// File to write; `-` or nothing for stdin.
+    #[arg(long)]
+    pub input: Option<PathBuf>,
+    #[command(flatten)]
+    pub mount: MountArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ReadArgs {
+    pub image: PathBuf,
+    /// Byte offset (a multiple of 512).
+    #[arg(long, default_value = "0")]
+    pub offset: String,
+    /// Bytes to read.
+    #[arg(long)]
+    pub length: String,
+    /// File to write the bytes to; `-` or nothing for stdout.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub mount: MountArgs,
+}
+
+fn config(policy: &str, block_size: u32) -> Result<FmsConfig> {
+    let policy: Policy = policy.parse().map_err(|e| anyhow!("--policy: {e}"))?;
+    Ok(FmsConfig {
+        block_size,
+        policy,
+        redistribution: sim::reproduce::paper_pairing(policy),
+        ..FmsConfig::default()
+    })
+}
+
+/// Open the image and mount the FMS on it, with the block size recorded on flash.
+fn mount(path: &Path, m: &MountArgs) -> Result<Fms> {
+    let mut nand = image::open_device(path)?;
+    let h = Fms::probe(&mut nand)?.ok_or_else(|| {
+        anyhow!(
+            "{}: no FMS segment header: not an FMS medium (run `flashkit fms format` first)",
+            path.display()
+        )
+    })?;
+    Fms::mount(nand, config(&m.policy, h.block_size)?)
+        .with_context(|| format!("{}: mount", path.display()))
+}
+
+fn format(a: FormatArgs) -> Result<()> {
+    let bs = parse_size(&a.block_size).map_err(|e| anyhow!("--block-size: {e}"))?;
+    let bs = u32::try_from(bs).map_err(|_| anyhow!("--block-size: {bs} too large"))?;
+    let nand = image::open_device(&a.image)?;
+    let mut fms = Fms::format(nand, config("cat", bs)?)
+        .with_context(|| format!("{}: format", a.image.display()))?;
+    fms.flush()?;
+    println!(
+        "formatted {}: FMS with {} blocks of {} ({} per segment), {} exported",
+        a.image.display(),
+        fms.logical_blocks(),
+        output::bytes(bs as u64),
+        fms.layout().slots,
+        output::bytes(fms.capacity_bytes())
+    );
+    Ok(())
+}
+
+/// `flashkit fms info --json`.
+#[derive(Serialize, Debug)]
+pub struct FmsInfo {
+    pub image: String,
+    pub block_size: u32,
+    pub blocks_per_segment: u32,
+    pub logical_blocks: u64,
+    pub capacity_bytes: u64,
+    pub mapped_blocks: u64,
+    pub segments: usize,
+    pub free_segments: usize,
+    pub used_segments: usize,
+    pub active_segments: usize,
+    pub dirty_segments: usize,
+    pub bad_segments: usize,
+    pub erase_min: u32,
+    pub erase_max: u32,
+    pub erase_mean: f64,
+    pub erase_stddev: f64,
+    pub mount_time_s: f64,
+    pub ram_bytes: u64,
+}
+
+fn info(a: InfoArgs) -> Result<()> {
+    let fms = mount(&a.image, &a.mount)?;
+    let segs = fms.segments();
+    let count = |st: SegState| segs.iter().filter(|s| s.state == st).count();
+    let wear = nand::WearStats::of(
+        segs.iter()
+            .filter(|s| s.state != SegState::Bad)
+            .map(|s| s.erase_count),
+    );
+    let r = FmsInfo {
+        image: a.image.display().to_string(),
+        block_size: fms.layout().block_size,
+        blocks_per_segment: fms.layout().slots,
+        logical_blocks: fms.logical_blocks(),
+        capacity_bytes: fms.capacity_bytes(),
+        mapped_blocks: (0..fms.logical_blocks() as u32)
+            .filter(|&l| fms.lookup(l).is_some())
+            .count() as u64,
+        segments: segs.len(),
+        free_segments: count(SegState::Free),
+        used_segments: count(SegState::Used),
+        active_segments: count(SegState::Active),
+        dirty_segments: count(SegState::Dirty),
+        bad_segments: count(SegState::Bad),
+        erase_min: wear.min,
+        erase_max: wear.max,
+        erase_mean: wear.mean,
+        erase_stddev: wear.stddev,
+        mount_time_s: fms.nand().clock_s(),
+        ram_bytes: fms.ram_bytes(),
+    };
+    if let Some(p) = &a.report.csv {
+        output::write_csv(p, std::slice::from_ref(&r))?;
+    }
+    if a.report.json {
+        return output::print_json(&r);
+    }
+    let mut f = Fields::new();
+    f.add("image", r.image.clone())
+        .add(
+            "blocks",
+            format!(
+                "{} of {} ({} per segment), {} mapped",
+                r.logical_blocks,
+                output::bytes(r.block_size as u64),
+                r.blocks_per_segment,
+                r.mapped_blocks
+            ),
+        )
+        .add("capacity", output::bytes(r.capacity_bytes))
+        .add(
+            "segments",
+            format!(
+                "{} ({} free, {} used, {} active, {} dirty, {} bad)",
+                r.segments,
+                r.free_segments,
+                r.used_segments,
+                r.active_segments,
+                r.dirty_segments,
+                r.bad_segments
+            ),
+        )
+        .add(
+            "erase counts",
+            format!(
+                "min {} / mean {:.2} / max {} / stddev {:.2}",
+                r.erase_min, r.erase_mean, r.erase_max, r.erase_stddev
+            ),
+        )
+        .add(
+            "mount time",
+            format!("{:.3} s (device time)", r.mount_time_s),
+        )
+        .add("table RAM", output::bytes(r.ram_bytes));
+    f.print()
+}
+
+fn sector_offset(text: &str) -> Result<u64> {
+    let off = parse_size(text).map_err(|e| anyhow!("--offset: {e}"))?;
+    if off % SECTOR as u64 != 0 {
+        bail!("--offset: {off} is not a multiple of {SECTOR} bytes");
+    }
+    Ok(off / SECTOR as u64)
+}
+
+fn write(a: WriteArgs) -> Result<()> {
+    let lba = sector_offset(&a.offset)?;
+    let mut data = Vec::new();
+    match a.input.as_deref() {
+        None => std::io::stdin().read_to_end(&mut data)?,
+        Some(p) if p == Path::new("-") => std::io::stdin().read_to_end(&mut data)?,
+        Some(p) => std::fs::File::open(p)
+            .and_then(|mut f| f.read_to_end(&mut data))
+            .with_context(|| format!("{}", p.display()))?,
+    };
+    let mut fms = mount(&a.image, &a.mount)?;
+    let sectors = data.len().div_ceil(SECTOR) as u64;
+    if lba + sectors > fms.sectors() {
+        bail!(
+            "{} bytes at offset {} do not fit in the {}-byte device",
+            data.len(),
+            lba * SECTOR as u64,
+            fms.capacity_bytes()
+        );
+    }
+    // A partial last sector keeps the rest of that sector's current content.
+    let tail = data.len() % SECTOR;
+    if tail != 0 {
+        let mut last = vec![0u8; SECTOR];
+        fms.read(lba + sectors - 1, 1, Some(&mut last))?;
+        data.extend_from_slice(&last[tail..]);
+    }
+    for (i, chunk) in data.chunks(1 << 20).enumerate() {
+        let at = lba + (i as u64) * ((1 << 20) / SECTOR as u64);
+        fms.write(at, (chunk.len() / SECTOR) as u32, Some(chunk))?;
+    }
+    fms.flush()?;
+    eprintln!(
+        "wrote {} bytes at offset {}",
+        data.len() - if tail != 0 { SECTOR - tail } else { 0 },
+        lba * SECTOR as u64
+    );
+    Ok(())
+}
+
+fn read(a: ReadArgs) -> Result<()> {
+    let lba = sector_offset(&a.offset)?;
+    let len = parse_size(&a.length).map_err(|e| anyhow!("--length: {e}"))?;
+    let mut fms = mount(&a.image, &a.mount)?;
+    let sectors = len.div_ceil(SECTOR as u64);
+    if lba + sectors > fms.sectors() {
+        bail!(
+            "{len} bytes at offset {} exceed the {}-byte device",
+            lba * SECTOR as u64,
+            fms.capacity_bytes()
+        );
+    }
+    let mut out: Box<dyn Write> = match a.output.as_deref() {
+        None => Box::new(std::io::stdout().lock()),
+        Some(p) if p == Path::new("-") => Box::new(std::io::stdout().lock()),
+        Some(p) => Box::new(std::fs::File::create(p).with_context(|| format!("{}", p.display()))?),
+    };
+    let mut left = len;
+    let mut at = lba;
+    let mut buf = vec![0u8; 1 << 20];
+    while left > 0 {
+        let n = left.min(buf.len() as u64);
+        let secs = n.div_ceil(SECTOR as u64);
+        let b = &mut buf[..(secs as usize) * SECTOR];
+        fms.read(at, secs as u32, Some(b))?;
+        out.write_all(&b[..n as usize])?;
+        left -= n;
+        at += secs;
+    }
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,126 @@
+//! `flashkit fms`: the FMS in storage mode on an image file, across processes.
+
+use std::process::Command;
+
+fn flashkit(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_flashkit"))
+        .args(args)
+        .output()
+        .expect("run flashkit")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = flashkit(args);
+    assert!(
+        out.status.success(),
+        "flashkit {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn pattern(n: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn format_write_read_across_processes_on_nand_and_nor() {
+    let dir = tempfile::tempdir().unwrap();
+    for (device, blocks, bs) in [
+        ("nandsim-256m", "64", "1KiB"),
+        ("intel-series2plus-24m", "12", "4KiB"),
+    ] {
+        let img = dir.path().join(format!("{device}.img"));
+        let img = img.to_str().unwrap();
+        ok(&[
+            "nand", "format", img, "--device", device, "--blocks", blocks,
+        ]);
+        ok(&["fms", "format", img, "--block-size", bs]);
+        // Several overwrites so the cleaner runs; a partial last sector keeps the rest.
+        let input = dir.path().join("in.bin");
+        let mut expect = vec![0u8; 200 * 1024];
+        for round in 0..12u32 {
+            let data = pattern(150_000 + round as usize, round + 1);
+            let off = (round as usize % 3) * 8192;
+            std::fs::write(&input, &data).unwrap();
+            ok(&[
+                "fms",
+                "write",
+                img,
+                "--offset",
+                &off.to_string(),
+                "--input",
+                input.to_str().unwrap(),
+            ]);
+            expect[off..off + data.len()].copy_from_slice(&data);
+        }
+        let back = dir.path().join("back.bin");
+        ok(&[
+            "fms",
+            "read",
+            img,
+            "--offset",
+            "0",
+            "--length",
+            &expect.len().to_string(),
+            "--output",
+            back.to_str().unwrap(),
+        ]);
+        assert!(
+            std::fs::read(&back).unwrap() == expect,
+            "{device}: read back differs"
+        );
+        let info: serde_json::Value =
+            serde_json::from_str(&ok(&["fms", "info", img, "--json"])).unwrap();
+        for key in [
+            "logical_blocks",
+            "capacity_bytes",
+            "free_segments",
+            "erase_max",
+            "mount_time_s",
+        ] {
+            assert!(info.get(key).is_some(), "{device}: info lacks {key}");
+        }
+        assert!(
+            info["erase_max"].as_u64().unwrap() > 1,
+            "{device}: the cleaner never ran"
+        );
+        assert!(info["mount_time_s"].as_f64().unwrap() > 0.0);
+    }
+}
+
+#[test]
+fn unformatted_or_foreign_images_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("raw.img");
+    let img = img.to_str().unwrap();
+    ok(&[
+        "nand", "format", img, "--device", "mlc2-2g", "--blocks", "16",
+    ]);
+    for args in [
+        vec!["fms", "info", img],
+        vec!["fms", "read", img, "--length", "512"],
+        vec!["fms", "info", "/dev/null"],
+    ] {
+        let out = flashkit(&args);
+        assert!(!out.status.success(), "{args:?} must fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("flashkit: ") && !err.contains("panicked"),
+            "{err}"
+        );
+    }
+    ok(&["fms", "format", img, "--block-size", "2KiB"]);
+    let out = flashkit(&["fms", "read", img, "--offset", "100", "--length", "5"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--offset"));
+}

@@ -2,7 +2,10 @@
 //! and the one-line error contract.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod common;
+use common::*;
 
 use serde_json::Value;
 
@@ -14,34 +17,12 @@ const PRESETS: [&str; 5] = [
     "mlc2-2g",
 ];
 
-fn flashkit<I, S>(args: I) -> Output
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<std::ffi::OsStr>,
-{
-    Command::new(env!("CARGO_BIN_EXE_flashkit"))
-        .args(args)
-        .output()
-        .expect("run flashkit")
-}
-
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn ok(o: Output) -> Output {
-    assert!(
-        o.status.success(),
-        "flashkit failed: {:?}\nstdout: {}\nstderr: {}",
-        o.status,
-        stdout(&o),
-        stderr(&o)
-    );
-    o
 }
 
 /// A failure must be a non-zero exit with exactly one `flashkit: …` line on stderr that
@@ -60,15 +41,6 @@ fn fails_with(o: Output, needle: &str) -> String {
         "stderr should mention {needle:?}: {err}"
     );
     err
-}
-
-fn json(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", stdout(o)))
-}
-
-fn path_str(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 #[test]

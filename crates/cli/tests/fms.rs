@@ -1,15 +1,9 @@
 //! `flashkit fms`: the FMS in storage mode on an image file, across processes.
 
-use std::process::Command;
+mod common;
+use common::*;
 
-fn flashkit(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_flashkit"))
-        .args(args)
-        .output()
-        .expect("run flashkit")
-}
-
-fn ok(args: &[&str]) -> String {
+fn run_ok(args: &[&str]) -> String {
     let out = flashkit(args);
     assert!(
         out.status.success(),
@@ -40,10 +34,10 @@ fn format_write_read_across_processes_on_nand_and_nor() {
     ] {
         let img = dir.path().join(format!("{device}.img"));
         let img = img.to_str().unwrap();
-        ok(&[
+        run_ok(&[
             "nand", "format", img, "--device", device, "--blocks", blocks,
         ]);
-        ok(&["fms", "format", img, "--block-size", bs]);
+        run_ok(&["fms", "format", img, "--block-size", bs]);
         // Several overwrites so the cleaner runs; a partial last sector keeps the rest.
         let input = dir.path().join("in.bin");
         let mut expect = vec![0u8; 200 * 1024];
@@ -51,7 +45,7 @@ fn format_write_read_across_processes_on_nand_and_nor() {
             let data = pattern(150_000 + round as usize, round + 1);
             let off = (round as usize % 3) * 8192;
             std::fs::write(&input, &data).unwrap();
-            ok(&[
+            run_ok(&[
                 "fms",
                 "write",
                 img,
@@ -63,7 +57,7 @@ fn format_write_read_across_processes_on_nand_and_nor() {
             expect[off..off + data.len()].copy_from_slice(&data);
         }
         let back = dir.path().join("back.bin");
-        ok(&[
+        run_ok(&[
             "fms",
             "read",
             img,
@@ -79,7 +73,7 @@ fn format_write_read_across_processes_on_nand_and_nor() {
             "{device}: read back differs"
         );
         let info: serde_json::Value =
-            serde_json::from_str(&ok(&["fms", "info", img, "--json"])).unwrap();
+            serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
         for key in [
             "logical_blocks",
             "capacity_bytes",
@@ -102,7 +96,7 @@ fn unformatted_or_foreign_images_are_one_line_errors() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("raw.img");
     let img = img.to_str().unwrap();
-    ok(&[
+    run_ok(&[
         "nand", "format", img, "--device", "mlc2-2g", "--blocks", "16",
     ]);
     for args in [
@@ -119,8 +113,8 @@ fn unformatted_or_foreign_images_are_one_line_errors() {
             "{err}"
         );
     }
-    ok(&["fms", "format", img, "--block-size", "2KiB"]);
-    let out = flashkit(&["fms", "read", img, "--offset", "100", "--length", "5"]);
+    run_ok(&["fms", "format", img, "--block-size", "2KiB"]);
+    let out = flashkit(["fms", "read", img, "--offset", "100", "--length", "5"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--offset"));
 }

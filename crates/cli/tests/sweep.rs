@@ -5,35 +5,12 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod common;
+use common::*;
 
 use serde_json::Value;
-
-fn flashkit<I, S>(args: I) -> Output
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<std::ffi::OsStr>,
-{
-    Command::new(env!("CARGO_BIN_EXE_flashkit"))
-        .args(args)
-        .output()
-        .expect("run flashkit")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn ok(o: Output) -> Output {
-    assert!(
-        o.status.success(),
-        "flashkit failed: {:?}\nstdout: {}\nstderr: {}",
-        o.status,
-        text(&o.stdout),
-        text(&o.stderr)
-    );
-    o
-}
 
 /// A non-zero exit with one `flashkit: …` line on stderr mentioning every needle.
 fn fails_with(o: Output, needles: &[&str]) -> String {
@@ -46,10 +23,6 @@ fn fails_with(o: Output, needles: &[&str]) -> String {
         assert!(err.contains(n), "stderr should mention {n:?}: {err}");
     }
     err
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
 }
 
 const SPEC: &str = r#"
@@ -84,7 +57,12 @@ fn sweep_streams_json_lines_with_options_and_ids() {
     let spec = dir.path().join("s.toml");
     std::fs::write(&spec, SPEC).unwrap();
     let out = dir.path().join("r.jsonl");
-    let o = ok(flashkit(["sweep", p(&spec), "--out", p(&out)]));
+    let o = ok(flashkit([
+        "sweep",
+        path_str(&spec),
+        "--out",
+        path_str(&out),
+    ]));
     assert!(
         text(&o.stderr).is_empty(),
         "quiet off a terminal: {}",
@@ -115,11 +93,11 @@ fn sweep_streams_json_lines_with_options_and_ids() {
     let csv = dir.path().join("r.csv");
     ok(flashkit([
         "sweep",
-        p(&spec),
+        path_str(&spec),
         "--out",
-        p(&out),
+        path_str(&out),
         "--csv",
-        p(&csv),
+        path_str(&csv),
     ]));
     let c = std::fs::read_to_string(&csv).unwrap();
     assert!(
@@ -128,11 +106,17 @@ fn sweep_streams_json_lines_with_options_and_ids() {
         &c[..80]
     );
     assert_eq!(c.lines().count(), 13);
-    let dry = ok(flashkit(["sweep", p(&spec), "--dry-run"]));
+    let dry = ok(flashkit(["sweep", path_str(&spec), "--dry-run"]));
     assert_eq!(text(&dry.stdout).lines().count(), 12);
 
     // --json streams the same records to stdout, one per line.
-    let o = ok(flashkit(["sweep", p(&spec), "--json", "--jobs", "2"]));
+    let o = ok(flashkit([
+        "sweep",
+        path_str(&spec),
+        "--json",
+        "--jobs",
+        "2",
+    ]));
     let stdout: Vec<String> = text(&o.stdout).lines().map(String::from).collect();
     assert_eq!(stdout, ls, "stdout JSON lines equal the results file");
 }
@@ -144,8 +128,22 @@ fn sweep_is_deterministic_and_resumes() {
     std::fs::write(&spec, SPEC).unwrap();
     let a = dir.path().join("a.jsonl");
     let b = dir.path().join("b.jsonl");
-    ok(flashkit(["sweep", p(&spec), "--out", p(&a), "--jobs", "1"]));
-    ok(flashkit(["sweep", p(&spec), "--out", p(&b), "--jobs", "2"]));
+    ok(flashkit([
+        "sweep",
+        path_str(&spec),
+        "--out",
+        path_str(&a),
+        "--jobs",
+        "1",
+    ]));
+    ok(flashkit([
+        "sweep",
+        path_str(&spec),
+        "--out",
+        path_str(&b),
+        "--jobs",
+        "2",
+    ]));
     let full = std::fs::read(&a).unwrap();
     assert_eq!(
         full,
@@ -155,7 +153,7 @@ fn sweep_is_deterministic_and_resumes() {
 
     // Interrupted: keep the first half of the bytes (a torn last line), rerun.
     std::fs::write(&b, &full[..full.len() / 2]).unwrap();
-    let o = ok(flashkit(["sweep", p(&spec), "--out", p(&b)]));
+    let o = ok(flashkit(["sweep", path_str(&spec), "--out", path_str(&b)]));
     let err = text(&o.stderr);
     assert!(err.contains("already done"), "{err}");
     let ls = lines(&b);
@@ -173,7 +171,7 @@ fn sweep_is_deterministic_and_resumes() {
 
     // A complete file: nothing to run, same file.
     let before = std::fs::read(&b).unwrap();
-    let o = ok(flashkit(["sweep", p(&spec), "--out", p(&b)]));
+    let o = ok(flashkit(["sweep", path_str(&spec), "--out", path_str(&b)]));
     assert!(text(&o.stderr).contains("12 of 12 jobs already done"));
     assert_eq!(before, std::fs::read(&b).unwrap());
 }
@@ -184,9 +182,9 @@ fn sweep_key_errors_name_the_key_and_line() {
     let spec = dir.path().join("bad.toml");
     let run = |body: &str| {
         std::fs::write(&spec, body).unwrap();
-        flashkit(["sweep", p(&spec)])
+        flashkit(["sweep", path_str(&spec)])
     };
-    let sp = p(&spec).to_string();
+    let sp = path_str(&spec).to_string();
     fails_with(
         run("fill = 0.9\npolcy = \"cat\"\n"),
         &[&format!("{sp}:2:"), "polcy", "policy"],
@@ -205,7 +203,10 @@ fn sweep_key_errors_name_the_key_and_line() {
     fails_with(run("fill = [0.5\n"), &[&format!("{sp}:")]);
     fails_with(run("written = true\n"), &["written"]);
     let missing = dir.path().join("missing.toml");
-    fails_with(flashkit(["sweep", p(&missing)]), &[p(&missing)]);
+    fails_with(
+        flashkit(["sweep", path_str(&missing)]),
+        &[path_str(&missing)],
+    );
     // A job that cannot run (fill beyond what the FMS exports) fails after the others.
     std::fs::write(
         &spec,
@@ -213,7 +214,7 @@ fn sweep_key_errors_name_the_key_and_line() {
     )
     .unwrap();
     let out = dir.path().join("r.jsonl");
-    let o = flashkit(["sweep", p(&spec), "--out", p(&out), "--json"]);
+    let o = flashkit(["sweep", path_str(&spec), "--out", path_str(&out), "--json"]);
     fails_with(o, &["1 of 2 jobs failed", "fill=0.97"]);
     assert_eq!(lines(&out).len(), 1, "the good job is kept");
     // sim flags go through the same expansion.
@@ -232,9 +233,9 @@ fn plots_are_written_with_series_and_labels() {
     let svg = dir.path().join("fill.svg");
     ok(flashkit([
         "sweep",
-        p(&spec),
+        path_str(&spec),
         "--plot",
-        p(&svg),
+        path_str(&svg),
         "--x",
         "fill",
         "--y",
@@ -259,7 +260,7 @@ fn plots_are_written_with_series_and_labels() {
         "--written",
         "256KiB",
         "--plot",
-        p(&png),
+        path_str(&png),
         "--y",
         "erasures,wear_stddev",
     ]));
@@ -278,7 +279,7 @@ fn plots_are_written_with_series_and_labels() {
         "--scale",
         "0.004",
         "--plot",
-        p(&fig),
+        path_str(&fig),
     ]));
     let s = std::fs::read_to_string(&fig).unwrap();
     for needle in [
@@ -364,7 +365,7 @@ fn sweep_runs_traces_with_trace_keys() {
     ok(flashkit([
         "trace",
         "generate",
-        p(&trace),
+        path_str(&trace),
         "--format",
         "msr",
         "--requests",
@@ -377,11 +378,11 @@ fn sweep_runs_traces_with_trace_keys() {
         &spec,
         format!(
             "workload = \"trace:{}\"\ntrace_map = [\"modulo\", \"compact\"]\ntrace_limit = 1500\npolicy = \"cat\"\n",
-            p(&trace)
+            path_str(&trace)
         ),
     )
     .unwrap();
-    let o = ok(flashkit(["sweep", p(&spec), "--json"]));
+    let o = ok(flashkit(["sweep", path_str(&spec), "--json"]));
     let recs: Vec<Value> = text(&o.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -396,5 +397,8 @@ fn sweep_runs_traces_with_trace_keys() {
     }
     assert_eq!(recs[1]["options"]["trace_map"], "compact");
     std::fs::write(&spec, "trace_format = \"csv\"\n").unwrap();
-    fails_with(flashkit(["sweep", p(&spec)]), &["s.toml:1: trace_format"]);
+    fails_with(
+        flashkit(["sweep", path_str(&spec)]),
+        &["s.toml:1: trace_format"],
+    );
 }

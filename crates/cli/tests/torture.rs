@@ -1,23 +1,13 @@
 //! End-to-end tests of `flashkit torture`.
 
-use std::process::{Command, Output};
+mod common;
+use common::*;
 
 use serde_json::Value;
 
-fn flashkit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flashkit"))
-        .args(args)
-        .output()
-        .expect("run flashkit")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 #[test]
 fn every_cut_point_on_a_tiny_intel_device_as_json() {
-    let o = flashkit(&[
+    let o = flashkit([
         "torture",
         "--target",
         "fms",
@@ -53,7 +43,7 @@ fn every_cut_point_on_a_tiny_intel_device_as_json() {
 
 #[test]
 fn sampled_cut_points_table() {
-    let o = flashkit(&[
+    let o = flashkit([
         "torture", "--device", "mlc2-2g", "--cuts", "40", "--ops", "150",
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));

@@ -1,40 +1,10 @@
 //! End-to-end tests of `flashkit trace stats|convert|generate` and of trace workloads in
 //! `flashkit sim`, including the one-line `FILE:LINE` error for malformed traces.
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use serde_json::Value;
-
-fn flashkit<I, S>(args: I) -> Output
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<std::ffi::OsStr>,
-{
-    Command::new(env!("CARGO_BIN_EXE_flashkit"))
-        .args(args)
-        .output()
-        .expect("run flashkit")
-}
-
-fn ok(o: Output) -> Output {
-    assert!(
-        o.status.success(),
-        "flashkit failed: {:?}\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o
-}
-
-fn json(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).expect("JSON on stdout")
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
+mod common;
+use common::*;
 
 /// Non-zero exit and exactly one `flashkit: …` line on stderr that contains `needle`.
 fn fails_with(o: Output, needle: &str) {
@@ -57,7 +27,7 @@ fn generate_stats_convert() {
     let o = ok(flashkit([
         "trace",
         "generate",
-        p(&msr),
+        path_str(&msr),
         "--format",
         "msr",
         "--workload",
@@ -73,7 +43,7 @@ fn generate_stats_convert() {
     let s = json(&ok(flashkit([
         "trace",
         "stats",
-        p(&msr),
+        path_str(&msr),
         "--json",
         "--space",
         "1MiB",
@@ -105,7 +75,7 @@ fn generate_stats_convert() {
     assert!(loc["writes_percent"].as_f64().unwrap() > 85.0, "{loc}");
 
     // The table report names the Chang & Kuo classes and the locality points.
-    let table = String::from_utf8(ok(flashkit(["trace", "stats", p(&msr)])).stdout).unwrap();
+    let table = String::from_utf8(ok(flashkit(["trace", "stats", path_str(&msr)])).stdout).unwrap();
     assert!(table.contains("small (<= 8 sectors)"), "{table}");
     assert!(
         table.contains("of writes go to 10% of the written data"),
@@ -117,8 +87,8 @@ fn generate_stats_convert() {
     let o = ok(flashkit([
         "trace",
         "convert",
-        p(&msr),
-        p(&fio),
+        path_str(&msr),
+        path_str(&fio),
         "--to",
         "fio",
         "--json",
@@ -130,15 +100,15 @@ fn generate_stats_convert() {
     ok(flashkit([
         "trace",
         "convert",
-        p(&fio),
-        p(&blk),
+        path_str(&fio),
+        path_str(&blk),
         "--to",
         "blkparse",
     ]));
     let s2 = json(&ok(flashkit([
         "trace",
         "stats",
-        p(&blk),
+        path_str(&blk),
         "--json",
         "--space",
         "1MiB",
@@ -157,9 +127,9 @@ fn generate_stats_convert() {
     ok(flashkit([
         "trace",
         "stats",
-        p(&blk),
+        path_str(&blk),
         "--csv",
-        p(&csv),
+        path_str(&csv),
         "--json",
     ]));
     let text = std::fs::read_to_string(&csv).unwrap();
@@ -173,7 +143,7 @@ fn generate_rootdisk_and_multimedia() {
     ok(flashkit([
         "trace",
         "generate",
-        p(&root),
+        path_str(&root),
         "--format",
         "spc",
         "--workload",
@@ -186,7 +156,7 @@ fn generate_rootdisk_and_multimedia() {
     let s = json(&ok(flashkit([
         "trace",
         "stats",
-        p(&root),
+        path_str(&root),
         "--json",
         "--space",
         "32MiB",
@@ -199,7 +169,7 @@ fn generate_rootdisk_and_multimedia() {
     ok(flashkit([
         "trace",
         "generate",
-        p(&mm),
+        path_str(&mm),
         "--format",
         "fio",
         "--workload",
@@ -209,7 +179,7 @@ fn generate_rootdisk_and_multimedia() {
         "--space",
         "64MiB",
     ]));
-    let s = json(&ok(flashkit(["trace", "stats", p(&mm), "--json"])));
+    let s = json(&ok(flashkit(["trace", "stats", path_str(&mm), "--json"])));
     assert!(
         s["write_classes"]["large"]["count_percent"]
             .as_f64()
@@ -226,7 +196,7 @@ fn sim_runs_a_trace_workload() {
     ok(flashkit([
         "trace",
         "generate",
-        p(&t),
+        path_str(&t),
         "--format",
         "fio",
         "--requests",
@@ -236,7 +206,7 @@ fn sim_runs_a_trace_workload() {
         "--read-fraction",
         "0.2",
     ]));
-    let w = format!("trace:{}", p(&t));
+    let w = format!("trace:{}", path_str(&t));
     let r = json(&ok(flashkit([
         "sim",
         "--workload",
@@ -292,14 +262,24 @@ fn malformed_traces_fail_with_file_and_line() {
          128166372003061631,hm,1,Flush,0,4096,1\n128166372003061632,hm,1,Write,8192,4096,1\n",
     )
     .unwrap();
-    let at = format!("{}:3: type 'Flush' is neither Read nor Write", p(&bad));
-    fails_with(flashkit(["trace", "stats", p(&bad)]), &at);
+    let at = format!(
+        "{}:3: type 'Flush' is neither Read nor Write",
+        path_str(&bad)
+    );
+    fails_with(flashkit(["trace", "stats", path_str(&bad)]), &at);
     let out = dir.path().join("o.fio");
     fails_with(
-        flashkit(["trace", "convert", p(&bad), p(&out), "--to", "fio"]),
+        flashkit([
+            "trace",
+            "convert",
+            path_str(&bad),
+            path_str(&out),
+            "--to",
+            "fio",
+        ]),
         &at,
     );
-    let w = format!("trace:{}", p(&bad));
+    let w = format!("trace:{}", path_str(&bad));
     fails_with(
         flashkit(["sim", "--workload", &w, "--policy", "greedy"]),
         &at,
@@ -308,7 +288,7 @@ fn malformed_traces_fail_with_file_and_line() {
     let o = ok(flashkit([
         "trace",
         "stats",
-        p(&bad),
+        path_str(&bad),
         "--json",
         "--skip-bad-lines",
     ]));
@@ -334,22 +314,29 @@ fn malformed_traces_fail_with_file_and_line() {
     assert_eq!(json(&o)[0]["trace"]["skipped_bad_lines"], 1);
     // Bad flags and files.
     fails_with(
-        flashkit(["trace", "stats", p(&bad), "--trace-format", "csv"]),
+        flashkit(["trace", "stats", path_str(&bad), "--trace-format", "csv"]),
         "--trace-format",
     );
     fails_with(
-        flashkit(["trace", "convert", p(&bad), p(&out), "--to", "xml"]),
+        flashkit([
+            "trace",
+            "convert",
+            path_str(&bad),
+            path_str(&out),
+            "--to",
+            "xml",
+        ]),
         "--to",
     );
     fails_with(
-        flashkit(["trace", "stats", p(&dir.path().join("nope"))]),
+        flashkit(["trace", "stats", path_str(&dir.path().join("nope"))]),
         "cannot open",
     );
     fails_with(
         flashkit([
             "trace",
             "generate",
-            p(&out),
+            path_str(&out),
             "--format",
             "fio",
             "--workload",

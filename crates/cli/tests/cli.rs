@@ -7,8 +7,6 @@ use std::process::Output;
 mod common;
 use common::*;
 
-use serde_json::Value;
-
 const PRESETS: [&str; 5] = [
     "intel-series2plus-24m",
     "nandsim-256m",

@@ -415,7 +415,7 @@ pub const KEYS: &[KeyDef] = &[
     key!(
         "cb_age",
         Text,
-        "invalidation",
+        "written",
         |v| {
             let s = v.as_str().unwrap_or_default();
             s.parse::<CbAge>()?;

@@ -74,8 +74,8 @@ pub struct SimArgs {
     /// CAT age transformation: saturating, log, linear, clamp:X.
     #[arg(long, default_value = default_of("cat_age"), value_delimiter = ',')]
     pub cat_age: Vec<String>,
-    /// Cost-benefit age measured since the last invalidation (the papers) or since the
-    /// segment was written: invalidation, written.
+    /// Cost-benefit age measured since the segment was written (default) or since its last
+    /// block invalidation (the 1999 paper's gloss): written, invalidation.
     #[arg(long, default_value = default_of("cb_age"), value_delimiter = ',')]
     pub cb_age: Vec<String>,
     /// Hot-degree half-life in user writes (none = half the logical blocks).

@@ -84,7 +84,8 @@ impl Default for FmsConfig {
             wear_threshold: None,
             hot_half_life: None,
             cat_age: AgeTransform::Saturating,
-            cb_age: CbAge::Invalidation,
+            // The segment's write time: see select/cost_benefit.rs for why.
+            cb_age: CbAge::Written,
             adaptive_window: None,
             adaptive_threshold: 1.5,
             logical_blocks: None,

@@ -136,6 +136,10 @@ pub struct Nand {
     flip_countdown: u64,
     scripted_flips: Vec<(u64, u32, u8)>,
     scratch: Vec<u8>,
+    /// log2 of pages per block when it is a power of two (a shift instead of a division
+    /// on every program).
+    ppb_shift: Option<u32>,
+    pages: u64,
 }
 
 impl Nand {
@@ -148,6 +152,11 @@ impl Nand {
             ));
         }
         let geo = spec.geometry.clone();
+        let geo_ppb_shift = geo
+            .pages_per_block
+            .is_power_of_two()
+            .then(|| geo.pages_per_block.trailing_zeros());
+        let geo_pages = geo.pages();
         let t = &spec.timing;
         let costs = Costs {
             read: (t.read_us * PS_PER_US).round() as u64,
@@ -189,6 +198,8 @@ impl Nand {
             flip_countdown: u64::MAX,
             scripted_flips: Vec::new(),
             scratch: Vec::new(),
+            ppb_shift: geo_ppb_shift,
+            pages: geo_pages,
         };
         nand.set_faults(FaultPlan::default());
         Ok(nand)
@@ -433,8 +444,11 @@ impl Nand {
         } else {
             self.check_range(ppn, col, data_len)?;
         }
-        let block = self.geo.block_of(ppn);
-        if self.is_bad(block) {
+        let block = match self.ppb_shift {
+            Some(sh) => (ppn >> sh) as u32,
+            None => self.geo.block_of(ppn),
+        };
+        if self.bad[block as usize] {
             return Err(NandError::BadBlock { block });
         }
         let done = self.store.page_programs(ppn) as u32;
@@ -564,10 +578,10 @@ impl Nand {
 
     #[inline]
     fn check_range(&self, ppn: u64, col: u32, len: usize) -> Result<()> {
-        if ppn >= self.geo.pages() {
+        if ppn >= self.pages {
             return Err(NandError::PageOutOfRange {
                 ppn,
-                pages: self.geo.pages(),
+                pages: self.pages,
             });
         }
         let raw = self.geo.raw_page_size();
@@ -578,32 +592,19 @@ impl Nand {
     }
 
     fn check_clears_only(&mut self, ppn: u64, col: u32, new: &[u8]) -> Result<()> {
-        let mut old = std::mem::take(&mut self.scratch);
-        old.clear();
-        old.resize(new.len(), 0);
-        let r = self.store.read(ppn, col, &mut old);
-        // Word at a time: a program may not set a bit that is 0 on the medium.
-        let sets = |o: &[u8], n: &[u8]| {
-            let (mut oc, mut nc) = (o.chunks_exact(8), n.chunks_exact(8));
-            let words = oc.by_ref().zip(nc.by_ref()).any(|(o, n)| {
-                let o = u64::from_ne_bytes(o.try_into().unwrap());
-                let n = u64::from_ne_bytes(n.try_into().unwrap());
-                n & !o != 0
-            });
-            words
-                || oc
-                    .remainder()
-                    .iter()
-                    .zip(nc.remainder())
-                    .any(|(o, n)| n & !o != 0)
+        let bad = match self.store.first_set_bit_in_place(ppn, col, new) {
+            Some(b) => b,
+            None => {
+                let mut old = std::mem::take(&mut self.scratch);
+                old.clear();
+                old.resize(new.len(), 0);
+                let r = self.store.read(ppn, col, &mut old);
+                let b = crate::store::first_set_bit(&old, new);
+                self.scratch = old;
+                r?;
+                b
+            }
         };
-        let bad = if sets(&old, new) {
-            old.iter().zip(new).position(|(o, n)| n & !o != 0)
-        } else {
-            None
-        };
-        self.scratch = old;
-        r?;
         match bad {
             Some(i) => Err(NandError::SetsBits {
                 ppn,
@@ -648,8 +649,7 @@ impl Nand {
     }
 
     fn bump_programs(&mut self, ppn: u64, block: u32, idx: u32) -> Result<()> {
-        let n = self.store.page_programs(ppn);
-        self.store.set_page_programs(ppn, n.saturating_add(1))?;
+        self.store.bump_page_programs(ppn)?;
         if self.geo.in_order {
             let wp = &mut self.write_ptr[block as usize];
             *wp = (*wp).max(idx + 1);

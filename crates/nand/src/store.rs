@@ -28,6 +28,29 @@ pub struct BlockInfo {
     pub bad: BadState,
 }
 
+/// The first byte of `new` that sets a bit which is 0 in `old` (a program may only clear
+/// bits). Word at a time.
+#[inline]
+pub fn first_set_bit(old: &[u8], new: &[u8]) -> Option<usize> {
+    let (mut oc, mut nc) = (old.chunks_exact(8), new.chunks_exact(8));
+    let words = oc.by_ref().zip(nc.by_ref()).any(|(o, n)| {
+        let o = u64::from_ne_bytes(o.try_into().unwrap());
+        let n = u64::from_ne_bytes(n.try_into().unwrap());
+        n & !o != 0
+    });
+    let sets = words
+        || oc
+            .remainder()
+            .iter()
+            .zip(nc.remainder())
+            .any(|(o, n)| n & !o != 0);
+    if sets {
+        old.iter().zip(new).position(|(o, n)| n & !o != 0)
+    } else {
+        None
+    }
+}
+
 /// The medium.
 pub trait Store: Send {
     fn geometry(&self) -> &Geometry;
@@ -50,6 +73,17 @@ pub trait Store: Send {
     fn erase_page(&mut self, ppn: u64) -> Result<()>;
     fn page_programs(&self, ppn: u64) -> u8;
     fn set_page_programs(&mut self, ppn: u64, n: u8) -> Result<()>;
+    /// Count one more program of `ppn` since its erase (saturating).
+    fn bump_page_programs(&mut self, ppn: u64) -> Result<()> {
+        let n = self.page_programs(ppn);
+        self.set_page_programs(ppn, n.saturating_add(1))
+    }
+    /// Where programming `new` at `col` of `ppn` would set a bit that is 0 on the medium:
+    /// `Some(Some(i))` for the first such byte of `new`, `Some(None)` for none, or `None`
+    /// when the store cannot compare in place (the device then reads the bytes).
+    fn first_set_bit_in_place(&self, _ppn: u64, _col: u32, _new: &[u8]) -> Option<Option<usize>> {
+        None
+    }
     fn block_info(&self, block: u32) -> BlockInfo;
     fn set_block_info(&mut self, block: u32, info: BlockInfo) -> Result<()>;
     /// Make everything written so far durable (image files).
@@ -138,6 +172,15 @@ impl Store for RamStore {
     fn set_page_programs(&mut self, ppn: u64, n: u8) -> Result<()> {
         self.programs[ppn as usize] = n;
         Ok(())
+    }
+    fn bump_page_programs(&mut self, ppn: u64) -> Result<()> {
+        let p = &mut self.programs[ppn as usize];
+        *p = p.saturating_add(1);
+        Ok(())
+    }
+    fn first_set_bit_in_place(&self, ppn: u64, col: u32, new: &[u8]) -> Option<Option<usize>> {
+        let o = self.off(ppn, col);
+        Some(first_set_bit(&self.bytes[o..o + new.len()], new))
     }
     fn block_info(&self, block: u32) -> BlockInfo {
         self.blocks[block as usize]
@@ -279,9 +322,17 @@ impl Store for PayloadlessStore {
         self.programs[ppn as usize] == 0 || self.kept_at[ppn as usize] != NOT_KEPT
     }
     fn erase(&mut self, block: u32) -> Result<()> {
-        let first = self.geo.first_page(block);
-        for ppn in first..first + self.geo.pages_per_block as u64 {
-            self.erase_page(ppn)?;
+        let first = self.geo.first_page(block) as usize;
+        let n = self.geo.pages_per_block as usize;
+        let ss = self.geo.spare_size as usize;
+        self.spare[first * ss..(first + n) * ss].fill(0xFF);
+        self.programs[first..first + n].fill(0);
+        for ppn in first..first + n {
+            let k = self.kept_at[ppn];
+            if k != NOT_KEPT {
+                self.free_slots.push(k);
+                self.kept_at[ppn] = NOT_KEPT;
+            }
         }
         Ok(())
     }
@@ -303,6 +354,31 @@ impl Store for PayloadlessStore {
     fn set_page_programs(&mut self, ppn: u64, n: u8) -> Result<()> {
         self.programs[ppn as usize] = n;
         Ok(())
+    }
+    fn bump_page_programs(&mut self, ppn: u64) -> Result<()> {
+        let p = &mut self.programs[ppn as usize];
+        *p = p.saturating_add(1);
+        Ok(())
+    }
+    fn first_set_bit_in_place(&self, ppn: u64, col: u32, new: &[u8]) -> Option<Option<usize>> {
+        let ps = self.geo.page_size as usize;
+        let (col, end) = (col as usize, col as usize + new.len());
+        if end <= ps {
+            match self.kept(ppn) {
+                Some(p) => Some(first_set_bit(&p[col..end], new)),
+                // Never programmed: all ones, any program is allowed.
+                None if self.programs[ppn as usize] == 0 => Some(None),
+                None => None,
+            }
+        } else if col >= ps {
+            let base = ppn as usize * self.geo.spare_size as usize;
+            Some(first_set_bit(
+                &self.spare[base + col - ps..base + end - ps],
+                new,
+            ))
+        } else {
+            None
+        }
     }
     fn block_info(&self, block: u32) -> BlockInfo {
         self.blocks[block as usize]

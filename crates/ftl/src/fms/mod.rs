@@ -32,7 +32,7 @@ use dac::Dac;
 use hot::HotDegree;
 use layout::{IndexEntry, Layout, Record, RecordMode, SegHeader, ENTRY, SEG_HEADER};
 use redistribute::{Averages, Moving, Redistribution};
-use select::{AgeTransform, CbAge, Policy, SegView, SelectCtx, Selector};
+use select::{AgeTransform, CbAge, Policy, SegView, SelectCtx};
 
 const NONE: u32 = u32::MAX;
 
@@ -204,6 +204,8 @@ pub struct Fms {
     cleaning: bool,
     // Reverse map, per physical slot.
     rev: Vec<u32>,
+    /// Bits of a physical slot number that hold the slot (see `new_empty`).
+    slot_bits: u32,
     // Segment lookup table.
     segs: Vec<Seg>,
     free: VecDeque<u32>,
@@ -211,7 +213,7 @@ pub struct Fms {
     index: Option<IndexLog>,
     seq: u64,
     erase_seq: u64,
-    selector: Box<dyn Selector>,
+    selector: select::AnySelector,
     adaptive: Option<Adaptive>,
     dac: Dac,
     hot: HotDegree,
@@ -221,6 +223,9 @@ pub struct Fms {
     stats: FmsStats,
     buf: Vec<u8>,
     moving: Vec<Moving>,
+    /// Scratch for the cleaner: each moving block's (stream, region), a run's entries.
+    dest: Vec<(usize, u8)>,
+    entries: Vec<u8>,
 }
 
 impl Fms {
@@ -230,7 +235,10 @@ impl Fms {
         cfg.validate()?;
         let lay = Layout::new(nand.geometry(), cfg.block_size)?;
         let segments = lay.segments as usize;
-        let phys = segments * lay.slots as usize;
+        // A physical slot number is `seg << slot_bits | slot`: shifts, not divisions by
+        // the (often odd) slot count, on every lookup. Numbers past `slots` are unused.
+        let slot_bits = 32 - (lay.slots.max(2) - 1).leading_zeros();
+        let phys = segments << slot_bits;
         if phys >= NONE as usize {
             return Err(DevError::Config("device too large for the FMS".into()));
         }
@@ -268,6 +276,7 @@ impl Fms {
             readonly: vec![false; n],
             cleaning: false,
             rev: vec![NONE; phys],
+            slot_bits,
             segs: vec![
                 Seg {
                     erase_count: 0,
@@ -290,6 +299,8 @@ impl Fms {
             stats: FmsStats::default(),
             buf: Vec::new(),
             moving: Vec::new(),
+            dest: Vec::new(),
+            entries: Vec::new(),
             cfg,
         })
     }
@@ -372,7 +383,9 @@ impl Fms {
     }
     /// Physical slot (`segment × slots + slot`) of a logical block.
     pub fn lookup(&self, lbn: u32) -> Option<u32> {
-        self.map.get(lbn as usize).copied().filter(|&p| p != NONE)
+        let p = self.map.get(lbn as usize).copied().filter(|&p| p != NONE)?;
+        let (seg, slot) = self.split(p);
+        Some(seg * self.lay.slots + slot)
     }
     /// DAC region of a logical block.
     pub fn region_of(&self, lbn: u32) -> u8 {
@@ -439,9 +452,24 @@ impl Fms {
 
     // ---- block-level I/O -------------------------------------------------------------------
 
+    /// Only M3 and M6 read hot degrees; the decayed counts cost exponentials on every
+    /// update, so the others do not keep them.
+    #[inline]
+    fn uses_hot_degree(&self) -> bool {
+        matches!(
+            self.cfg.redistribution,
+            Redistribution::M3 | Redistribution::M6
+        )
+    }
+
+    #[inline]
+    fn phys(&self, seg: u32, slot: u32) -> u32 {
+        (seg << self.slot_bits) | slot
+    }
+
     #[inline]
     fn split(&self, phys: u32) -> (u32, u32) {
-        (phys / self.lay.slots, phys % self.lay.slots)
+        (phys >> self.slot_bits, phys & ((1 << self.slot_bits) - 1))
     }
 
     fn check_lbn(&self, lbn: u32) -> DevResult<()> {
@@ -570,7 +598,9 @@ impl Fms {
         if old != NONE {
             self.invalidate(old, true)?;
             self.update_sum += 1;
-            self.hot.on_update(lbn, self.write_clock);
+            if self.uses_hot_degree() {
+                self.hot.on_update(lbn, self.write_clock);
+            }
         } else {
             self.mapped += 1;
         }
@@ -647,7 +677,7 @@ impl Fms {
             match self.program_slot(seg, slot, data, &rec) {
                 Ok(()) => {
                     self.segs[seg as usize].valid += 1;
-                    return Ok(seg * self.lay.slots + slot);
+                    return Ok(self.phys(seg, slot));
                 }
                 Err(
                     NandError::SetsBits { .. }
@@ -680,37 +710,11 @@ impl Fms {
     ) -> Result<(), NandError> {
         let first = self.nand.geometry().first_page(seg);
         let ps = self.lay.page_size as u64;
-        let bs = self.lay.block_size as u64;
         let off = self.lay.slot_offset(slot);
         match self.lay.mode {
             RecordMode::Header => {
-                let mut done = 0u64;
-                while done < bs {
-                    let o = off + done;
-                    let n = (ps - o % ps).min(bs - done);
-                    let d = match data {
-                        Some(b) => Data::Bytes(&b[done as usize..(done + n) as usize]),
-                        None => Data::Opaque(n as u32),
-                    };
-                    self.nand
-                        .program(first + o / ps, (o % ps) as u32, d, None)?;
-                    done += n;
-                }
-                // The entry, in two programs if it straddles a page boundary.
-                let eoff = SEG_HEADER as u64 + slot as u64 * ENTRY as u64;
-                let entry = rec.encode_entry();
-                let mut done = 0u64;
-                while done < ENTRY as u64 {
-                    let o = eoff + done;
-                    let n = (ps - o % ps).min(ENTRY as u64 - done);
-                    self.nand.program(
-                        first + o / ps,
-                        (o % ps) as u32,
-                        Data::Bytes(&entry[done as usize..(done + n) as usize]),
-                        None,
-                    )?;
-                    done += n;
-                }
+                self.program_data(seg, slot, data)?;
+                self.program_entries(seg, slot, &rec.encode_entry())?;
             }
             RecordMode::Spare => {
                 let pps = self.lay.pages_per_slot as u64;
@@ -730,6 +734,49 @@ impl Fms {
                     self.nand.program(p0 + k, 0, d, Some((1, sp)))?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Header mode: program a slot's data area.
+    fn program_data(&mut self, seg: u32, slot: u32, data: Option<&[u8]>) -> Result<(), NandError> {
+        let first = self.nand.geometry().first_page(seg);
+        let ps = self.lay.page_size as u64;
+        let bs = self.lay.block_size as u64;
+        let off = self.lay.slot_offset(slot);
+        let mut done = 0u64;
+        while done < bs {
+            let o = off + done;
+            let n = (ps - o % ps).min(bs - done);
+            let d = match data {
+                Some(b) => Data::Bytes(&b[done as usize..(done + n) as usize]),
+                None => Data::Opaque(n as u32),
+            };
+            self.nand
+                .program(first + o / ps, (o % ps) as u32, d, None)?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Header mode: program the entries of consecutive slots from `slot` (`entries` holds
+    /// whole 24-byte entries) in one program per header page they touch.
+    fn program_entries(&mut self, seg: u32, slot: u32, entries: &[u8]) -> Result<(), NandError> {
+        let first = self.nand.geometry().first_page(seg);
+        let ps = self.lay.page_size as u64;
+        let eoff = SEG_HEADER as u64 + slot as u64 * ENTRY as u64;
+        let len = entries.len() as u64;
+        let mut done = 0u64;
+        while done < len {
+            let o = eoff + done;
+            let n = (ps - o % ps).min(len - done);
+            self.nand.program(
+                first + o / ps,
+                (o % ps) as u32,
+                Data::Bytes(&entries[done as usize..(done + n) as usize]),
+                None,
+            )?;
+            done += n;
         }
         Ok(())
     }
@@ -937,22 +984,18 @@ impl Fms {
             Some(a) => a.choose_greedy(),
             None => false,
         };
-        let sel: &dyn Selector = if greedy {
-            &select::Greedy
+        let slots = self.lay.slots;
+        let cands = self
+            .segs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.state == SegState::Used && s.valid < slots)
+            .map(|(i, s)| (i as u32, self.view(s)));
+        if greedy {
+            select::lowest(&select::Greedy, cands, &ctx)
         } else {
-            &*self.selector
-        };
-        let mut best: Option<(f64, u32)> = None;
-        for (i, s) in self.segs.iter().enumerate() {
-            if s.state != SegState::Used || s.valid >= self.lay.slots {
-                continue;
-            }
-            let score = sel.score(&self.view(s), &ctx);
-            if best.is_none_or(|(b, _)| score < b) {
-                best = Some((score, i as u32));
-            }
+            select::lowest(&self.selector, cands, &ctx)
         }
-        best.map(|(_, s)| s)
     }
 
     /// Clean one segment. Returns false when there is nothing to reclaim.
@@ -974,8 +1017,7 @@ impl Fms {
     /// Copy every valid block of `victim` out, by the redistribution method (or all into
     /// `forced_stream`'s target segment `forced` for a wear swap).
     fn evacuate(&mut self, victim: u32, forced: Option<u32>) -> DevResult<()> {
-        let slots = self.lay.slots;
-        let base = victim * slots;
+        let base = self.phys(victim, 0);
         let now = self.nand.clock_ps();
         let mut moving = std::mem::take(&mut self.moving);
         moving.clear();
@@ -988,9 +1030,7 @@ impl Fms {
                     lbn,
                     updates: self.updates[lbn as usize] as u32,
                     last_write_ps: self.write_ps[lbn as usize],
-                    hot_degree: if self.cfg.redistribution == Redistribution::M3
-                        || self.cfg.redistribution == Redistribution::M6
-                    {
+                    hot_degree: if self.uses_hot_degree() {
                         self.hot.degree(lbn, self.write_clock)
                     } else {
                         0.0
@@ -1003,14 +1043,15 @@ impl Fms {
             red.order(&mut moving);
         }
         let avg = self.averages(victim);
-        let mut buf = std::mem::take(&mut self.buf);
-        let storage = self.nand.store().keeps_payload();
-        buf.resize(self.lay.block_size as usize, 0);
+        // Where each block goes (a stream, or usize::MAX for the wear-swap target) and its
+        // region after the move.
+        let mut dest = std::mem::take(&mut self.dest);
+        dest.clear();
         for m in &moving {
             let i = m.lbn as usize;
             let ro = self.readonly[i] && self.cfg.readonly_separation;
             let mut region = self.region[i];
-            let stream = if let Some(_target) = forced {
+            let stream = if forced.is_some() {
                 usize::MAX
             } else if ro {
                 self.cfg.streams() - 1
@@ -1026,34 +1067,176 @@ impl Fms {
             } else {
                 1
             };
+            dest.push((stream, region));
+        }
+        let r = self.copy_out(&moving, &dest, forced);
+        self.moving = moving;
+        self.dest = dest;
+        r
+    }
+
+    /// Copy `moving[k]` to `dest[k]`, in order. In header mode consecutive blocks bound for
+    /// the same segment are copied as a run: their data slot by slot, then all their
+    /// entries in one program (a cut in between leaves copies without entries, which mount
+    /// ignores: the originals are still live until the victim is erased).
+    fn copy_out(
+        &mut self,
+        moving: &[Moving],
+        dest: &[(usize, u8)],
+        forced: Option<u32>,
+    ) -> DevResult<()> {
+        let mut buf = std::mem::take(&mut self.buf);
+        let storage = self.nand.store().keeps_payload();
+        let bs = self.lay.block_size as usize;
+        buf.resize(bs, 0);
+        let mut k = 0;
+        let mut r = Ok(());
+        while k < moving.len() {
+            let stream = dest[k].0;
+            let mut j = k + 1;
+            while j < moving.len() && dest[j].0 == stream {
+                j += 1;
+            }
+            let done = if self.lay.mode == RecordMode::Header {
+                match self.copy_run(stream, forced, &moving[k..j], &dest[k..j], &mut buf) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        r = Err(e);
+                        break;
+                    }
+                }
+            } else {
+                0
+            };
+            if done == 0 {
+                // Spare mode, or the run hit garbage or a failing block: one block through
+                // the per-slot path, which retries in a fresh segment.
+                let m = &moving[k];
+                let rd = if storage {
+                    self.read_phys(m.phys, Some(&mut buf))
+                } else {
+                    self.read_phys(m.phys, None)
+                };
+                if let Err(e) = rd {
+                    r = Err(e);
+                    break;
+                }
+                let i = m.lbn as usize;
+                let rec = self.copy_record(m.lbn, dest[k].1);
+                let data = storage.then_some(&buf[..bs]);
+                let phys = match forced {
+                    Some(target) => self.append_into(target, data, &rec),
+                    None => self.append(stream, data, &rec),
+                };
+                if let Err(e) = phys.and_then(|phys| self.commit_copy(m, i, dest[k].1, phys)) {
+                    r = Err(e);
+                    break;
+                }
+                k += 1;
+            } else {
+                k += done;
+            }
+        }
+        self.buf = buf;
+        r
+    }
+
+    /// The record of a block copied by the cleaner (its sequence number is set at append).
+    fn copy_record(&self, lbn: u32, region: u8) -> Record {
+        let i = lbn as usize;
+        Record {
+            lbn,
+            region,
+            readonly: self.readonly[i],
+            live: true,
+            updates: self.updates[i],
+            seq: 0,
+            time_ms: (self.write_ps[i] / 1_000_000_000).min(u32::MAX as u64) as u32,
+        }
+    }
+
+    /// RAM tables after a block was copied to `phys`.
+    fn commit_copy(&mut self, m: &Moving, i: usize, region: u8, phys: u32) -> DevResult<()> {
+        self.region[i] = region;
+        self.invalidate(m.phys, false)?;
+        self.map[i] = phys;
+        self.rev[phys as usize] = m.lbn;
+        self.stats.blocks_copied += 1;
+        Ok(())
+    }
+
+    /// Header mode: copy as many of `blocks` as fit into one segment (the stream's active
+    /// segment, or the wear-swap target) as a run. Returns how many were copied; 0 when
+    /// the segment's next slots are not programmable (the segment is then closed and the
+    /// caller takes the per-slot path, which retries elsewhere).
+    fn copy_run(
+        &mut self,
+        stream: usize,
+        forced: Option<u32>,
+        blocks: &[Moving],
+        dest: &[(usize, u8)],
+        buf: &mut [u8],
+    ) -> DevResult<usize> {
+        let seg = match forced {
+            Some(t) => t,
+            None => self.active_slot_segment(stream)?,
+        };
+        let slots = self.lay.slots;
+        let slot0 = self.segs[seg as usize].next;
+        if slot0 >= slots {
+            return Ok(0);
+        }
+        let n = ((slots - slot0) as usize).min(blocks.len());
+        let storage = self.nand.store().keeps_payload();
+        let bs = self.lay.block_size as usize;
+        let mut entries = std::mem::take(&mut self.entries);
+        entries.clear();
+        self.segs[seg as usize].next = slot0 + n as u32;
+        let mut res: Result<(), NandError> = Ok(());
+        for (q, m) in blocks[..n].iter().enumerate() {
             if storage {
-                self.read_phys(m.phys, Some(&mut buf))?;
+                self.read_phys(m.phys, Some(&mut buf[..bs]))?;
             } else {
                 self.read_phys(m.phys, None)?;
             }
-            let rec = Record {
-                lbn: m.lbn,
-                region,
-                readonly: self.readonly[i],
-                live: true,
-                updates: self.updates[i],
-                seq: 0,
-                time_ms: (self.write_ps[i] / 1_000_000_000).min(u32::MAX as u64) as u32,
-            };
-            let data = storage.then_some(&buf[..]);
-            let phys = match forced {
-                Some(target) => self.append_into(target, data, &rec)?,
-                None => self.append(stream, data, &rec)?,
-            };
-            self.region[i] = region;
-            self.invalidate(m.phys, false)?;
-            self.map[i] = phys;
-            self.rev[phys as usize] = m.lbn;
-            self.stats.blocks_copied += 1;
+            let mut rec = self.copy_record(m.lbn, dest[q].1);
+            rec.seq = self.seq;
+            self.seq += 1;
+            entries.extend_from_slice(&rec.encode_entry());
+            let data = storage.then_some(&buf[..bs]);
+            res = self.program_data(seg, slot0 + q as u32, data);
+            if res.is_err() {
+                break;
+            }
         }
-        self.buf = buf;
-        self.moving = moving;
-        Ok(())
+        if res.is_ok() {
+            res = self.program_entries(seg, slot0, &entries);
+        }
+        self.entries = entries;
+        match res {
+            Ok(()) => {}
+            Err(
+                NandError::SetsBits { .. }
+                | NandError::NopExceeded { .. }
+                | NandError::OutOfOrder { .. }
+                | NandError::ProgramFailed { .. },
+            ) if forced.is_none() => {
+                // As in `append`: close the segment; nothing of this run is committed.
+                let s = &mut self.segs[seg as usize];
+                s.next = slots;
+                s.state = SegState::Used;
+                self.active[stream] = NONE;
+                self.stats.retired_segments += 1;
+                return Ok(0);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.segs[seg as usize].valid += n as u32;
+        for (q, m) in blocks[..n].iter().enumerate() {
+            let phys = self.phys(seg, slot0 + q as u32);
+            self.commit_copy(m, m.lbn as usize, dest[q].1, phys)?;
+        }
+        Ok(n)
     }
 
     /// Program into a specific segment (wear swap target), which must have room.
@@ -1069,7 +1252,7 @@ impl Fms {
         self.seq += 1;
         self.program_slot(seg, slot, data, &rec)?;
         self.segs[seg as usize].valid += 1;
-        Ok(seg * self.lay.slots + slot)
+        Ok(self.phys(seg, slot))
     }
 
     fn averages(&self, victim: u32) -> Averages {

@@ -55,6 +55,7 @@ pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
     let lay = f.lay.clone();
     let geo = f.nand.geometry().clone();
     let slots = lay.slots;
+    let slot_bits = f.slot_bits;
     let mut best: Vec<Option<Best>> = (0..f.logical).map(|_| None).collect();
     let mut any_header = false;
     let mut index_seg: Option<u32> = None;
@@ -105,7 +106,7 @@ pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
                     r.lbn, f.logical
                 )));
             }
-            let phys = seg * slots + slot;
+            let phys = (seg << slot_bits) | slot;
             let b = &mut best[r.lbn as usize];
             if b.as_ref().is_none_or(|b| r.seq > b.seq) {
                 if let Some(old) = b.take().filter(|o| o.rec.live) {
@@ -146,9 +147,18 @@ pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
         }
         let mut next = last_used.map_or(0, |s| s + 1);
         if next < slots && !slot_erased(&mut f, seg, next)? {
-            // Skip the torn slot; on devices whose pages must be programmed in order the
-            // pages after it cannot be programmed either: close the segment.
-            next = if geo.in_order { slots } else { next + 1 };
+            // Skip torn slots: data programmed without its entry (a cut inside a slot, or
+            // inside a cleaner's run, whose entries are programmed after its data). On
+            // devices whose pages must be programmed in order the pages after them cannot
+            // be programmed either: close the segment.
+            if geo.in_order {
+                next = slots;
+            } else {
+                next += 1;
+                while next < slots && !slot_erased(&mut f, seg, next)? {
+                    next += 1;
+                }
+            }
         }
         f.segs[si].next = next;
         f.segs[si].state = if next == 0 {
@@ -178,7 +188,8 @@ pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
         let l = lbn as u32;
         f.map[lbn] = b.phys;
         f.rev[b.phys as usize] = l;
-        f.segs[(b.phys / slots) as usize].valid += 1;
+        let seg = f.split(b.phys).0 as usize;
+        f.segs[seg].valid += 1;
         f.updates[lbn] = b.rec.updates;
         f.update_sum += b.rec.updates as u64;
         f.mapped += 1;
@@ -194,7 +205,8 @@ pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
     // the newer copy's segment were cleaned after the block was trimmed.
     if lay.mode == RecordMode::Header {
         for phys in stale_live {
-            f.clear_live(phys / slots, phys % slots)?;
+            let (seg, slot) = f.split(phys);
+            f.clear_live(seg, slot)?;
         }
     }
 

@@ -611,7 +611,11 @@ fn mount_skips_every_slot_a_cut_run_left_without_entries() {
     f.flush().unwrap();
     let live = f.tables_digest();
     let mut f = remount(f, &cfg);
-    assert_eq!(f.tables_digest(), live, "a clean remount rebuilds the same tables");
+    assert_eq!(
+        f.tables_digest(),
+        live,
+        "a clean remount rebuilds the same tables"
+    );
     shadow.verify(&mut f, "after the torn run and 200 more operations");
 }
 

@@ -6,44 +6,56 @@
 //! half-life is half the number of logical blocks (configurable).
 //!
 //! The average hot degree over all blocks (M6's threshold) is kept in O(1) per update:
-//! with λ = ln2 / half_life, degree_i(t) = h_i·e^{−λ(t−t_i)}, so
-//! Σ degree_i(t) = e^{−λ(t−t0)} · Σ h_i e^{λ(t_i−t0)}; the sum S is updated incrementally
-//! and recomputed exactly whenever λ(t − t0) passes 200 (rebasing t0).
+//! with λ = ln2 / half_life, degree_i(t) = h_i·e^{−λ(t−t_i)}. We store each block's degree
+//! scaled to a base time t0, H_i = h_i·e^{λ(t_i−t0)}, so degree_i(t) = H_i·e^{−λ(t−t0)},
+//! an update adds e^{λ(t−t0)} to H_i, and Σ degree_i(t) = e^{−λ(t−t0)}·Σ H_i with the sum
+//! kept incrementally. One exponential per write-clock tick; all H_i are rescaled whenever
+//! λ(t − t0) passes 200 (rebasing t0).
 
 pub struct HotDegree {
+    /// Per block, its degree scaled to the base time: `H_i = degree_i(t) · e^{λ(t − t0)}`,
+    /// the same for every `t`, so an update adds `e^{λ(now − t0)}` and nothing decays.
     h: Vec<f64>,
-    t: Vec<u64>,
     lambda: f64,
+    /// Σ H_i.
     s: f64,
     t0: u64,
+    /// `e^{λ(now − t0)}` for the last `now` asked (one exponential per write clock tick).
+    g: std::cell::Cell<(u64, f64)>,
 }
 
 impl HotDegree {
     pub fn new(blocks: usize, half_life_writes: f64) -> HotDegree {
         HotDegree {
             h: vec![0.0; blocks],
-            t: vec![0; blocks],
             lambda: std::f64::consts::LN_2 / half_life_writes.max(1.0),
             s: 0.0,
             t0: 0,
+            g: std::cell::Cell::new((0, 1.0)),
         }
+    }
+
+    /// `e^{λ(now − t0)}`, cached for the last `now`.
+    #[inline]
+    fn growth(&self, now: u64) -> f64 {
+        let (t, g) = self.g.get();
+        if t == now {
+            return g;
+        }
+        let g = (self.lambda * (now as f64 - self.t0 as f64)).exp();
+        self.g.set((now, g));
+        g
     }
 
     #[inline]
     pub fn degree(&self, lbn: u32, now: u64) -> f64 {
-        let i = lbn as usize;
-        self.h[i] * (-self.lambda * now.saturating_sub(self.t[i]) as f64).exp()
+        self.h[lbn as usize] / self.growth(now)
     }
 
     /// Sum of all degrees at `now`.
     #[inline]
     pub fn total(&self, now: u64) -> f64 {
-        self.s * (-self.lambda * (now - self.t0) as f64).exp()
-    }
-
-    #[inline]
-    fn weight(&self, t: u64) -> f64 {
-        (self.lambda * (t as f64 - self.t0 as f64)).exp()
+        self.s / self.growth(now)
     }
 
     /// An update of `lbn` at write-clock `now` (adds 1 to its decayed count).
@@ -51,42 +63,38 @@ impl HotDegree {
         if self.lambda * (now - self.t0) as f64 > 200.0 {
             self.rebase(now);
         }
-        let i = lbn as usize;
-        let old = self.h[i];
-        self.s -= old * self.weight(self.t[i]);
-        let d = self.degree(lbn, now) + 1.0;
-        self.h[i] = d;
-        self.t[i] = now;
-        self.s += d * self.weight(now);
+        let add = self.growth(now);
+        self.h[lbn as usize] += add;
+        self.s += add;
     }
 
-    /// Set a block's state directly (mount, trim).
+    /// Set a block's degree at write-clock `t` directly (mount, trim).
     pub fn set(&mut self, lbn: u32, h: f64, t: u64) {
         let i = lbn as usize;
-        self.s -= self.h[i] * self.weight(self.t[i]);
-        self.h[i] = h;
-        self.t[i] = t;
-        self.s += h * self.weight(t);
+        let scaled = h * (self.lambda * (t as f64 - self.t0 as f64)).exp();
+        self.s += scaled - self.h[i];
+        self.h[i] = scaled;
     }
 
     fn rebase(&mut self, now: u64) {
+        let shrink = 1.0 / self.growth(now);
         self.t0 = now;
+        self.g.set((now, 1.0));
         let mut s = 0.0;
-        for i in 0..self.h.len() {
-            if self.h[i] > 0.0 {
-                let w = self.weight(self.t[i]);
-                if w < 1e-200 {
-                    self.h[i] = 0.0;
-                } else {
-                    s += self.h[i] * w;
+        for h in &mut self.h {
+            if *h > 0.0 {
+                *h *= shrink;
+                if *h < 1e-200 {
+                    *h = 0.0;
                 }
+                s += *h;
             }
         }
         self.s = s;
     }
 
     pub fn ram_bytes(&self) -> u64 {
-        (self.h.len() * 16) as u64
+        (self.h.len() * 8) as u64
     }
 }
 

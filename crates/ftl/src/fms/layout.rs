@@ -219,15 +219,21 @@ impl Record {
     /// 24-byte header-mode entry. Byte 5 holds the flags (bit 0 live, bit 1 writable) and
     /// is excluded from the checksum so the live bit can be cleared in place.
     pub fn encode_entry(&self) -> [u8; ENTRY] {
+        let flags = 0xFC | FLAG_LIVE | if self.readonly { 0 } else { FLAG_WRITABLE };
+        // Built as little-endian words in registers: byte arrays stored piecemeal and read
+        // back as words for the CRC stall on store forwarding, which cost the simulator a
+        // fifth of its time.
+        let w0 = |f: u8| {
+            self.lbn as u64
+                | (self.region as u64) << 32
+                | (f as u64) << 40
+                | (self.updates as u64) << 48
+        };
+        let crc = crc32c_words(&[w0(0xFF), self.seq], Some(self.time_ms), &[]);
         let mut b = [0u8; ENTRY];
-        b[0..4].copy_from_slice(&self.lbn.to_le_bytes());
-        b[4] = self.region;
-        b[5] = 0xFC | FLAG_LIVE | if self.readonly { 0 } else { FLAG_WRITABLE };
-        b[6..8].copy_from_slice(&self.updates.to_le_bytes());
+        b[0..8].copy_from_slice(&w0(flags).to_le_bytes());
         b[8..16].copy_from_slice(&self.seq.to_le_bytes());
-        b[16..20].copy_from_slice(&self.time_ms.to_le_bytes());
-        let crc = entry_crc(&b);
-        b[20..24].copy_from_slice(&crc.to_le_bytes());
+        b[16..24].copy_from_slice(&(self.time_ms as u64 | (crc as u64) << 32).to_le_bytes());
         b
     }
 
@@ -257,12 +263,14 @@ impl Record {
     /// never programmed): lbn u32, seq u40, meta u8 (bits 0-3 region, bit 4 writable,
     /// bits 5-7 one), updates u8 (saturating), crc32c of the preceding 11 bytes.
     pub fn encode_spare(&self) -> [u8; SPARE_RECORD - 1] {
+        let meta = 0xE0 | (self.region & 0x0F) | if self.readonly { 0 } else { 0x10 };
+        let seq = self.seq.to_le_bytes();
+        let w0 = self.lbn as u64 | (self.seq & 0xFFFF_FFFF) << 32;
+        let tail = [seq[4], meta, self.updates.min(255) as u8];
+        let crc = crc32c_words(&[w0], None, &tail);
         let mut b = [0u8; SPARE_RECORD - 1];
-        b[0..4].copy_from_slice(&self.lbn.to_le_bytes());
-        b[4..9].copy_from_slice(&self.seq.to_le_bytes()[0..5]);
-        b[9] = 0xE0 | (self.region & 0x0F) | if self.readonly { 0 } else { 0x10 };
-        b[10] = self.updates.min(255) as u8;
-        let crc = crc32c(&b[0..11]);
+        b[0..8].copy_from_slice(&w0.to_le_bytes());
+        b[8..11].copy_from_slice(&tail);
         b[11..15].copy_from_slice(&crc.to_le_bytes());
         b
     }
@@ -304,6 +312,46 @@ pub fn crc32c(b: &[u8]) -> u32 {
         }
     }
     crc32c::crc32c(b)
+}
+
+/// CRC-32C of the little-endian bytes of `words`, then `mid` (4 bytes) if any, then
+/// `tail`, computed from registers.
+#[inline]
+fn crc32c_words(words: &[u64], mid: Option<u32>, tail: &[u8]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("sse4.2") {
+            // SAFETY: the CPU supports SSE4.2, checked just above.
+            return unsafe { crc_words_sse42(words, mid, tail) };
+        }
+    }
+    let mut b = Vec::with_capacity(words.len() * 8 + 4 + tail.len());
+    for w in words {
+        b.extend_from_slice(&w.to_le_bytes());
+    }
+    if let Some(m) = mid {
+        b.extend_from_slice(&m.to_le_bytes());
+    }
+    b.extend_from_slice(tail);
+    crc32c::crc32c(&b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+unsafe fn crc_words_sse42(words: &[u64], mid: Option<u32>, tail: &[u8]) -> u32 {
+    use std::arch::x86_64::{_mm_crc32_u32, _mm_crc32_u64, _mm_crc32_u8};
+    let mut c: u64 = 0xFFFF_FFFF;
+    for &w in words {
+        c = _mm_crc32_u64(c, w);
+    }
+    let mut c = c as u32;
+    if let Some(m) = mid {
+        c = _mm_crc32_u32(c, m);
+    }
+    for &x in tail {
+        c = _mm_crc32_u8(c, x);
+    }
+    !c
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -373,6 +421,47 @@ impl IndexEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encoders_checksum_the_documented_bytes() {
+        let mut rng = 0x1234_5678_9ABC_DEF0u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for _ in 0..1000 {
+            let r = Record {
+                lbn: next() as u32 % MAX_LBN,
+                region: next() as u8 % 8,
+                readonly: next() % 2 == 0,
+                live: true,
+                updates: next() as u16,
+                seq: next() & 0xFF_FFFF_FFFF,
+                time_ms: next() as u32,
+            };
+            let e = r.encode_entry();
+            let mut c = [0u8; 20];
+            c.copy_from_slice(&e[..20]);
+            c[5] = 0xFF;
+            assert_eq!(
+                u32::from_le_bytes(e[20..24].try_into().unwrap()),
+                crc32c::crc32c(&c)
+            );
+            assert_eq!(Record::decode_entry(&e), Some(r));
+            let sp = r.encode_spare();
+            assert_eq!(
+                u32::from_le_bytes(sp[11..15].try_into().unwrap()),
+                crc32c::crc32c(&sp[..11])
+            );
+            let d = Record::decode_spare(&sp).unwrap();
+            assert_eq!(
+                (d.lbn, d.seq, d.region, d.readonly),
+                (r.lbn, r.seq, r.region, r.readonly)
+            );
+        }
+    }
 
     #[test]
     fn short_crc_is_crc32c() {

@@ -738,7 +738,9 @@ impl Fms {
         Ok(())
     }
 
-    /// Header mode: program a slot's data area.
+    /// Header mode: program a slot's data area. Inlined: a `Result` read back from memory
+    /// just after the callee stored it stalls on store forwarding.
+    #[inline(always)]
     fn program_data(&mut self, seg: u32, slot: u32, data: Option<&[u8]>) -> Result<(), NandError> {
         let first = self.nand.geometry().first_page(seg);
         let ps = self.lay.page_size as u64;
@@ -991,8 +993,16 @@ impl Fms {
             .enumerate()
             .filter(|(_, s)| s.state == SegState::Used && s.valid < slots)
             .map(|(i, s)| (i as u32, self.view(s)));
-        if greedy {
-            select::lowest(&select::Greedy, cands, &ctx)
+        if greedy || matches!(self.selector, select::AnySelector::Greedy(_)) {
+            // Greedy's score is the valid count: an integer scan, same choice (the first
+            // segment with the fewest valid blocks).
+            let mut best = (slots, NONE);
+            for (i, s) in self.segs.iter().enumerate() {
+                if s.state == SegState::Used && s.valid < best.0 {
+                    best = (s.valid, i as u32);
+                }
+            }
+            (best.1 != NONE).then_some(best.1)
         } else {
             select::lowest(&self.selector, cands, &ctx)
         }

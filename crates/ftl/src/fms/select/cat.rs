@@ -69,12 +69,21 @@ impl Selector for Cat {
     }
     #[inline]
     fn score(&self, seg: &SegView, ctx: &SelectCtx) -> f64 {
-        let u = seg.utilization();
-        if u >= 1.0 {
+        if seg.valid >= seg.slots {
             return f64::INFINITY;
         }
         let a = ctx.now_ps.saturating_sub(seg.created_ps) as f64 / ctx.age_unit_ps.max(1.0);
-        let f = self.age.apply(a).max(MIN_AGE);
-        u / (1.0 - u) / f * (seg.erase_count as f64 + 1.0)
+        // u/(1−u) = valid/(slots − valid). The cleaner scores every candidate segment at
+        // each cleaning, so the default transformation takes one division in all:
+        // 1/f(a) = (a + 1)/a.
+        let cost = seg.valid as f64 * (seg.erase_count as f64 + 1.0);
+        let free = (seg.slots - seg.valid) as f64;
+        match self.age {
+            // a/(a+1) >= MIN_AGE exactly when a >= MIN_AGE/(1 − MIN_AGE).
+            AgeTransform::Saturating if a >= MIN_AGE / (1.0 - MIN_AGE) => {
+                cost * (a + 1.0) / (free * a)
+            }
+            t => cost / (free * t.apply(a).max(MIN_AGE)),
+        }
     }
 }

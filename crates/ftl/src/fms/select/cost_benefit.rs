@@ -54,8 +54,7 @@ impl Selector for CostBenefit {
     }
     #[inline]
     fn score(&self, seg: &SegView, ctx: &SelectCtx) -> f64 {
-        let u = seg.utilization();
-        if u <= 0.0 {
+        if seg.valid == 0 {
             return f64::NEG_INFINITY;
         }
         let since = match self.age {
@@ -63,6 +62,7 @@ impl Selector for CostBenefit {
             CbAge::Written => seg.created_ps,
         };
         let age = ctx.now_ps.saturating_sub(since) as f64;
-        -(age * (1.0 - u) / (2.0 * u))
+        // (1−u)/2u = (slots − valid)/(2·valid): one division.
+        -(age * (seg.slots - seg.valid) as f64 / (2.0 * seg.valid as f64))
     }
 }

@@ -1107,6 +1107,19 @@ impl Fms {
             while j < moving.len() && dest[j].0 == stream {
                 j += 1;
             }
+            // Read the block first, then open a segment if needed, as one block at a time
+            // would: the clock when a segment opens is its creation time, which CAT and
+            // cost-benefit read, so runs leave every result unchanged.
+            let m = &moving[k];
+            let rd = if storage {
+                self.read_phys(m.phys, Some(&mut buf))
+            } else {
+                self.read_phys(m.phys, None)
+            };
+            if let Err(e) = rd {
+                r = Err(e);
+                break;
+            }
             let done = if self.lay.mode == RecordMode::Header {
                 match self.copy_run(stream, forced, &moving[k..j], &dest[k..j], &mut buf) {
                     Ok(n) => n,
@@ -1119,18 +1132,8 @@ impl Fms {
                 0
             };
             if done == 0 {
-                // Spare mode, or the run hit garbage or a failing block: one block through
-                // the per-slot path, which retries in a fresh segment.
-                let m = &moving[k];
-                let rd = if storage {
-                    self.read_phys(m.phys, Some(&mut buf))
-                } else {
-                    self.read_phys(m.phys, None)
-                };
-                if let Err(e) = rd {
-                    r = Err(e);
-                    break;
-                }
+                // Spare mode, or the run hit garbage or a failing block: this block (in
+                // `buf`) through the per-slot path, which retries in a fresh segment.
                 let i = m.lbn as usize;
                 let rec = self.copy_record(m.lbn, dest[k].1);
                 let data = storage.then_some(&buf[..bs]);
@@ -1176,7 +1179,7 @@ impl Fms {
     }
 
     /// Header mode: copy as many of `blocks` as fit into one segment (the stream's active
-    /// segment, or the wear-swap target) as a run. Returns how many were copied; 0 when
+    /// segment, or the wear-swap target) as a run; the first block is already in `buf`. Returns how many were copied; 0 when
     /// the segment's next slots are not programmable (the segment is then closed and the
     /// caller takes the per-slot path, which retries elsewhere).
     fn copy_run(
@@ -1203,11 +1206,16 @@ impl Fms {
         entries.clear();
         self.segs[seg as usize].next = slot0 + n as u32;
         let mut res: Result<(), NandError> = Ok(());
+        let mut buf_reused = false;
         for (q, m) in blocks[..n].iter().enumerate() {
-            if storage {
-                self.read_phys(m.phys, Some(&mut buf[..bs]))?;
-            } else {
-                self.read_phys(m.phys, None)?;
+            // The caller has read the first block into `buf`.
+            if q > 0 {
+                buf_reused = true;
+                if storage {
+                    self.read_phys(m.phys, Some(&mut buf[..bs]))?;
+                } else {
+                    self.read_phys(m.phys, None)?;
+                }
             }
             let mut rec = self.copy_record(m.lbn, dest[q].1);
             rec.seq = self.seq;
@@ -1237,6 +1245,11 @@ impl Fms {
                 s.state = SegState::Used;
                 self.active[stream] = NONE;
                 self.stats.retired_segments += 1;
+                if storage && buf_reused {
+                    // `buf` may hold a later block of the run: the caller retries the
+                    // first one from `buf`.
+                    self.read_phys(blocks[0].phys, Some(&mut buf[..bs]))?;
+                }
                 return Ok(0);
             }
             Err(e) => return Err(e.into()),

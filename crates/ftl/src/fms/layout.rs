@@ -221,8 +221,7 @@ impl Record {
     pub fn encode_entry(&self) -> [u8; ENTRY] {
         let flags = 0xFC | FLAG_LIVE | if self.readonly { 0 } else { FLAG_WRITABLE };
         // Built as little-endian words in registers: byte arrays stored piecemeal and read
-        // back as words for the CRC stall on store forwarding, which cost the simulator a
-        // fifth of its time.
+        // back as words for the CRC stall on store forwarding (7 % of the simulator's time).
         let w0 = |f: u8| {
             self.lbn as u64
                 | (self.region as u64) << 32

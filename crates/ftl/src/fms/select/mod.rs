@@ -102,7 +102,7 @@ pub fn build(policy: Policy, cat_age: AgeTransform, cb_age: CbAge) -> AnySelecto
 
 /// One of the selectors, dispatched by `match` rather than through a vtable so that the
 /// cleaner's scan over the lookup table inlines the score (the scan runs once per cleaned
-/// segment; with a virtual call per segment it was a fifth of the simulator's time).
+/// segment, over every segment holding data).
 pub enum AnySelector {
     Greedy(Greedy),
     CostBenefit(CostBenefit),

@@ -15,8 +15,9 @@
 //! greedy,cost-benefit --cb-age invalidation,written`): at 90 % fill invalidation-age costs
 //! +19.9 % erasures over greedy, written-age +9.1 %; at `--fill 0.855`, where our greedy
 //! matches the paper's random count (7004 vs 7103), written-age gives 7356 (paper 7265,
-//! +1.3 %) and invalidation-age 7999 (+10.1 % over the paper's, +14.2 % over our greedy). The paper found cost-benefit within 2.3 % of
-//! greedy on random updates, which only the written reading reproduces. One global
+//! +1.3 %) and invalidation-age 7999 (+10.1 % over the paper's, +14.2 % over our greedy).
+//! The paper found cost-benefit within 2.3 % of greedy on random updates, which only the
+//! written reading reproduces. One global
 //! definition, chosen by which reading reproduces the paper's own behaviour; the other
 //! stays selectable with `--cb-age invalidation`.
 use super::{SegView, SelectCtx, Selector};

@@ -52,9 +52,24 @@ pub struct Layout {
     /// Index entries per index-segment page.
     pub index_per_page: u32,
     pub nop: u32,
+    /// log2 of the page size when it is a power of two (shifts instead of divisions when
+    /// segment offsets are turned into pages).
+    page_shift: Option<u32>,
 }
 
 impl Layout {
+    /// A byte offset inside a segment as (page of the segment, column).
+    #[inline]
+    pub fn page_col(&self, off: u64) -> (u64, u32) {
+        match self.page_shift {
+            Some(sh) => (off >> sh, (off & ((1u64 << sh) - 1)) as u32),
+            None => (
+                off / self.page_size as u64,
+                (off % self.page_size as u64) as u32,
+            ),
+        }
+    }
+
     pub fn new(geo: &Geometry, block_size: u32) -> Result<Layout, DevError> {
         let cfg = |m: String| Err(DevError::Config(m));
         if block_size < 512 || !block_size.is_power_of_two() {
@@ -91,6 +106,10 @@ impl Layout {
                 pages_per_slot: block_size.div_ceil(geo.page_size),
                 index_per_page: per_page.max(1),
                 nop,
+                page_shift: geo
+                    .page_size
+                    .is_power_of_two()
+                    .then(|| geo.page_size.trailing_zeros()),
             })
         } else {
             if !block_size.is_multiple_of(geo.page_size) {
@@ -124,6 +143,10 @@ impl Layout {
                 pages_per_slot: pps,
                 index_per_page: per_page.max(1),
                 nop,
+                page_shift: geo
+                    .page_size
+                    .is_power_of_two()
+                    .then(|| geo.page_size.trailing_zeros()),
             })
         }
     }

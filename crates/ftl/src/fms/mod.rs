@@ -508,11 +508,10 @@ impl Fms {
             Some(b) => {
                 let mut done = 0u64;
                 while done < bs {
-                    let o = off + done;
-                    let col = (o % ps) as u32;
-                    let n = (ps - o % ps).min(bs - done);
+                    let (page, col) = self.lay.page_col(off + done);
+                    let n = (ps - col as u64).min(bs - done);
                     self.nand.read(
-                        first + o / ps,
+                        first + page,
                         col,
                         &mut b[done as usize..(done + n) as usize],
                     )?;
@@ -525,10 +524,9 @@ impl Fms {
             None => {
                 let mut done = 0u64;
                 while done < bs {
-                    let o = off + done;
-                    let n = (ps - o % ps).min(bs - done);
-                    self.nand
-                        .read_opaque(first + o / ps, (o % ps) as u32, n as u32)?;
+                    let (page, col) = self.lay.page_col(off + done);
+                    let n = (ps - col as u64).min(bs - done);
+                    self.nand.read_opaque(first + page, col, n as u32)?;
                     done += n;
                 }
             }
@@ -653,9 +651,8 @@ impl Fms {
     /// they are on flash.
     fn clear_live(&mut self, seg: u32, slot: u32) -> DevResult<()> {
         let off = SEG_HEADER as u64 + slot as u64 * ENTRY as u64 + Record::FLAGS_OFFSET as u64;
-        let ps = self.lay.page_size as u64;
-        let ppn = self.nand.geometry().first_page(seg) + off / ps;
-        let col = (off % ps) as u32;
+        let (page, col) = self.lay.page_col(off);
+        let ppn = self.nand.geometry().first_page(seg) + page;
         let mut flags = [0u8];
         self.nand.read(ppn, col, &mut flags)?;
         self.nand
@@ -748,14 +745,13 @@ impl Fms {
         let off = self.lay.slot_offset(slot);
         let mut done = 0u64;
         while done < bs {
-            let o = off + done;
-            let n = (ps - o % ps).min(bs - done);
+            let (page, col) = self.lay.page_col(off + done);
+            let n = (ps - col as u64).min(bs - done);
             let d = match data {
                 Some(b) => Data::Bytes(&b[done as usize..(done + n) as usize]),
                 None => Data::Opaque(n as u32),
             };
-            self.nand
-                .program(first + o / ps, (o % ps) as u32, d, None)?;
+            self.nand.program(first + page, col, d, None)?;
             done += n;
         }
         Ok(())
@@ -770,11 +766,11 @@ impl Fms {
         let len = entries.len() as u64;
         let mut done = 0u64;
         while done < len {
-            let o = eoff + done;
-            let n = (ps - o % ps).min(len - done);
+            let (page, col) = self.lay.page_col(eoff + done);
+            let n = (ps - col as u64).min(len - done);
             self.nand.program(
-                first + o / ps,
-                (o % ps) as u32,
+                first + page,
+                col,
                 Data::Bytes(&entries[done as usize..(done + n) as usize]),
                 None,
             )?;

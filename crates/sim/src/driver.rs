@@ -179,14 +179,18 @@ enum Source {
     Trace(Box<crate::trace::TraceRequests>),
 }
 
-/// Run one configuration.
-pub fn run(cfg: &SimConfig) -> Result<SimResult> {
-    run_with_progress(cfg, &|_| {})
+/// A formatted, pre-filled FMS in simulation mode, ready for a configuration's workload.
+pub struct Prepared {
+    pub fms: Fms,
+    /// Blocks the workload may write (the pre-fill minus its read-only part).
+    pub writable_blocks: u64,
+    /// Request-sized units in the writable blocks (the workload's address space).
+    pub units: u64,
 }
 
-/// Run one configuration, calling `progress` with the number of requests done now and
-/// then (every 4096 requests and at the end).
-pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Result<SimResult> {
+/// Check a configuration, format the FMS on a payload-less device and pre-fill it
+/// sequentially (not counted in any result).
+pub fn prepare(cfg: &SimConfig) -> Result<Prepared> {
     let SimConfig {
         device, fms: fcfg, ..
     } = cfg;
@@ -230,10 +234,34 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
             .with_context(|| format!("pre-fill at block {lbn}"))?;
     }
     let units = writable_blocks * bs / cfg.unit_bytes as u64;
-    let requests = cfg.written_bytes / cfg.unit_bytes as u64;
     if units == 0 {
         bail!("fill: nothing writable to run the workload on (raise --fill)");
     }
+    Ok(Prepared {
+        fms,
+        writable_blocks,
+        units,
+    })
+}
+
+/// Run one configuration.
+pub fn run(cfg: &SimConfig) -> Result<SimResult> {
+    run_with_progress(cfg, &|_| {})
+}
+
+/// Run one configuration, calling `progress` with the number of requests done now and
+/// then (every 4096 requests and at the end).
+pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Result<SimResult> {
+    let SimConfig {
+        device, fms: fcfg, ..
+    } = cfg;
+    let bs = fcfg.block_size as u64;
+    let Prepared {
+        mut fms,
+        writable_blocks,
+        units,
+    } = prepare(cfg)?;
+    let requests = cfg.written_bytes / cfg.unit_bytes as u64;
 
     let s0 = fms.stats().clone();
     let t0 = fms.nand().clock_ps();

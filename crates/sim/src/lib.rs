@@ -8,6 +8,7 @@
 pub mod driver;
 pub mod plot;
 pub mod reproduce;
+pub mod speed;
 pub mod sweep;
 pub mod torture;
 pub mod trace;

@@ -33,6 +33,9 @@ enum Command {
     Sweep(Box<cmd::sweep::SweepArgs>),
     /// Run a paper experiment and print the paper's figures beside ours.
     Reproduce(cmd::reproduce::ReproduceArgs),
+    /// Measure how fast the simulator runs here: user and flash block writes per second of
+    /// wall-clock time in steady-state cleaning, for any grid of `sim` options.
+    Bench(Box<cmd::bench::BenchArgs>),
     /// Cut power at every program/erase of a workload, remount, check nothing durable
     /// was lost.
     Torture(Box<cmd::torture::TortureArgs>),
@@ -51,6 +54,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sim(a) => cmd::sim::run(*a),
         Command::Sweep(a) => cmd::sweep::run(*a),
         Command::Reproduce(a) => cmd::reproduce::run(a),
+        Command::Bench(a) => cmd::bench::run(*a),
         Command::Torture(a) => cmd::torture::run(*a),
         Command::Fms(c) => cmd::fms::run(*c),
         Command::Trace(c) => cmd::trace::run(*c),

@@ -4,6 +4,7 @@
 //! argument groups (device selection, report flags) live in [`common`] and
 //! [`crate::output`].
 
+pub mod bench;
 pub mod common;
 pub mod devices;
 pub mod fms;

@@ -288,43 +288,55 @@ const SHOWN: [&str; 6] = [
     "fill",
 ];
 
-/// Print results (as JSON objects) as a table; options that vary and have no column of
-/// their own (seed, device size, ...) get one in front.
-pub fn table(results: &[Value], options: &[&BTreeMap<String, Value>]) -> Result<()> {
+/// A table of one row per run: in front, a column for each option that varies and is not
+/// among `shown` (seed, device size, ...), then `headers` with the run's `cells`.
+pub fn grid_table(
+    options: &[&BTreeMap<String, Value>],
+    shown: &[&str],
+    headers: &[&str],
+    cells: impl IntoIterator<Item = Vec<String>>,
+) -> Table {
     let extra: Vec<&str> = varying(options)
         .into_iter()
-        .filter(|k| !SHOWN.contains(k))
+        .filter(|k| !shown.contains(k))
         .collect();
-    let mut headers: Vec<String> = extra.iter().map(|k| k.replace('_', " ")).collect();
-    headers.extend(
-        [
-            "workload",
-            "policy",
-            "redist",
-            "regions",
-            "threshold",
-            "fill",
-            "erasures",
-            "copied",
-            "clean cost",
-            "WA",
-            "wear sd",
-            "wear min-max",
-            "device time",
-            "throughput",
-            "greedy share",
-        ]
-        .map(String::from),
-    );
-    let mut t = Table::new(&headers);
-    for (i, r) in results.iter().enumerate() {
-        let f = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
-        let txt = |k: &str| r.get(k).map(value_text).unwrap_or_default();
+    let mut head: Vec<String> = extra.iter().map(|k| k.replace('_', " ")).collect();
+    head.extend(headers.iter().map(|h| h.to_string()));
+    let mut t = Table::new(&head);
+    for (i, c) in cells.into_iter().enumerate() {
         let mut row: Vec<String> = extra
             .iter()
             .map(|k| options.get(i).map_or(String::new(), |o| value_text(&o[*k])))
             .collect();
-        row.extend([
+        row.extend(c);
+        t.row(row);
+    }
+    t
+}
+
+/// Print results (as JSON objects) as a table.
+pub fn table(results: &[Value], options: &[&BTreeMap<String, Value>]) -> Result<()> {
+    let headers = [
+        "workload",
+        "policy",
+        "redist",
+        "regions",
+        "threshold",
+        "fill",
+        "erasures",
+        "copied",
+        "clean cost",
+        "WA",
+        "wear sd",
+        "wear min-max",
+        "device time",
+        "throughput",
+        "greedy share",
+    ];
+    let cells = results.iter().map(|r| {
+        let f = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
+        let txt = |k: &str| r.get(k).map(value_text).unwrap_or_default();
+        vec![
             txt("workload"),
             txt("policy"),
             txt("redistribution"),
@@ -344,8 +356,7 @@ pub fn table(results: &[Value], options: &[&BTreeMap<String, Value>]) -> Result<
             r.get("policy_greedy_share")
                 .and_then(Value::as_f64)
                 .map_or("-".into(), |g| format!("{:.0}%", g * 100.0)),
-        ]);
-        t.row(row);
-    }
-    t.print()
+        ]
+    });
+    grid_table(options, &SHOWN, &headers, cells).print()
 }

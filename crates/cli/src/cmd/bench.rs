@@ -1,0 +1,105 @@
+//! `flashkit bench`: how fast the simulator runs on this machine — user block writes per
+//! second of wall-clock time in steady-state cleaning, for any grid of `sim` options. Runs
+//! one configuration at a time (parallel runs would disturb each other's timing).
+
+use anyhow::{bail, Result};
+use clap::Args;
+use sim::speed::SpeedResult;
+use sim::sweep::parse_size;
+
+use super::sim::{describe, grid_table, spec, varying, SimArgs};
+use crate::output;
+use crate::progress::Progress;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Every `flashkit sim` option selects what is simulated (comma lists make a grid);
+    /// `--written` is the timed part of each repetition. Requests are issued back to back.
+    #[command(flatten)]
+    pub sim: SimArgs,
+    /// Workload bytes written after the pre-fill and before timing starts, to reach
+    /// steady-state cleaning.
+    #[arg(long, default_value = "80MiB", help_heading = "Bench")]
+    pub warm: String,
+    /// Repetitions per configuration, each on a freshly prepared FMS; the fastest counts.
+    #[arg(long, default_value_t = 3, help_heading = "Bench")]
+    pub repeat: u32,
+}
+
+pub fn run(a: BenchArgs) -> Result<()> {
+    if a.sim.plot.plot.is_some() {
+        bail!("--plot: bench does not draw figures (flashkit sweep does)");
+    }
+    if a.sim.arrival.iter().any(|x| x != "closed") {
+        bail!("--arrival: bench issues requests back to back (closed); it measures wall-clock speed, not device time");
+    }
+    let warm = parse_size(&a.warm).map_err(|e| anyhow::anyhow!("--warm: {e}"))?;
+    if a.repeat == 0 {
+        bail!("--repeat: must be at least 1");
+    }
+    let jobs = spec(&a.sim)?.expand()?;
+    let bar = Progress::jobs(jobs.len() as u64);
+    let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
+    let mut results: Vec<SpeedResult> = Vec::new();
+    for job in &jobs {
+        let r = sim::speed::measure(&job.config, warm, a.repeat);
+        bar.inc(1);
+        results.push(r.map_err(|e| {
+            if keys.is_empty() {
+                e
+            } else {
+                anyhow::anyhow!("{}: {e:#}", describe(&job.options, &keys))
+            }
+        })?);
+    }
+    bar.finish();
+    if let Some(path) = &a.sim.report.csv {
+        output::write_csv(path, &results)?;
+    }
+    if a.sim.report.json {
+        return output::print_json(&results);
+    }
+    let options: Vec<_> = jobs.iter().map(|j| &j.options).collect();
+    let headers = [
+        "workload",
+        "policy",
+        "redist",
+        "user writes/s",
+        "flash writes/s",
+        "WA",
+        "ns/user write",
+        "best",
+        "median",
+    ];
+    let cells = results.iter().map(|r| {
+        vec![
+            r.workload.clone(),
+            r.policy.clone(),
+            r.redistribution.clone(),
+            rate(r.user_writes_per_s),
+            rate(r.flash_writes_per_s),
+            format!("{:.2}", r.write_amplification),
+            format!("{:.0}", r.ns_per_user_write),
+            format!("{:.3}s", r.best_s),
+            format!("{:.3}s", r.median_s),
+        ]
+    });
+    grid_table(
+        &options,
+        &["policy", "redistribution", "workload"],
+        &headers,
+        cells,
+    )
+    .print()
+}
+
+/// 1.47 M, 820 k, 950.
+fn rate(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2} M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.0} k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}

@@ -1,0 +1,93 @@
+//! End-to-end tests of `flashkit bench`. Speeds are never asserted (they depend on the
+//! machine); the counts behind them are deterministic and are.
+
+mod common;
+use common::*;
+
+use serde_json::Value;
+
+fn bench_json(extra: &[&str]) -> Vec<Value> {
+    let mut args = vec![
+        "bench",
+        "--policy",
+        "greedy,cat",
+        "--written",
+        "2MiB",
+        "--warm",
+        "1MiB",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    json(&ok(flashkit(args))).as_array().expect("array").clone()
+}
+
+#[test]
+fn reports_each_configuration_with_its_counts_and_rates() {
+    let runs = bench_json(&["--repeat", "1"]);
+    assert_eq!(runs.len(), 2);
+    for (r, policy) in runs.iter().zip(["greedy", "cat"]) {
+        assert_eq!(r["policy"], policy);
+        assert_eq!(r["written_bytes"], 2 << 20);
+        // 2 MiB of 4 KiB requests on 4 KiB blocks.
+        assert_eq!(r["user_writes"], 512);
+        let user = r["user_writes"].as_f64().unwrap();
+        let flash = r["flash_writes"].as_f64().unwrap();
+        assert!(flash > user, "90/10 at 90 % fill cleans: {r}");
+        assert!((r["write_amplification"].as_f64().unwrap() - flash / user).abs() < 1e-9);
+        let best = r["best_s"].as_f64().unwrap();
+        assert!(best > 0.0 && best <= r["median_s"].as_f64().unwrap());
+        let rate = r["user_writes_per_s"].as_f64().unwrap();
+        assert!((rate * best - user).abs() < 1e-6 * user);
+        assert!((r["flash_writes_per_s"].as_f64().unwrap() * best - flash).abs() < 1e-6 * flash);
+    }
+}
+
+#[test]
+fn repetitions_make_the_same_writes() {
+    let once = bench_json(&["--repeat", "1"]);
+    let thrice = bench_json(&["--repeat", "3"]);
+    for (a, b) in once.iter().zip(&thrice) {
+        assert_eq!(a["flash_writes"], b["flash_writes"]);
+        assert_eq!(b["repeat"], 3);
+    }
+}
+
+#[test]
+fn prints_a_table_by_default() {
+    let o = ok(flashkit([
+        "bench",
+        "--policy",
+        "greedy",
+        "--written",
+        "1MiB",
+        "--warm",
+        "0",
+        "--repeat",
+        "1",
+    ]));
+    let t = text(&o.stdout);
+    assert!(t.contains("user writes/s") && t.contains("greedy"), "{t}");
+}
+
+#[test]
+fn bad_options_are_one_line_errors() {
+    for (args, needle) in [
+        (vec!["--repeat", "0"], "--repeat"),
+        (vec!["--warm", "lots"], "--warm"),
+        (vec!["--arrival", "poisson:1"], "--arrival"),
+        (vec!["--plot", "x.svg"], "--plot"),
+        (
+            vec!["--workload", "trace:none.csv"],
+            "synthetic workloads only",
+        ),
+        (vec!["--written", "1KiB"], "less than one"),
+    ] {
+        let mut a = vec!["bench"];
+        a.extend(args.iter().copied());
+        let o = flashkit(&a);
+        let err = text(&o.stderr);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}

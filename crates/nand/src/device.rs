@@ -451,13 +451,15 @@ impl Nand {
         if self.bad[block as usize] {
             return Err(NandError::BadBlock { block });
         }
-        let done = self.store.page_programs(ppn) as u32;
-        if self.geo.nop != 0 && done >= self.geo.nop {
-            return Err(NandError::NopExceeded {
-                ppn,
-                done,
-                nop: self.geo.nop,
-            });
+        if self.geo.nop != 0 {
+            let done = self.store.page_programs(ppn) as u32;
+            if done >= self.geo.nop {
+                return Err(NandError::NopExceeded {
+                    ppn,
+                    done,
+                    nop: self.geo.nop,
+                });
+            }
         }
         let idx = (ppn - self.geo.first_page(block)) as u32;
         if self.geo.in_order {
@@ -680,6 +682,7 @@ impl Nand {
         self.store.set_block_info(block, info)
     }
 
+    #[inline]
     fn injected_failure(&mut self, rate: f64) -> bool {
         if !self.faults.fail_ops.is_empty() && self.faults.fail_ops.contains(&self.plan_op()) {
             return true;

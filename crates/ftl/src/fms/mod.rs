@@ -983,12 +983,6 @@ impl Fms {
             None => false,
         };
         let slots = self.lay.slots;
-        let cands = self
-            .segs
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.state == SegState::Used && s.valid < slots)
-            .map(|(i, s)| (i as u32, self.view(s)));
         if greedy || matches!(self.selector, select::AnySelector::Greedy(_)) {
             // Greedy's score is the valid count: an integer scan, same choice (the first
             // segment with the fewest valid blocks).
@@ -1000,6 +994,12 @@ impl Fms {
             }
             (best.1 != NONE).then_some(best.1)
         } else {
+            let cands = self
+                .segs
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.state == SegState::Used && s.valid < slots)
+                .map(|(i, s)| (i as u32, self.view(s)));
             select::lowest(&self.selector, cands, &ctx)
         }
     }

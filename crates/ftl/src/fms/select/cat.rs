@@ -72,18 +72,19 @@ impl Selector for Cat {
         if seg.valid >= seg.slots {
             return f64::INFINITY;
         }
-        let a = ctx.now_ps.saturating_sub(seg.created_ps) as f64 / ctx.age_unit_ps.max(1.0);
+        let age = ctx.now_ps.saturating_sub(seg.created_ps) as f64;
+        let unit = ctx.age_unit_ps.max(1.0);
         // u/(1−u) = valid/(slots − valid). The cleaner scores every candidate segment at
-        // each cleaning, so the default transformation takes one division in all:
-        // 1/f(a) = (a + 1)/a.
+        // each cleaning, so the default transformation takes one division in all: with
+        // a = age/unit, 1/f(a) = (a + 1)/a = (age + unit)/age.
         let cost = seg.valid as f64 * (seg.erase_count as f64 + 1.0);
         let free = (seg.slots - seg.valid) as f64;
         match self.age {
             // a/(a+1) >= MIN_AGE exactly when a >= MIN_AGE/(1 − MIN_AGE).
-            AgeTransform::Saturating if a >= MIN_AGE / (1.0 - MIN_AGE) => {
-                cost * (a + 1.0) / (free * a)
+            AgeTransform::Saturating if age >= unit * (MIN_AGE / (1.0 - MIN_AGE)) => {
+                cost * (age + unit) / (free * age)
             }
-            t => cost / (free * t.apply(a).max(MIN_AGE)),
+            t => cost / (free * t.apply(age / unit).max(MIN_AGE)),
         }
     }
 }

@@ -35,6 +35,14 @@ pub enum RecordMode {
     Spare,
 }
 
+#[inline]
+fn page_col((shift, page_size): (Option<u32>, u32), off: u64) -> (u64, u32) {
+    match shift {
+        Some(sh) => (off >> sh, (off & ((1u64 << sh) - 1)) as u32),
+        None => (off / page_size as u64, (off % page_size as u64) as u32),
+    }
+}
+
 /// Where everything sits inside a segment.
 #[derive(Clone, Debug)]
 pub struct Layout {
@@ -58,16 +66,28 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// The pieces of the byte span `off..off + len` of a segment, one per page it touches:
+    /// (page of the segment, column, offset inside the span, length).
+    #[inline]
+    pub fn pages_of(&self, off: u64, len: u64) -> impl Iterator<Item = (u64, u32, usize, usize)> {
+        let lay = (self.page_shift, self.page_size);
+        let mut done = 0u64;
+        std::iter::from_fn(move || {
+            if done >= len {
+                return None;
+            }
+            let (page, col) = page_col(lay, off + done);
+            let n = (lay.1 as u64 - col as u64).min(len - done);
+            let piece = (page, col, done as usize, n as usize);
+            done += n;
+            Some(piece)
+        })
+    }
+
     /// A byte offset inside a segment as (page of the segment, column).
     #[inline]
     pub fn page_col(&self, off: u64) -> (u64, u32) {
-        match self.page_shift {
-            Some(sh) => (off >> sh, (off & ((1u64 << sh) - 1)) as u32),
-            None => (
-                off / self.page_size as u64,
-                (off % self.page_size as u64) as u32,
-            ),
-        }
+        page_col((self.page_shift, self.page_size), off)
     }
 
     pub fn new(geo: &Geometry, block_size: u32) -> Result<Layout, DevError> {

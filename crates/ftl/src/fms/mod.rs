@@ -506,28 +506,16 @@ impl Fms {
         let bs = self.lay.block_size as u64;
         match buf {
             Some(b) => {
-                let mut done = 0u64;
-                while done < bs {
-                    let (page, col) = self.lay.page_col(off + done);
-                    let n = (ps - col as u64).min(bs - done);
-                    self.nand.read(
-                        first + page,
-                        col,
-                        &mut b[done as usize..(done + n) as usize],
-                    )?;
-                    done += n;
+                for (page, col, at, n) in self.lay.pages_of(off, bs) {
+                    self.nand.read(first + page, col, &mut b[at..at + n])?;
                 }
                 if self.lay.mode == RecordMode::Spare && self.lay.pages_per_slot > 1 {
                     self.torn_reads_as_trimmed(first + off / ps, b)?;
                 }
             }
             None => {
-                let mut done = 0u64;
-                while done < bs {
-                    let (page, col) = self.lay.page_col(off + done);
-                    let n = (ps - col as u64).min(bs - done);
+                for (page, col, _, n) in self.lay.pages_of(off, bs) {
                     self.nand.read_opaque(first + page, col, n as u32)?;
-                    done += n;
                 }
             }
         }
@@ -740,19 +728,13 @@ impl Fms {
     #[inline(always)]
     fn program_data(&mut self, seg: u32, slot: u32, data: Option<&[u8]>) -> Result<(), NandError> {
         let first = self.nand.geometry().first_page(seg);
-        let ps = self.lay.page_size as u64;
-        let bs = self.lay.block_size as u64;
         let off = self.lay.slot_offset(slot);
-        let mut done = 0u64;
-        while done < bs {
-            let (page, col) = self.lay.page_col(off + done);
-            let n = (ps - col as u64).min(bs - done);
+        for (page, col, at, n) in self.lay.pages_of(off, self.lay.block_size as u64) {
             let d = match data {
-                Some(b) => Data::Bytes(&b[done as usize..(done + n) as usize]),
+                Some(b) => Data::Bytes(&b[at..at + n]),
                 None => Data::Opaque(n as u32),
             };
             self.nand.program(first + page, col, d, None)?;
-            done += n;
         }
         Ok(())
     }
@@ -761,20 +743,10 @@ impl Fms {
     /// whole 24-byte entries) in one program per header page they touch.
     fn program_entries(&mut self, seg: u32, slot: u32, entries: &[u8]) -> Result<(), NandError> {
         let first = self.nand.geometry().first_page(seg);
-        let ps = self.lay.page_size as u64;
         let eoff = SEG_HEADER as u64 + slot as u64 * ENTRY as u64;
-        let len = entries.len() as u64;
-        let mut done = 0u64;
-        while done < len {
-            let (page, col) = self.lay.page_col(eoff + done);
-            let n = (ps - col as u64).min(len - done);
-            self.nand.program(
-                first + page,
-                col,
-                Data::Bytes(&entries[done as usize..(done + n) as usize]),
-                None,
-            )?;
-            done += n;
+        for (page, col, at, n) in self.lay.pages_of(eoff, entries.len() as u64) {
+            let d = Data::Bytes(&entries[at..at + n]);
+            self.nand.program(first + page, col, d, None)?;
         }
         Ok(())
     }

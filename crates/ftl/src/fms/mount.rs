@@ -18,7 +18,9 @@
 use nand::blockdev::{DevError, DevResult};
 use nand::Nand;
 
-use super::layout::{IndexEntry, Record, RecordMode, SegHeader, ENTRY, INDEX_ENTRY, SEG_HEADER};
+use super::layout::{
+    IndexEntry, Layout, Record, RecordMode, SegHeader, ENTRY, INDEX_ENTRY, SEG_HEADER,
+};
 use super::{Fms, FmsConfig, IndexLog, SegState};
 
 struct Best {
@@ -124,7 +126,7 @@ pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
         };
         match lay.mode {
             RecordMode::Header => {
-                read_span(&mut f.nand, first, SEG_HEADER as u64, &mut entries)?;
+                read_span(&mut f.nand, &lay, first, SEG_HEADER as u64, &mut entries)?;
                 for slot in 0..slots {
                     let e = &entries[slot as usize * ENTRY..(slot as usize + 1) * ENTRY];
                     if e.iter().all(|&b| b == 0xFF) {
@@ -288,14 +290,9 @@ pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
 }
 
 /// Read `buf.len()` bytes starting at byte `off` of the segment whose first page is `first`.
-fn read_span(nand: &mut Nand, first: u64, off: u64, buf: &mut [u8]) -> DevResult<()> {
-    let ps = nand.geometry().page_size as u64;
-    let mut done = 0usize;
-    while done < buf.len() {
-        let o = off + done as u64;
-        let n = ((ps - o % ps) as usize).min(buf.len() - done);
-        nand.read(first + o / ps, (o % ps) as u32, &mut buf[done..done + n])?;
-        done += n;
+fn read_span(nand: &mut Nand, lay: &Layout, first: u64, off: u64, buf: &mut [u8]) -> DevResult<()> {
+    for (page, col, at, n) in lay.pages_of(off, buf.len() as u64) {
+        nand.read(first + page, col, &mut buf[at..at + n])?;
     }
     Ok(())
 }
@@ -305,7 +302,13 @@ fn slot_erased(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
     let geo = f.nand.geometry().clone();
     let first = geo.first_page(seg);
     let mut buf = vec![0u8; f.lay.block_size as usize];
-    read_span(&mut f.nand, first, f.lay.slot_offset(slot), &mut buf)?;
+    read_span(
+        &mut f.nand,
+        &f.lay,
+        first,
+        f.lay.slot_offset(slot),
+        &mut buf,
+    )?;
     if buf.iter().any(|&b| b != 0xFF) {
         return Ok(false);
     }

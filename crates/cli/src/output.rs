@@ -75,6 +75,14 @@ impl PlotArgs {
     }
 }
 
+/// Write a report to stdout and flush it.
+fn to_stdout(write: impl FnOnce(&mut io::StdoutLock<'static>) -> io::Result<()>) -> Result<()> {
+    let mut out = io::stdout().lock();
+    write(&mut out)?;
+    out.flush()?;
+    Ok(())
+}
+
 /// A table of text cells printed with aligned columns. A column whose body cells all start
 /// with a digit (sizes, counts, latencies; empty and `-` cells ignored) is right-aligned,
 /// every other column is left-aligned.
@@ -154,10 +162,7 @@ impl Table {
 
     /// Print to stdout.
     pub fn print(&self) -> Result<()> {
-        let mut out = io::stdout().lock();
-        self.write(&mut out)?;
-        out.flush()?;
-        Ok(())
+        to_stdout(|w| self.write(w))
     }
 }
 
@@ -201,10 +206,7 @@ impl Fields {
     }
 
     pub fn print(&self) -> Result<()> {
-        let mut out = io::stdout().lock();
-        self.write(&mut out)?;
-        out.flush()?;
-        Ok(())
+        to_stdout(|w| self.write(w))
     }
 }
 

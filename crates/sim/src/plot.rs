@@ -90,32 +90,21 @@ impl Chart {
         ensure_font()?;
         let ext = extension(path);
         let size = self.size();
-        let ctx = || format!("plot {}", path.display());
-        match ext.as_str() {
-            "svg" => {
-                let root = SVGBackend::new(path, size).into_drawing_area();
-                self.draw(&root)
-                    .map_err(|e| anyhow!("{e}"))
-                    .with_context(ctx)?;
-                root.present()
-                    .map_err(|e| anyhow!("{e}"))
-                    .with_context(ctx)?;
-            }
-            "png" => {
-                let root = BitMapBackend::new(path, size).into_drawing_area();
-                self.draw(&root)
-                    .map_err(|e| anyhow!("{e}"))
-                    .with_context(ctx)?;
-                root.present()
-                    .map_err(|e| anyhow!("{e}"))
-                    .with_context(ctx)?;
-            }
+        let r = match ext.as_str() {
+            "svg" => self.draw_and_present(SVGBackend::new(path, size).into_drawing_area()),
+            "png" => self.draw_and_present(BitMapBackend::new(path, size).into_drawing_area()),
             _ => bail!(
                 "plot {}: unknown format (the file name must end in .svg or .png)",
                 path.display()
             ),
-        }
-        Ok(())
+        };
+        r.with_context(|| format!("plot {}", path.display()))
+    }
+
+    /// Draw on `root` and write it out, with the backend's error as text.
+    fn draw_and_present<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> Result<()> {
+        self.draw(&root).map_err(|e| anyhow!("{e}"))?;
+        root.present().map_err(|e| anyhow!("{e}"))
     }
 
     fn grid(&self) -> (usize, usize) {

@@ -468,11 +468,10 @@ impl Nand {
                 return Err(NandError::OutOfOrder { ppn });
             }
         }
-        // Bit rule: a program may only clear bits.
+        // Bit rule: a program may only clear bits. A data area the store does not know
+        // (payload-less pages that only saw opaque programs) cannot be checked.
         if let Data::Bytes(b) = data {
-            if self.store.data_known(ppn) {
-                self.check_clears_only(ppn, col, b)?;
-            }
+            self.check_data_clears_only(ppn, col, b)?;
         }
         if let Some((so, s)) = spare {
             self.check_clears_only(ppn, self.geo.page_size + so, s)?;
@@ -500,8 +499,9 @@ impl Nand {
             self.grow_bad(block)?;
             return Err(NandError::ProgramFailed { ppn, block });
         }
-        self.apply_program(ppn, col, data, spare, false)?;
-        self.bump_programs(ppn, block, idx)
+        self.store.program(ppn, col, data, spare)?;
+        self.advance_write_ptr(block, idx);
+        Ok(())
     }
 
     // ---- erase -------------------------------------------------------------------------
@@ -593,6 +593,18 @@ impl Nand {
         Ok(())
     }
 
+    /// The bit rule for a data-area program: the store compares in place where it can (one
+    /// call settles most programs); a data area the store does not know (payload-less
+    /// pages that only saw opaque programs) cannot be checked.
+    fn check_data_clears_only(&mut self, ppn: u64, col: u32, new: &[u8]) -> Result<()> {
+        match self.store.first_set_bit_in_place(ppn, col, new) {
+            Some(bad) => sets_bits(ppn, col, bad),
+            None if self.store.data_known(ppn) => self.check_clears_only(ppn, col, new),
+            None => Ok(()),
+        }
+    }
+
+    /// The bit rule: programming `new` at `col` of `ppn` may only clear bits.
     fn check_clears_only(&mut self, ppn: u64, col: u32, new: &[u8]) -> Result<()> {
         let bad = match self.store.first_set_bit_in_place(ppn, col, new) {
             Some(b) => b,
@@ -607,13 +619,7 @@ impl Nand {
                 b
             }
         };
-        match bad {
-            Some(i) => Err(NandError::SetsBits {
-                ppn,
-                col: col + i as u32,
-            }),
-            None => Ok(()),
-        }
+        sets_bits(ppn, col, bad)
     }
 
     fn apply_program(
@@ -652,11 +658,16 @@ impl Nand {
 
     fn bump_programs(&mut self, ppn: u64, block: u32, idx: u32) -> Result<()> {
         self.store.bump_page_programs(ppn)?;
+        self.advance_write_ptr(block, idx);
+        Ok(())
+    }
+
+    #[inline]
+    fn advance_write_ptr(&mut self, block: u32, idx: u32) {
         if self.geo.in_order {
             let wp = &mut self.write_ptr[block as usize];
             *wp = (*wp).max(idx + 1);
         }
-        Ok(())
     }
 
     fn reset_write_ptr(&mut self, block: u32) {
@@ -745,5 +756,18 @@ impl Nand {
             self.flip_countdown = b.saturating_add(1).saturating_add(gap);
         }
         self.flip_countdown -= bits;
+    }
+}
+
+/// The result of a bit-rule check: `bad` is the first byte of a program at `col` that would
+/// set a bit.
+#[inline]
+fn sets_bits(ppn: u64, col: u32, bad: Option<usize>) -> Result<()> {
+    match bad {
+        Some(i) => Err(NandError::SetsBits {
+            ppn,
+            col: col + i as u32,
+        }),
+        None => Ok(()),
     }
 }

@@ -6,6 +6,7 @@
 //! page since its erase, per-block erase count and bad state). It does not check rules: that
 //! is [`crate::Nand`]'s job, so every store behaves the same.
 
+use crate::device::Data;
 use crate::error::Result;
 use crate::geometry::Geometry;
 
@@ -77,6 +78,29 @@ pub trait Store: Send {
     fn bump_page_programs(&mut self, ppn: u64) -> Result<()> {
         let n = self.page_programs(ppn);
         self.set_page_programs(ppn, n.saturating_add(1))
+    }
+    /// One complete program of `ppn`, already checked against the rules by the device:
+    /// `data` at data column `col`, `spare.1` at offset `spare.0` of the spare area, and one
+    /// more program counted. The device's path for every program that is not torn or
+    /// failed by a fault; the stores on the simulator's hot path override it with one
+    /// call in place of three.
+    fn program(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        data: Data<'_>,
+        spare: Option<(u32, &[u8])>,
+    ) -> Result<()> {
+        match data {
+            Data::None => {}
+            Data::Bytes(b) => self.write(ppn, col, b)?,
+            Data::Opaque(n) => self.program_opaque(ppn, col, n)?,
+        }
+        if let Some((so, s)) = spare {
+            let ps = self.geometry().page_size;
+            self.write(ppn, ps + so, s)?;
+        }
+        self.bump_page_programs(ppn)
     }
     /// Where programming `new` at `col` of `ppn` would set a bit that is 0 on the medium:
     /// `Some(Some(i))` for the first such byte of `new`, `Some(None)` for none, or `None`
@@ -178,6 +202,23 @@ impl Store for RamStore {
         *p = p.saturating_add(1);
         Ok(())
     }
+    fn program(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        data: Data<'_>,
+        spare: Option<(u32, &[u8])>,
+    ) -> Result<()> {
+        match data {
+            Data::None => {}
+            Data::Bytes(b) => Store::write(self, ppn, col, b)?,
+            Data::Opaque(n) => Store::program_opaque(self, ppn, col, n)?,
+        }
+        if let Some((so, s)) = spare {
+            Store::write(self, ppn, self.geo.page_size + so, s)?;
+        }
+        Store::bump_page_programs(self, ppn)
+    }
     fn first_set_bit_in_place(&self, ppn: u64, col: u32, new: &[u8]) -> Option<Option<usize>> {
         let o = self.off(ppn, col);
         Some(first_set_bit(&self.bytes[o..o + new.len()], new))
@@ -197,7 +238,9 @@ impl Store for RamStore {
 /// Payload-less store for simulation mode. It keeps every spare area, the program count of
 /// every page, the block table, and the data area only of pages that were programmed with
 /// real bytes (headers and other metadata the layers above read back). Data programmed
-/// with [`Store::program_opaque`] is dropped: such pages read back as zeros.
+/// with [`Store::program_opaque`] is dropped: such pages read back as zeros (unless they
+/// were kept before, where the opaque bytes become zeros in place). A data area no program
+/// touched reads erased, whatever was programmed into the spare area.
 ///
 /// Memory: `pages × (spare_size + 5)` bytes plus the kept pages; `chang-kuo-16g` (32 Mi
 /// pages of 16 B spare) needs about 672 MiB. Kept pages live in one arena indexed per page
@@ -207,13 +250,19 @@ pub struct PayloadlessStore {
     spare: Vec<u8>,
     programs: Vec<u8>,
     blocks: Vec<BlockInfo>,
-    /// Per page: index of its kept copy in `arena`, or `NOT_KEPT`.
+    /// Per page: index of its kept copy in `arena`, `OPAQUE` (not kept, its data area saw
+    /// an opaque program), or `NOT_KEPT` (its data area is erased).
     kept_at: Vec<u32>,
     arena: Vec<u8>,
+    /// Per arena slot: the byte range `[lo, hi)` written since the slot was filled, so
+    /// that reusing it for an erased page refills only that range with 0xFF (a header
+    /// page is mostly untouched; refilling all of it cost a page-sized memset per erase).
+    dirty: Vec<(u32, u32)>,
     free_slots: Vec<u32>,
 }
 
 const NOT_KEPT: u32 = u32::MAX;
+const OPAQUE: u32 = u32::MAX - 1;
 
 impl PayloadlessStore {
     pub fn new(geo: &Geometry) -> Result<Self> {
@@ -225,6 +274,7 @@ impl PayloadlessStore {
             blocks: vec![BlockInfo::default(); geo.blocks as usize],
             kept_at: vec![NOT_KEPT; geo.pages() as usize],
             arena: Vec::new(),
+            dirty: Vec::new(),
             free_slots: Vec::new(),
         })
     }
@@ -232,37 +282,57 @@ impl PayloadlessStore {
     #[inline]
     fn kept(&self, ppn: u64) -> Option<&[u8]> {
         let k = self.kept_at[ppn as usize];
-        (k != NOT_KEPT).then(|| {
+        (k < OPAQUE).then(|| {
             let ps = self.geo.page_size as usize;
             &self.arena[k as usize * ps..(k as usize + 1) * ps]
         })
     }
 
+    /// The kept copy of `ppn` (if any) with bytes `[lo, hi)` about to be written.
     #[inline]
-    fn kept_mut(&mut self, ppn: u64) -> Option<&mut [u8]> {
+    fn kept_mut(&mut self, ppn: u64, lo: usize, hi: usize) -> Option<&mut [u8]> {
         let k = self.kept_at[ppn as usize];
-        (k != NOT_KEPT).then(|| {
+        (k < OPAQUE).then(|| {
+            let d = &mut self.dirty[k as usize];
+            *d = (d.0.min(lo as u32), d.1.max(hi as u32));
             let ps = self.geo.page_size as usize;
             &mut self.arena[k as usize * ps..(k as usize + 1) * ps]
         })
     }
 
-    /// The kept copy of `ppn`, created (filled with `fill`) if missing.
-    fn keep(&mut self, ppn: u64, fill: u8) -> &mut [u8] {
+    /// The kept copy of `ppn`, created (filled with `fill`) if missing, with bytes
+    /// `[lo, hi)` about to be written.
+    fn keep(&mut self, ppn: u64, fill: u8, lo: usize, hi: usize) -> &mut [u8] {
         let ps = self.geo.page_size as usize;
-        if self.kept_at[ppn as usize] == NOT_KEPT {
+        if self.kept_at[ppn as usize] >= OPAQUE {
             let slot = match self.free_slots.pop() {
-                Some(s) => s,
+                Some(s) => {
+                    // A free slot is 0xFF outside its dirty range.
+                    let (a, b) = match fill {
+                        0xFF => self.dirty[s as usize],
+                        _ => (0, ps as u32),
+                    };
+                    if a < b {
+                        let base = s as usize * ps;
+                        self.arena[base + a as usize..base + b as usize].fill(fill);
+                    }
+                    s
+                }
                 None => {
                     let s = (self.arena.len() / ps) as u32;
-                    self.arena.resize(self.arena.len() + ps, 0);
+                    self.arena.resize(self.arena.len() + ps, fill);
+                    self.dirty.push((0, 0));
                     s
                 }
             };
-            self.arena[slot as usize * ps..(slot as usize + 1) * ps].fill(fill);
+            // A page filled with zeros is dirty all over.
+            self.dirty[slot as usize] = match fill {
+                0xFF => (ps as u32, 0),
+                _ => (0, ps as u32),
+            };
             self.kept_at[ppn as usize] = slot;
         }
-        self.kept_mut(ppn).expect("just kept")
+        self.kept_mut(ppn, lo, hi).expect("just kept")
     }
 }
 
@@ -283,8 +353,8 @@ impl Store for PayloadlessStore {
             let out = &mut buf[..d - col];
             match self.kept(ppn) {
                 Some(p) => out.copy_from_slice(&p[col..d]),
-                None if self.programs[ppn as usize] == 0 => out.fill(0xFF),
-                None => out.fill(0),
+                None if self.kept_at[ppn as usize] == OPAQUE => out.fill(0),
+                None => out.fill(0xFF),
             }
         }
         if end > ps {
@@ -300,9 +370,9 @@ impl Store for PayloadlessStore {
         let col = col as usize;
         let end = col + bytes.len();
         if col < ps {
-            let fresh = self.programs[ppn as usize] == 0;
-            let page = self.keep(ppn, if fresh { 0xFF } else { 0 });
+            let fresh = self.kept_at[ppn as usize] != OPAQUE;
             let d = end.min(ps);
+            let page = self.keep(ppn, if fresh { 0xFF } else { 0 }, col, d);
             page[col..d].copy_from_slice(&bytes[..d - col]);
         }
         if end > ps {
@@ -313,13 +383,16 @@ impl Store for PayloadlessStore {
         Ok(())
     }
     fn program_opaque(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
-        if let Some(p) = self.kept_mut(ppn) {
-            p[col as usize..(col + len) as usize].fill(0);
+        let (lo, hi) = (col as usize, (col + len) as usize);
+        if let Some(p) = self.kept_mut(ppn, lo, hi) {
+            p[lo..hi].fill(0);
+        } else if hi > lo {
+            self.kept_at[ppn as usize] = OPAQUE;
         }
         Ok(())
     }
     fn data_known(&self, ppn: u64) -> bool {
-        self.programs[ppn as usize] == 0 || self.kept_at[ppn as usize] != NOT_KEPT
+        self.kept_at[ppn as usize] != OPAQUE
     }
     fn erase(&mut self, block: u32) -> Result<()> {
         let first = self.geo.first_page(block) as usize;
@@ -329,10 +402,10 @@ impl Store for PayloadlessStore {
         self.programs[first..first + n].fill(0);
         for ppn in first..first + n {
             let k = self.kept_at[ppn];
-            if k != NOT_KEPT {
+            if k < OPAQUE {
                 self.free_slots.push(k);
-                self.kept_at[ppn] = NOT_KEPT;
             }
+            self.kept_at[ppn] = NOT_KEPT;
         }
         Ok(())
     }
@@ -342,10 +415,10 @@ impl Store for PayloadlessStore {
         self.spare[base..base + ss].fill(0xFF);
         self.programs[ppn as usize] = 0;
         let k = self.kept_at[ppn as usize];
-        if k != NOT_KEPT {
+        if k < OPAQUE {
             self.free_slots.push(k);
-            self.kept_at[ppn as usize] = NOT_KEPT;
         }
+        self.kept_at[ppn as usize] = NOT_KEPT;
         Ok(())
     }
     fn page_programs(&self, ppn: u64) -> u8 {
@@ -360,6 +433,23 @@ impl Store for PayloadlessStore {
         *p = p.saturating_add(1);
         Ok(())
     }
+    fn program(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        data: Data<'_>,
+        spare: Option<(u32, &[u8])>,
+    ) -> Result<()> {
+        match data {
+            Data::None => {}
+            Data::Bytes(b) => Store::write(self, ppn, col, b)?,
+            Data::Opaque(n) => Store::program_opaque(self, ppn, col, n)?,
+        }
+        if let Some((so, s)) = spare {
+            Store::write(self, ppn, self.geo.page_size + so, s)?;
+        }
+        Store::bump_page_programs(self, ppn)
+    }
     fn first_set_bit_in_place(&self, ppn: u64, col: u32, new: &[u8]) -> Option<Option<usize>> {
         let ps = self.geo.page_size as usize;
         let (col, end) = (col as usize, col as usize + new.len());
@@ -367,7 +457,7 @@ impl Store for PayloadlessStore {
             match self.kept(ppn) {
                 Some(p) => Some(first_set_bit(&p[col..end], new)),
                 // Never programmed: all ones, any program is allowed.
-                None if self.programs[ppn as usize] == 0 => Some(None),
+                None if self.kept_at[ppn as usize] != OPAQUE => Some(None),
                 None => None,
             }
         } else if col >= ps {
@@ -391,5 +481,6 @@ impl Store for PayloadlessStore {
         (self.spare.len() + self.programs.len() + self.blocks.len() * 8) as u64
             + self.kept_at.len() as u64 * 4
             + self.arena.len() as u64
+            + self.dirty.len() as u64 * 8
     }
 }

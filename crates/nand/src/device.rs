@@ -132,6 +132,8 @@ pub struct Nand {
     fault_base: u64,
     dead: bool,
     faults: FaultPlan,
+    /// The fault plan can cut or fail a program or erase.
+    faults_armed: bool,
     rng: Xoshiro256PlusPlus,
     flip_countdown: u64,
     scripted_flips: Vec<(u64, u32, u8)>,
@@ -194,6 +196,7 @@ impl Nand {
             fault_base: 0,
             dead: false,
             faults: FaultPlan::default(),
+            faults_armed: false,
             rng: Xoshiro256PlusPlus::seed_from_u64(0),
             flip_countdown: u64::MAX,
             scripted_flips: Vec::new(),
@@ -221,6 +224,12 @@ impl Nand {
     pub fn set_faults(&mut self, plan: FaultPlan) {
         self.rng = Xoshiro256PlusPlus::seed_from_u64(plan.seed ^ 0x5eed_f1a5_u64);
         self.fault_base = self.ops;
+        // Without a cut, failing operations or failure rates, programs skip the fault
+        // checks (bit flips only touch reads).
+        self.faults_armed = plan.power_cut_at.is_some()
+            || !plan.fail_ops.is_empty()
+            || plan.program_fail_rate > 0.0
+            || plan.erase_fail_rate > 0.0;
         self.faults = plan;
         self.flip_countdown = self.next_flip_gap();
     }
@@ -418,6 +427,7 @@ impl Nand {
 
     /// The general program operation: `data` at data column `col`, and `spare` bytes at
     /// offset `.0` of the spare area. Counts as one (partial) program of the page.
+    #[inline]
     pub fn program(
         &mut self,
         ppn: u64,
@@ -425,6 +435,34 @@ impl Nand {
         data: Data<'_>,
         spare: Option<(u32, &[u8])>,
     ) -> Result<()> {
+        let (block, idx) = self.check_program(ppn, col, data, spare)?;
+        self.ops += 1;
+        let data_len = match data {
+            Data::None => 0,
+            Data::Bytes(b) => b.len(),
+            Data::Opaque(n) => n as usize,
+        };
+        let bytes = (data_len + spare.map_or(0, |s| s.1.len())) as u64;
+        self.clock_ps += self.costs.program + self.costs.program_byte * bytes;
+        self.counters.programs += 1;
+        self.counters.bytes_programmed += bytes;
+        if self.faults_armed {
+            return self.program_under_faults(ppn, col, data, spare, block, idx);
+        }
+        self.store.program(ppn, col, data, spare)?;
+        self.advance_write_ptr(block, idx);
+        Ok(())
+    }
+
+    /// Every rule a program must pass; returns the block and the page's index in it.
+    #[inline(always)]
+    fn check_program(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        data: Data<'_>,
+        spare: Option<(u32, &[u8])>,
+    ) -> Result<(u32, u32)> {
         self.alive()?;
         let data_len = match data {
             Data::None => 0,
@@ -476,13 +514,21 @@ impl Nand {
         if let Some((so, s)) = spare {
             self.check_clears_only(ppn, self.geo.page_size + so, s)?;
         }
+        Ok((block, idx))
+    }
 
-        self.ops += 1;
-        let bytes = (data_len + spare.map_or(0, |s| s.1.len())) as u64;
-        self.clock_ps += self.costs.program + self.costs.program_byte * bytes;
-        self.counters.programs += 1;
-        self.counters.bytes_programmed += bytes;
-
+    /// The end of a program that passed the rules while a fault plan is installed: a
+    /// power cut due now tears it, an injected failure fails it, otherwise it completes.
+    #[inline(never)]
+    fn program_under_faults(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        data: Data<'_>,
+        spare: Option<(u32, &[u8])>,
+        block: u32,
+        idx: u32,
+    ) -> Result<()> {
         if self.faults.power_cut_at == Some(self.plan_op()) {
             let mode = self.pick_torn();
             if mode != TornMode::Nothing {

@@ -1001,8 +1001,11 @@ impl Fms {
         moving.clear();
         for slot in 0..self.segs[victim as usize].next {
             let phys = base + slot;
+            // `rev` names the block a slot holds exactly while the slot is its current copy
+            // (set with `map`, cleared on invalidation).
             let lbn = self.rev[phys as usize];
-            if lbn != NONE && self.map[lbn as usize] == phys {
+            debug_assert!(lbn == NONE || self.map[lbn as usize] == phys);
+            if lbn != NONE {
                 moving.push(Moving {
                     phys,
                     lbn,

@@ -902,3 +902,75 @@ fn layout_matches_the_documented_format() {
     assert_eq!(sp[1], 0x00, "page mark");
     assert!(sp[2..].iter().all(|&b| b == 0xFF));
 }
+
+// ---- corrupted media ------------------------------------------------------------------------
+
+/// A used medium with `hits` bytes overwritten, mostly in the FMS's own records (segment
+/// headers and entries in header mode, spare areas in spare mode).
+fn corrupted((spec, cfg): &(DeviceSpec, FmsConfig), seed: u64, hits: usize) -> Nand {
+    let mut f = format(spec, cfg);
+    let mut s = Shadow::new(&f, seed);
+    s.random_ops(&mut f, 60);
+    f.flush().unwrap();
+    let header = f.layout().header_bytes as u64;
+    let mut store = f.into_nand().into_store();
+    let g = spec.geometry.clone();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0xC0FF_EE);
+    for _ in 0..hits {
+        let block = rng.gen_range(0..g.blocks);
+        let (ppn, col) = match rng.gen_range(0..3) {
+            0 if header > 0 => {
+                let off = rng.gen_range(0..header);
+                (
+                    g.first_page(block) + off / g.page_size as u64,
+                    (off % g.page_size as u64) as u32,
+                )
+            }
+            1 if g.spare_size > 0 => (
+                g.first_page(block) + rng.gen_range(0..g.pages_per_block as u64),
+                g.page_size + rng.gen_range(0..g.spare_size),
+            ),
+            _ => (
+                g.first_page(block) + rng.gen_range(0..g.pages_per_block as u64),
+                rng.gen_range(0..g.raw_page_size()),
+            ),
+        };
+        let byte = match rng.gen_range(0..3) {
+            0 => 0x00,
+            1 => 0xFF,
+            _ => rng.gen(),
+        };
+        store.write(ppn, col, &[byte]).unwrap();
+    }
+    Nand::open(spec.clone(), store).unwrap()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 128, ..Default::default() })]
+
+    /// Whatever the damage, mount returns a medium or an error, and a mounted medium
+    /// serves reads, writes and trims with data or errors: never a panic.
+    #[test]
+    fn corrupted_media_never_panic(which in 0usize..3, seed in 0u64..1_000_000, hits in 1usize..40) {
+        let dev = [intel(), nandsim(), mlc2()][which].clone();
+        let nand = corrupted(&dev, seed, hits);
+        if let Ok(mut f) = Fms::mount(nand, dev.1.clone()) {
+            let sectors = f.sectors();
+            let mut buf = vec![0u8; f.capacity_bytes() as usize];
+            let _ = f.read(0, sectors as u32, Some(&mut buf));
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+            let spb = (f.layout().block_size as usize / SECTOR) as u64;
+            for _ in 0..40 {
+                let lba = rng.gen_range(0..sectors);
+                let count = rng.gen_range(1..=spb).min(sectors - lba);
+                let data = vec![0x5A; count as usize * SECTOR];
+                let _ = if rng.gen_bool(0.1) {
+                    f.trim(lba, count as u32)
+                } else {
+                    f.write(lba, count as u32, Some(&data))
+                };
+            }
+            let _ = f.flush();
+        }
+    }
+}

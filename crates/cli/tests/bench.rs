@@ -80,7 +80,15 @@ fn bad_options_are_one_line_errors() {
             vec!["--workload", "trace:none.csv"],
             "synthetic workloads only",
         ),
-        (vec!["--written", "1KiB"], "less than one"),
+        (
+            vec!["--written", "1KiB"],
+            "whole number of 4096-byte requests",
+        ),
+        (
+            vec!["--written", "6KiB"],
+            "whole number of 4096-byte requests",
+        ),
+        (vec!["--warm", "1KiB"], "warm"),
     ] {
         let mut a = vec!["bench"];
         a.extend(args.iter().copied());

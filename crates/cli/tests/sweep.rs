@@ -223,6 +223,13 @@ fn sweep_key_errors_name_the_key_and_line() {
         &["--policy", "lru"],
     );
     fails_with(flashkit(["sim", "--unit", "1000"]), &["--unit"]);
+    // Bytes written that are not whole requests are refused, not rounded down.
+    for w in ["0", "1KiB", "6KiB"] {
+        fails_with(
+            flashkit(["sim", "--policy", "greedy", "--written", w]),
+            &["written", "whole number of 4096-byte requests"],
+        );
+    }
 }
 
 #[test]

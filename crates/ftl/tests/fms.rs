@@ -915,7 +915,7 @@ fn corrupted((spec, cfg): &(DeviceSpec, FmsConfig), seed: u64, hits: usize) -> N
     let header = f.layout().header_bytes as u64;
     let mut store = f.into_nand().into_store();
     let g = spec.geometry.clone();
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0xC0FF_EE);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x00C0_FFEE);
     for _ in 0..hits {
         let block = rng.gen_range(0..g.blocks);
         let (ppn, col) = match rng.gen_range(0..3) {

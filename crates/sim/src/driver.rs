@@ -244,6 +244,20 @@ pub fn prepare(cfg: &SimConfig) -> Result<Prepared> {
     })
 }
 
+/// How many requests a synthetic workload makes: `written_bytes` in `unit_bytes`-sized
+/// requests, which must divide it (a remainder would be silently dropped).
+pub fn synthetic_requests(cfg: &SimConfig) -> Result<u64> {
+    let unit = cfg.unit_bytes as u64;
+    if unit == 0 || cfg.written_bytes == 0 || !cfg.written_bytes.is_multiple_of(unit) {
+        bail!(
+            "written: {} bytes is not a positive whole number of {}-byte requests (--unit)",
+            cfg.written_bytes,
+            cfg.unit_bytes
+        );
+    }
+    Ok(cfg.written_bytes / unit)
+}
+
 /// Run one configuration.
 pub fn run(cfg: &SimConfig) -> Result<SimResult> {
     run_with_progress(cfg, &|_| {})
@@ -256,12 +270,16 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         device, fms: fcfg, ..
     } = cfg;
     let bs = fcfg.block_size as u64;
+    let requests = match cfg.workload {
+        // A trace brings its own requests; `written` does not apply.
+        WorkloadSpec::Trace(_) => 0,
+        _ => synthetic_requests(cfg)?,
+    };
     let Prepared {
         mut fms,
         writable_blocks,
         units,
     } = prepare(cfg)?;
-    let requests = cfg.written_bytes / cfg.unit_bytes as u64;
 
     let s0 = fms.stats().clone();
     let t0 = fms.nand().clock_ps();

@@ -205,7 +205,7 @@ fn table4(o: &Options) -> Result<Report> {
         for p in policies {
             let mut c = SimConfig::flagship();
             c.workload = WorkloadSpec::parse(w).map_err(anyhow::Error::msg)?;
-            c.written_bytes = ((192u64 << 20) as f64 * o.scale) as u64;
+            c.written_bytes = scaled(192 << 20, o);
             c.seed = o.seed;
             c.fms.policy = p;
             c.fms.redistribution = paper_pairing(p);
@@ -293,7 +293,7 @@ fn dac_fig12(o: &Options) -> Result<Report> {
             for regions in 1..=4u8 {
                 let mut c = SimConfig::flagship();
                 c.workload = workload.clone();
-                c.written_bytes = ((160u64 << 20) as f64 * o.scale) as u64;
+                c.written_bytes = scaled(160 << 20, o);
                 c.seed = o.seed;
                 c.fms.policy = p;
                 c.fms.regions = regions;
@@ -415,8 +415,10 @@ fn hotcold((x, y): (u32, u32)) -> WorkloadSpec {
     }
 }
 
+/// `bytes` times `--scale`, in whole 4 KiB requests (at least one).
 fn scaled(bytes: u64, o: &Options) -> u64 {
-    ((bytes as f64 * o.scale) as u64).max(4096)
+    let b = (bytes as f64 * o.scale) as u64;
+    (b - b % 4096).max(4096)
 }
 
 /// Poisson arrivals at the paper's rate: 192 MB of 4 KiB requests over two weeks (the

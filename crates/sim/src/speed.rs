@@ -42,6 +42,13 @@ pub fn steady(cfg: &SimConfig, warm_bytes: u64) -> Result<Steady> {
     if matches!(cfg.workload, WorkloadSpec::Trace(_)) {
         bail!("workload: bench runs synthetic workloads only (a trace is finite)");
     }
+    let unit = cfg.unit_bytes as u64;
+    if unit == 0 || !warm_bytes.is_multiple_of(unit) {
+        bail!(
+            "warm: {warm_bytes} bytes is not a whole number of {}-byte requests (--unit)",
+            cfg.unit_bytes
+        );
+    }
     let Prepared { fms, units, .. } = prepare(cfg)?;
     let workload = Workload::new(&cfg.workload, units, u64::MAX, cfg.seed);
     let mut s = Steady {
@@ -49,7 +56,7 @@ pub fn steady(cfg: &SimConfig, warm_bytes: u64) -> Result<Steady> {
         workload,
         sectors: cfg.unit_bytes / 512,
     };
-    s.write(warm_bytes / cfg.unit_bytes as u64)?;
+    s.write(warm_bytes / unit)?;
     Ok(s)
 }
 
@@ -88,14 +95,7 @@ pub fn measure(cfg: &SimConfig, warm_bytes: u64, repeat: u32) -> Result<SpeedRes
     if repeat == 0 {
         bail!("repeat: must be at least 1");
     }
-    let requests = cfg.written_bytes / cfg.unit_bytes.max(1) as u64;
-    if requests == 0 {
-        bail!(
-            "written: {} bytes is less than one {}-byte request",
-            cfg.written_bytes,
-            cfg.unit_bytes
-        );
-    }
+    let requests = crate::driver::synthetic_requests(cfg)?;
     let mut times = Vec::new();
     let mut counts = (0, 0);
     for _ in 0..repeat {

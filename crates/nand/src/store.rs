@@ -82,8 +82,8 @@ pub trait Store: Send {
     /// One complete program of `ppn`, already checked against the rules by the device:
     /// `data` at data column `col`, `spare.1` at offset `spare.0` of the spare area, and one
     /// more program counted. The device's path for every program that is not torn or
-    /// failed by a fault; the stores on the simulator's hot path override it with one
-    /// call in place of three.
+    /// failed by a fault: one dynamic call, within which each store's own primitives are
+    /// called statically (the default is compiled per store).
     fn program(
         &mut self,
         ppn: u64,
@@ -201,23 +201,6 @@ impl Store for RamStore {
         let p = &mut self.programs[ppn as usize];
         *p = p.saturating_add(1);
         Ok(())
-    }
-    fn program(
-        &mut self,
-        ppn: u64,
-        col: u32,
-        data: Data<'_>,
-        spare: Option<(u32, &[u8])>,
-    ) -> Result<()> {
-        match data {
-            Data::None => {}
-            Data::Bytes(b) => Store::write(self, ppn, col, b)?,
-            Data::Opaque(n) => Store::program_opaque(self, ppn, col, n)?,
-        }
-        if let Some((so, s)) = spare {
-            Store::write(self, ppn, self.geo.page_size + so, s)?;
-        }
-        Store::bump_page_programs(self, ppn)
     }
     fn first_set_bit_in_place(&self, ppn: u64, col: u32, new: &[u8]) -> Option<Option<usize>> {
         let o = self.off(ppn, col);
@@ -432,23 +415,6 @@ impl Store for PayloadlessStore {
         let p = &mut self.programs[ppn as usize];
         *p = p.saturating_add(1);
         Ok(())
-    }
-    fn program(
-        &mut self,
-        ppn: u64,
-        col: u32,
-        data: Data<'_>,
-        spare: Option<(u32, &[u8])>,
-    ) -> Result<()> {
-        match data {
-            Data::None => {}
-            Data::Bytes(b) => Store::write(self, ppn, col, b)?,
-            Data::Opaque(n) => Store::program_opaque(self, ppn, col, n)?,
-        }
-        if let Some((so, s)) = spare {
-            Store::write(self, ppn, self.geo.page_size + so, s)?;
-        }
-        Store::bump_page_programs(self, ppn)
     }
     fn first_set_bit_in_place(&self, ppn: u64, col: u32, new: &[u8]) -> Option<Option<usize>> {
         let ps = self.geo.page_size as usize;

@@ -1106,7 +1106,7 @@ impl Fms {
                 // Spare mode, or the run hit garbage or a failing block: this block (in
                 // `buf`) through the per-slot path, which retries in a fresh segment.
                 let i = m.lbn as usize;
-                let rec = self.copy_record(m.lbn, dest[k].1);
+                let rec = self.copy_record(m, dest[k].1);
                 let data = storage.then_some(&buf[..bs]);
                 let phys = match forced {
                     Some(target) => self.append_into(target, data, &rec),
@@ -1125,17 +1125,17 @@ impl Fms {
         r
     }
 
-    /// The record of a block copied by the cleaner (its sequence number is set at append).
-    fn copy_record(&self, lbn: u32, region: u8) -> Record {
-        let i = lbn as usize;
+    /// The record of a block copied by the cleaner (its sequence number is set at append),
+    /// from what `evacuate` read of it.
+    fn copy_record(&self, m: &Moving, region: u8) -> Record {
         Record {
-            lbn,
+            lbn: m.lbn,
             region,
-            readonly: self.readonly[i],
+            readonly: self.readonly[m.lbn as usize],
             live: true,
-            updates: self.updates[i],
+            updates: m.updates as u16,
             seq: 0,
-            time_ms: (self.write_ps[i] / 1_000_000_000).min(u32::MAX as u64) as u32,
+            time_ms: (m.last_write_ps / 1_000_000_000).min(u32::MAX as u64) as u32,
         }
     }
 
@@ -1188,7 +1188,7 @@ impl Fms {
                     self.read_phys(m.phys, None)?;
                 }
             }
-            let mut rec = self.copy_record(m.lbn, dest[q].1);
+            let mut rec = self.copy_record(m, dest[q].1);
             rec.seq = self.seq;
             self.seq += 1;
             entries.extend_from_slice(&rec.encode_entry());

@@ -21,6 +21,22 @@ pub enum Data<'a> {
     Opaque(u32),
 }
 
+impl Data<'_> {
+    /// Bytes of the data area the program covers.
+    #[inline]
+    pub fn len(&self) -> usize {
+        match self {
+            Data::None => 0,
+            Data::Bytes(b) => b.len(),
+            Data::Opaque(n) => *n as usize,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// What a power cut does to the operation it interrupts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -437,17 +453,15 @@ impl Nand {
     ) -> Result<()> {
         let (block, idx) = self.check_program(ppn, col, data, spare)?;
         self.ops += 1;
-        let data_len = match data {
-            Data::None => 0,
-            Data::Bytes(b) => b.len(),
-            Data::Opaque(n) => n as usize,
-        };
+        let data_len = data.len();
         let bytes = (data_len + spare.map_or(0, |s| s.1.len())) as u64;
         self.clock_ps += self.costs.program + self.costs.program_byte * bytes;
         self.counters.programs += 1;
         self.counters.bytes_programmed += bytes;
         if self.faults_armed {
-            return self.program_under_faults(ppn, col, data, spare, block, idx);
+            if let Some(r) = self.program_fault(ppn, col, data, spare, block, idx) {
+                return r;
+            }
         }
         self.store.program(ppn, col, data, spare)?;
         self.advance_write_ptr(block, idx);
@@ -464,11 +478,7 @@ impl Nand {
         spare: Option<(u32, &[u8])>,
     ) -> Result<(u32, u32)> {
         self.alive()?;
-        let data_len = match data {
-            Data::None => 0,
-            Data::Bytes(b) => b.len(),
-            Data::Opaque(n) => n as usize,
-        };
+        let data_len = data.len();
         if col as usize + data_len > self.geo.page_size as usize {
             return Err(NandError::ColumnOutOfRange {
                 ppn,
@@ -517,10 +527,11 @@ impl Nand {
         Ok((block, idx))
     }
 
-    /// The end of a program that passed the rules while a fault plan is installed: a
-    /// power cut due now tears it, an injected failure fails it, otherwise it completes.
+    /// A program that passed the rules while a fault plan is installed: a power cut due
+    /// now tears it, an injected failure fails it (both return its outcome); `None` when
+    /// it completes as usual.
     #[inline(never)]
-    fn program_under_faults(
+    fn program_fault(
         &mut self,
         ppn: u64,
         col: u32,
@@ -528,26 +539,31 @@ impl Nand {
         spare: Option<(u32, &[u8])>,
         block: u32,
         idx: u32,
-    ) -> Result<()> {
+    ) -> Option<Result<()>> {
         if self.faults.power_cut_at == Some(self.plan_op()) {
             let mode = self.pick_torn();
             if mode != TornMode::Nothing {
-                self.apply_program(ppn, col, data, spare, mode == TornMode::Partial)?;
-                self.bump_programs(ppn, block, idx)?;
+                let torn = self
+                    .apply_program(ppn, col, data, spare, mode == TornMode::Partial)
+                    .and_then(|()| self.bump_programs(ppn, block, idx));
+                if torn.is_err() {
+                    return Some(torn);
+                }
             }
             self.dead = true;
-            return Err(NandError::PowerLoss);
+            return Some(Err(NandError::PowerLoss));
         }
         if self.injected_failure(self.faults.program_fail_rate) {
-            self.apply_program(ppn, col, data, spare, true)?;
-            self.bump_programs(ppn, block, idx)?;
-            self.counters.program_failures += 1;
-            self.grow_bad(block)?;
-            return Err(NandError::ProgramFailed { ppn, block });
+            let r = self
+                .apply_program(ppn, col, data, spare, true)
+                .and_then(|()| self.bump_programs(ppn, block, idx))
+                .and_then(|()| {
+                    self.counters.program_failures += 1;
+                    self.grow_bad(block)
+                });
+            return Some(r.and(Err(NandError::ProgramFailed { ppn, block })));
         }
-        self.store.program(ppn, col, data, spare)?;
-        self.advance_write_ptr(block, idx);
-        Ok(())
+        None
     }
 
     // ---- erase -------------------------------------------------------------------------

@@ -541,22 +541,22 @@ impl Nand {
         idx: u32,
     ) -> Option<Result<()>> {
         if self.faults.power_cut_at == Some(self.plan_op()) {
-            let mode = self.pick_torn();
-            if mode != TornMode::Nothing {
-                let torn = self
-                    .apply_program(ppn, col, data, spare, mode == TornMode::Partial)
-                    .and_then(|()| self.bump_programs(ppn, block, idx));
-                if torn.is_err() {
-                    return Some(torn);
-                }
+            let reached = match self.pick_torn() {
+                TornMode::Nothing => Ok(()),
+                TornMode::Partial => self.program_torn(ppn, col, data, spare, block, idx),
+                _ => self.store.program(ppn, col, data, spare).map(|()| {
+                    self.advance_write_ptr(block, idx);
+                }),
+            };
+            if reached.is_err() {
+                return Some(reached);
             }
             self.dead = true;
             return Some(Err(NandError::PowerLoss));
         }
         if self.injected_failure(self.faults.program_fail_rate) {
             let r = self
-                .apply_program(ppn, col, data, spare, true)
-                .and_then(|()| self.bump_programs(ppn, block, idx))
+                .program_torn(ppn, col, data, spare, block, idx)
                 .and_then(|()| {
                     self.counters.program_failures += 1;
                     self.grow_bad(block)
@@ -684,30 +684,32 @@ impl Nand {
         sets_bits(ppn, col, bad)
     }
 
-    fn apply_program(
+    /// A program that reached the cells only in part (cut or failed): each bit it would
+    /// clear is cleared or not at random; the page counts one more program.
+    fn program_torn(
         &mut self,
         ppn: u64,
         col: u32,
         data: Data<'_>,
         spare: Option<(u32, &[u8])>,
-        torn: bool,
+        block: u32,
+        idx: u32,
     ) -> Result<()> {
         match data {
             Data::None => {}
-            Data::Bytes(b) => self.write_maybe_torn(ppn, col, b, torn)?,
+            Data::Bytes(b) => self.write_torn(ppn, col, b)?,
             Data::Opaque(n) => self.store.program_opaque(ppn, col, n)?,
         }
         if let Some((so, s)) = spare {
-            self.write_maybe_torn(ppn, self.geo.page_size + so, s, torn)?;
+            self.write_torn(ppn, self.geo.page_size + so, s)?;
         }
+        self.store.bump_page_programs(ppn)?;
+        self.advance_write_ptr(block, idx);
         Ok(())
     }
 
-    fn write_maybe_torn(&mut self, ppn: u64, col: u32, new: &[u8], torn: bool) -> Result<()> {
-        if !torn {
-            return self.store.write(ppn, col, new);
-        }
-        // Clear a random subset of the bits the program would have cleared.
+    /// Clear a random subset of the bits programming `new` would have cleared.
+    fn write_torn(&mut self, ppn: u64, col: u32, new: &[u8]) -> Result<()> {
         let mut old = vec![0u8; new.len()];
         self.store.read(ppn, col, &mut old)?;
         for (o, n) in old.iter_mut().zip(new) {
@@ -716,12 +718,6 @@ impl Nand {
             *o &= !(clear & keep);
         }
         self.store.write(ppn, col, &old)
-    }
-
-    fn bump_programs(&mut self, ppn: u64, block: u32, idx: u32) -> Result<()> {
-        self.store.bump_page_programs(ppn)?;
-        self.advance_write_ptr(block, idx);
-        Ok(())
     }
 
     #[inline]

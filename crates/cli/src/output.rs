@@ -249,7 +249,7 @@ pub fn write_csv<T: Serialize>(path: &Path, rows: &[T]) -> Result<()> {
 
 /// The top-level fields of a struct in serialization order (serde_json's `Value` would
 /// sort them).
-fn ordered_fields<T: Serialize>(row: &T) -> Result<Vec<(String, serde_json::Value)>> {
+pub fn ordered_fields<T: Serialize + ?Sized>(row: &T) -> Result<Vec<(String, serde_json::Value)>> {
     struct Ordered(Vec<(String, serde_json::Value)>);
     impl<'de> serde::Deserialize<'de> for Ordered {
         fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -121,6 +121,58 @@ fn sweep_streams_json_lines_with_options_and_ids() {
     assert_eq!(stdout, ls, "stdout JSON lines equal the results file");
 }
 
+/// `sim --json` and `--csv` carry every option value that produced each result, also
+/// options that are not among a result's own fields (here `--cb-age`), with the same job
+/// ids as a sweep of the same grid.
+#[test]
+fn sim_results_carry_their_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("r.csv");
+    let args = [
+        "sim",
+        "--policy",
+        "cost-benefit",
+        "--cb-age",
+        "invalidation,written",
+        "--written",
+        "64KiB",
+    ];
+    let mut with_json = args.to_vec();
+    with_json.extend(["--json", "--csv", path_str(&csv)]);
+    let v = json(&ok(flashkit(with_json)));
+    let runs = v.as_array().expect("an array of results");
+    assert_eq!(runs.len(), 2);
+    for (run, age) in runs.iter().zip(["invalidation", "written"]) {
+        assert_eq!(run["options"]["cb_age"], age, "{run}");
+        assert_eq!(run["options"]["low_water"], 2, "{run}");
+        assert_eq!(run["policy"], "cost-benefit");
+        assert!(run["erasures"].is_u64(), "{run}");
+        assert_eq!(run["job"].as_str().map(str::len), Some(16), "{run}");
+    }
+    assert_ne!(runs[0]["job"], runs[1]["job"]);
+    let c = std::fs::read_to_string(&csv).unwrap();
+    assert!(c.starts_with("job,option_cb_age,device,"), "{c}");
+    assert!(c.lines().nth(1).unwrap().contains(",invalidation,"), "{c}");
+    assert!(c.lines().nth(2).unwrap().contains(",written,"), "{c}");
+
+    // The same grid as a sweep gives the same job ids.
+    let spec = dir.path().join("s.toml");
+    std::fs::write(
+        &spec,
+        "policy = \"cost-benefit\"\ncb_age = [\"invalidation\", \"written\"]\nwritten = \"64KiB\"\n",
+    )
+    .unwrap();
+    let o = ok(flashkit(["sweep", path_str(&spec), "--json"]));
+    let sweep_ids: Vec<Value> = text(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["job"].clone())
+        .collect();
+    assert_eq!(
+        sweep_ids,
+        vec![runs[0]["job"].clone(), runs[1]["job"].clone()]
+    );
+}
+
 #[test]
 fn sweep_is_deterministic_and_resumes() {
     let dir = tempfile::tempdir().unwrap();

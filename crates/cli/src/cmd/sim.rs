@@ -3,6 +3,7 @@
 //! key of [`sim::sweep`]); every result carries the option values that produced it.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use anyhow::{anyhow, Result};
 use clap::Args;
@@ -257,13 +258,68 @@ pub fn run(a: SimArgs) -> Result<()> {
         .map(serde_json::to_value)
         .collect::<Result<Vec<Value>, _>>()?;
     a.plot.draw(&plot_rows(&options, &values), "flashkit sim")?;
+    let rows: Vec<JobResult<SimResult>> = jobs
+        .iter()
+        .zip(&results)
+        .map(|(j, r)| JobResult {
+            job: &j.id,
+            options: &j.options,
+            result: r,
+        })
+        .collect();
     if let Some(path) = &a.report.csv {
-        output::write_csv(path, &results)?;
+        write_results_csv(path, &rows, &varying(&options))?;
     }
     if a.report.json {
-        return output::print_json(&results);
+        return output::print_json(&rows);
     }
     table(&values, &options)
+}
+
+/// A result with the job that produced it: the job's id, every option value (options
+/// such as `--cb-age` or `--low-water` are not among a result's own fields), then the
+/// result's fields. `sim --json` prints these; a sweep's lines have the same shape.
+#[derive(serde::Serialize)]
+pub struct JobResult<'a, R: serde::Serialize + ?Sized> {
+    pub job: &'a str,
+    pub options: &'a BTreeMap<String, Value>,
+    #[serde(flatten)]
+    pub result: &'a R,
+}
+
+/// One flat CSV row per result: the job id, the options in `keys` (those that vary) as
+/// `option_KEY`, then the result's fields.
+pub fn write_results_csv<R: serde::Serialize + ?Sized>(
+    path: &Path,
+    rows: &[JobResult<R>],
+    keys: &[&str],
+) -> Result<()> {
+    let rows = rows
+        .iter()
+        .map(|r| {
+            let mut cells = vec![("job".to_string(), Value::from(r.job))];
+            for k in keys {
+                cells.push((format!("option_{k}"), r.options[*k].clone()));
+            }
+            cells.extend(output::ordered_fields(r.result)?);
+            Ok(CsvRow(cells))
+        })
+        .collect::<Result<Vec<CsvRow>>>()?;
+    output::write_csv(path, &rows)
+}
+
+/// A row whose fields serialize in the given order.
+struct CsvRow(Vec<(String, Value)>);
+
+impl serde::Serialize for CsvRow {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
 }
 
 /// Rows for [`sim::plot::auto_chart`]: each run's options and its result as JSON.

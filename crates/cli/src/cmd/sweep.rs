@@ -11,7 +11,7 @@ use clap::Args;
 use serde_json::Value;
 use sim::sweep::{load_done, OrderedWriter, Record, Spec};
 
-use super::sim::{describe, plot_rows, table, varying};
+use super::sim::{describe, plot_rows, table, varying, write_results_csv, JobResult};
 use crate::output::{PlotArgs, ReportArgs};
 use crate::progress::Progress;
 
@@ -160,19 +160,15 @@ pub fn run(a: SweepArgs) -> Result<()> {
         a.plot.draw(&rows, &title)?;
     }
     if let Some(path) = &a.report.csv {
-        // One flat row per job: its id, the options that vary, then every metric.
-        let rows: Vec<CsvRow> = records
+        let rows: Vec<JobResult<_>> = records
             .iter()
-            .map(|r| {
-                let mut cells = vec![("job".to_string(), Value::from(r.job.clone()))];
-                for k in &keys {
-                    cells.push((format!("option_{k}"), r.options[*k].clone()));
-                }
-                cells.extend(r.result.iter().map(|(k, v)| (k.clone(), v.clone())));
-                CsvRow(cells)
+            .map(|r| JobResult {
+                job: &r.job,
+                options: &r.options,
+                result: &r.result,
             })
             .collect();
-        crate::output::write_csv(path, &rows)?;
+        write_results_csv(path, &rows, &keys)?;
     }
     if !a.report.json {
         table(&results, &options)?;
@@ -186,18 +182,4 @@ pub fn run(a: SweepArgs) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// A row whose fields serialize in the given order.
-struct CsvRow(Vec<(String, Value)>);
-
-impl serde::Serialize for CsvRow {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (k, v) in &self.0 {
-            m.serialize_entry(k, v)?;
-        }
-        m.end()
-    }
 }

@@ -4,6 +4,7 @@
 //! and wear-levelling behaviour, DAC regions, adaptive policy choice, mount errors, and
 //! power-loss regressions.
 
+use ftl::fms::dac::RegionSelect;
 use ftl::fms::layout::{RecordMode, SegHeader};
 use ftl::fms::redistribute::Redistribution;
 use ftl::fms::select::Policy;
@@ -429,6 +430,43 @@ fn dac_promotes_on_update_and_demotes_on_cleaning() {
         demoted > 0,
         "cleaning must demote valid blocks: regions {:?}",
         hot.iter().map(|&l| f.region_of(l)).collect::<Vec<_>>()
+    );
+}
+
+/// The region table is not on flash: after a remount every closed segment belongs to the
+/// region most of its live blocks are in (what the cleaner's region selection reads).
+#[test]
+fn remount_puts_closed_segments_in_their_blocks_region() {
+    let (spec, cfg) = intel();
+    let cfg = FmsConfig {
+        regions: 3,
+        region_select: RegionSelect::MostGarbage,
+        ..cfg
+    };
+    let mut f = format(&spec, &cfg);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+    hot_cold(&mut f, &mut rng, 600, 0.9);
+    let f = remount(f, &cfg);
+    let slots = f.layout().slots;
+    let mut count = vec![[0u32; 3]; f.segments().len()];
+    for l in 0..f.logical_blocks() as u32 {
+        if let Some(p) = f.lookup(l) {
+            count[(p / slots) as usize][f.region_of(l) as usize] += 1;
+        }
+    }
+    let mut checked = 0;
+    for (s, c) in f.segments().iter().zip(&count) {
+        if s.state == SegState::Used && s.valid > 0 {
+            let top = *c.iter().max().unwrap();
+            assert_eq!(c[s.stream as usize], top, "segment {s:?} with {c:?}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 3, "only {checked} closed segments");
+    assert!(
+        (0..f.segments().len())
+            .any(|i| f.segments()[i].stream > 0 && f.segments()[i].state == SegState::Used),
+        "every closed segment in region 0"
     );
 }
 

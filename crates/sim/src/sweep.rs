@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use anyhow::{anyhow, Context, Result};
+use ftl::fms::dac::RegionSelect;
 use ftl::fms::redistribute::Redistribution;
 use ftl::fms::select::{AgeTransform, CbAge, Policy};
 use nand::DeviceSpec;
@@ -379,6 +380,17 @@ pub const KEYS: &[KeyDef] = &[
         .fms
         .region_threshold_ps =
         v.as_f64().map(|s| (s * 1e12) as u64)),
+    key!(
+        "region_select",
+        Text,
+        "all",
+        |v| {
+            let s = v.as_str().unwrap_or_default();
+            s.parse::<RegionSelect>()?;
+            Ok(v.clone())
+        },
+        |v, d| d.cfg.fms.region_select = v.as_str().unwrap_or_default().parse().expect("checked")
+    ),
     key!("readonly_fraction", Float, "0", in_unit, |v, d| d
         .cfg
         .readonly_fraction =

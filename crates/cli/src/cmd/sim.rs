@@ -52,6 +52,10 @@ pub struct SimArgs {
     /// DAC time threshold(s), e.g. 30m, or none.
     #[arg(long, default_value = default_of("region_threshold"), value_delimiter = ',')]
     pub region_threshold: Vec<String>,
+    /// DAC: how the cleaner picks the region to clean: all (the best victim of any region),
+    /// most-segments, most-garbage.
+    #[arg(long, default_value = default_of("region_select"), value_delimiter = ',')]
+    pub region_select: Vec<String>,
     /// Fraction of the pre-filled data that is read-only (never updated).
     #[arg(long, default_value = default_of("readonly_fraction"), value_delimiter = ',')]
     pub readonly_fraction: Vec<String>,
@@ -132,7 +136,7 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
             s.set_flag(k, &[v])?;
         }
     }
-    let lists: [(&str, &Vec<String>); 19] = [
+    let lists: [(&str, &Vec<String>); 20] = [
         ("block_size", &a.block_size),
         ("fill", &a.fill),
         ("workload", &a.workload),
@@ -142,6 +146,7 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
         ("redistribution", &a.redistribution),
         ("regions", &a.regions),
         ("region_threshold", &a.region_threshold),
+        ("region_select", &a.region_select),
         ("readonly_fraction", &a.readonly_fraction),
         ("wear_threshold", &a.wear_threshold),
         ("seed", &a.seed),

@@ -58,6 +58,9 @@ pub struct TortureArgs {
     /// FMS DAC regions (1 = no DAC).
     #[arg(long, default_value_t = 1)]
     pub regions: u8,
+    /// FMS DAC region selection: all, most-segments, most-garbage.
+    #[arg(long, default_value = "all")]
+    pub region_select: String,
     /// FMS wear levelling threshold.
     #[arg(long, value_name = "N")]
     pub wear_threshold: Option<u32>,
@@ -99,6 +102,10 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
         bail!("--regions: {} must be 1..8", a.regions);
     }
     c.fms.regions = a.regions;
+    c.fms.region_select = a
+        .region_select
+        .parse()
+        .map_err(|e| anyhow!("--region-select: {e}"))?;
     c.fms.wear_threshold = a.wear_threshold;
     Ok(c)
 }

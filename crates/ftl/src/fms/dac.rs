@@ -11,6 +11,79 @@
 //! same region during cleaning keeps the stamp. So "young" reads "rewritten (or demoted)
 //! within the threshold".
 
+/// How the cleaner picks the region to clean. The DAC paper's cleaner "selects a region
+/// for cleaning" and then "a victim segment in the selected region" (Fig. 2) but does not
+/// say how; its region table keeps each region's segment count and segment list "used by
+/// the cleaner in deciding which segments to clean".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RegionSelect {
+    /// No separate step: the victim is the best segment of any region, by the policy
+    /// (the region is the victim's). The default.
+    All,
+    /// The region holding the most segments (active and closed), from the region table.
+    MostSegments,
+    /// The region whose closed segments hold the most invalid blocks.
+    MostGarbage,
+}
+
+impl RegionSelect {
+    pub const ALL: [RegionSelect; 3] = [
+        RegionSelect::All,
+        RegionSelect::MostSegments,
+        RegionSelect::MostGarbage,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RegionSelect::All => "all",
+            RegionSelect::MostSegments => "most-segments",
+            RegionSelect::MostGarbage => "most-garbage",
+        }
+    }
+
+    /// The region to clean, from each region's load; `None` for [`RegionSelect::All`] or
+    /// when no region has a closed segment with garbage. Ties go to the colder region.
+    pub fn choose(self, loads: &[RegionLoad]) -> Option<u8> {
+        let key = |l: &RegionLoad| match self {
+            RegionSelect::All => 0,
+            RegionSelect::MostSegments => l.segments,
+            RegionSelect::MostGarbage => l.garbage,
+        };
+        if self == RegionSelect::All {
+            return None;
+        }
+        let mut best: Option<(u64, u8)> = None;
+        for (r, l) in loads.iter().enumerate() {
+            if l.garbage > 0 && best.is_none_or(|(b, _)| key(l) > b) {
+                best = Some((key(l), r as u8));
+            }
+        }
+        best.map(|(_, r)| r)
+    }
+}
+
+impl std::str::FromStr for RegionSelect {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        RegionSelect::ALL
+            .into_iter()
+            .find(|r| r.name() == s)
+            .ok_or_else(|| {
+                format!("unknown region selection '{s}' (all, most-segments, most-garbage)")
+            })
+    }
+}
+
+/// What the region table says of one region at a cleaning.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RegionLoad {
+    /// Active and closed segments of the region.
+    pub segments: u64,
+    /// Invalid blocks in its closed segments (what a cleaning there can reclaim).
+    pub garbage: u64,
+}
+
 #[derive(Clone, Copy, Debug)]
 pub struct Dac {
     pub regions: u8,
@@ -50,6 +123,24 @@ impl Dac {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn region_selection_by_segments_or_garbage() {
+        let load = |segments, garbage| RegionLoad { segments, garbage };
+        let loads = [load(5, 3), load(9, 1), load(2, 7), load(9, 0)];
+        assert_eq!(RegionSelect::All.choose(&loads), None);
+        assert_eq!(RegionSelect::MostSegments.choose(&loads), Some(1));
+        assert_eq!(RegionSelect::MostGarbage.choose(&loads), Some(2));
+        // A region with nothing to reclaim is never chosen; ties go to the colder region.
+        let loads = [load(1, 0), load(4, 2), load(4, 2)];
+        assert_eq!(RegionSelect::MostSegments.choose(&loads), Some(1));
+        assert_eq!(RegionSelect::MostGarbage.choose(&loads), Some(1));
+        assert_eq!(RegionSelect::MostGarbage.choose(&[load(3, 0)]), None);
+        for r in RegionSelect::ALL {
+            assert_eq!(r.name().parse::<RegionSelect>(), Ok(r));
+        }
+        assert!("hottest".parse::<RegionSelect>().is_err());
+    }
 
     #[test]
     fn promote_on_update_demote_on_clean() {

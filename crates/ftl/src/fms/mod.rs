@@ -28,7 +28,7 @@ use nand::{Data, Nand, NandError};
 use serde::Serialize;
 
 use adaptive::Adaptive;
-use dac::Dac;
+use dac::{Dac, RegionLoad, RegionSelect};
 use hot::HotDegree;
 use layout::{IndexEntry, Layout, Record, RecordMode, SegHeader, ENTRY, SEG_HEADER};
 use redistribute::{Averages, Moving, Redistribution};
@@ -48,6 +48,8 @@ pub struct FmsConfig {
     pub regions: u8,
     /// DAC time threshold for promotion/demotion (device time, picoseconds).
     pub region_threshold_ps: Option<u64>,
+    /// DAC: how the cleaner picks the region to clean.
+    pub region_select: RegionSelect,
     /// Place blocks marked read-only in their own segments.
     pub readonly_separation: bool,
     /// Clean when free segments < low water … until ≥ high water.
@@ -78,6 +80,7 @@ impl Default for FmsConfig {
             redistribution: Redistribution::M6,
             regions: 1,
             region_threshold_ps: None,
+            region_select: RegionSelect::All,
             readonly_separation: true,
             low_water: 2,
             high_water: 3,
@@ -954,13 +957,19 @@ impl Fms {
             Some(a) => a.choose_greedy(),
             None => false,
         };
+        // DAC: a region first (when so configured), then the victim within it; a region
+        // without candidates cannot be chosen, so the victim is found there.
+        let region = self.region_to_clean();
         let slots = self.lay.slots;
         if greedy || matches!(self.selector, select::AnySelector::Greedy(_)) {
             // Greedy's score is the valid count: an integer scan, same choice (the first
             // segment with the fewest valid blocks).
             let mut best = (slots, NONE);
             for (i, s) in self.segs.iter().enumerate() {
-                if s.state == SegState::Used && s.valid < best.0 {
+                if s.state == SegState::Used
+                    && s.valid < best.0
+                    && region.is_none_or(|r| s.stream == r)
+                {
                     best = (s.valid, i as u32);
                 }
             }
@@ -970,10 +979,38 @@ impl Fms {
                 .segs
                 .iter()
                 .enumerate()
-                .filter(|(_, s)| s.state == SegState::Used && s.valid < slots)
+                .filter(|(_, s)| {
+                    s.state == SegState::Used
+                        && s.valid < slots
+                        && region.is_none_or(|r| s.stream == r)
+                })
                 .map(|(i, s)| (i as u32, self.view(s)));
             select::lowest(&self.selector, cands, &ctx)
         }
+    }
+
+    /// The DAC region the cleaner picks by [`FmsConfig::region_select`] (`None`: any).
+    fn region_to_clean(&self) -> Option<u8> {
+        let rs = self.cfg.region_select;
+        if self.cfg.regions < 2 || rs == RegionSelect::All {
+            return None;
+        }
+        let mut loads = [RegionLoad::default(); 8];
+        for s in &self.segs {
+            // Regions are the first `regions` streams (the read-only stream is none).
+            let Some(l) = loads[..self.cfg.regions as usize].get_mut(s.stream as usize) else {
+                continue;
+            };
+            match s.state {
+                SegState::Active => l.segments += 1,
+                SegState::Used => {
+                    l.segments += 1;
+                    l.garbage += (self.lay.slots - s.valid) as u64;
+                }
+                _ => {}
+            }
+        }
+        rs.choose(&loads[..self.cfg.regions as usize])
     }
 
     /// Clean one segment. Returns false when there is nothing to reclaim.
@@ -1426,5 +1463,60 @@ impl BlockDevice for Fms {
         // may buffer (image files), so flush syncs it.
         self.nand.sync()?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// DAC region selection on a hand-built table: greedy's victim over all regions, or
+    /// within the region with the most garbage, or the one with the most segments.
+    #[test]
+    fn region_selection_restricts_the_victim_to_the_chosen_region() {
+        let mut spec = nand::DeviceSpec::preset("nandsim-256m").unwrap();
+        spec.geometry.blocks = 24;
+        spec.geometry.pages_per_block = 32;
+        let base = FmsConfig {
+            block_size: 1024,
+            regions: 3,
+            policy: Policy::Greedy,
+            ..FmsConfig::default()
+        };
+        let cases = [
+            (RegionSelect::All, 3),
+            (RegionSelect::MostGarbage, 4),
+            (RegionSelect::MostSegments, 0),
+        ];
+        for (rs, want) in cases {
+            let cfg = FmsConfig {
+                region_select: rs,
+                ..base.clone()
+            };
+            let mut f = Fms::format(Nand::payloadless(spec.clone()).unwrap(), cfg).unwrap();
+            let n = f.lay.slots;
+            // (region, valid): region 0 has 3 segments and 5 invalid blocks, region 1 one
+            // segment with the fewest valid blocks, region 2 two segments and 6 invalid.
+            let table = [
+                (0, n - 2),
+                (0, n - 2),
+                (0, n - 1),
+                (1, n - 4),
+                (2, n - 3),
+                (2, n - 3),
+            ];
+            let data: Vec<usize> = (0..f.segs.len())
+                .filter(|&i| f.segs[i].state == SegState::Free)
+                .take(table.len())
+                .collect();
+            for (&i, &(region, valid)) in data.iter().zip(&table) {
+                let s = &mut f.segs[i];
+                s.state = SegState::Used;
+                s.stream = region;
+                s.valid = valid;
+                s.next = n;
+            }
+            assert_eq!(f.select_victim(), Some(data[want] as u32), "{}", rs.name());
+        }
     }
 }

@@ -21,7 +21,7 @@ use nand::Nand;
 use super::layout::{
     IndexEntry, Layout, Record, RecordMode, SegHeader, ENTRY, INDEX_ENTRY, SEG_HEADER,
 };
-use super::{Fms, FmsConfig, IndexLog, SegState};
+use super::{Fms, FmsConfig, IndexLog, SegState, NONE};
 
 struct Best {
     seq: u64,
@@ -201,6 +201,25 @@ pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
         f.region_ps[lbn] = t;
         f.readonly[lbn] |= b.rec.readonly;
         f.hot.set(l, b.rec.updates as f64, 0);
+    }
+
+    // DAC: a closed segment belongs to the region most of its live blocks are in (the
+    // region table is not on flash; the per-block records are). The cleaner's region
+    // selection reads it; the active segments get theirs from the index below.
+    if f.cfg.regions > 1 {
+        let mut count = vec![[0u32; 8]; lay.segments as usize];
+        for (lbn, &phys) in f.map.iter().enumerate() {
+            if phys != NONE {
+                count[f.split(phys).0 as usize][f.region[lbn] as usize] += 1;
+            }
+        }
+        for (s, c) in f.segs.iter_mut().zip(&count) {
+            if s.valid > 0 {
+                // The first (coldest) region among the most common.
+                let top = *c.iter().max().expect("eight regions");
+                s.stream = c.iter().position(|&n| n == top).expect("a maximum") as u8;
+            }
+        }
     }
 
     // Finish interrupted invalidations: a superseded copy left live would come back if

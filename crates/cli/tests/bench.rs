@@ -27,6 +27,10 @@ fn reports_each_configuration_with_its_counts_and_rates() {
     assert_eq!(runs.len(), 2);
     for (r, policy) in runs.iter().zip(["greedy", "cat"]) {
         assert_eq!(r["policy"], policy);
+        // Every option value that produced it, as `sim --json` carries them.
+        assert_eq!(r["options"]["policy"], policy, "{r}");
+        assert_eq!(r["options"]["cb_age"], "written", "{r}");
+        assert_eq!(r["job"].as_str().map(str::len), Some(16), "{r}");
         assert_eq!(r["written_bytes"], 2 << 20);
         // 2 MiB of 4 KiB requests on 4 KiB blocks.
         assert_eq!(r["user_writes"], 512);

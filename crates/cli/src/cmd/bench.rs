@@ -7,8 +7,7 @@ use clap::Args;
 use sim::speed::SpeedResult;
 use sim::sweep::parse_size;
 
-use super::sim::{describe, grid_table, spec, varying, write_results_csv, JobResult, SimArgs};
-use crate::output;
+use super::sim::{describe, grid_table, spec, varying, write_reports, SimArgs};
 use crate::progress::Progress;
 
 #[derive(Args, Debug)]
@@ -53,21 +52,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
         })?);
     }
     bar.finish();
-    // Each result with the job and every option value that produced it, as `sim` prints.
-    let rows: Vec<JobResult<SpeedResult>> = jobs
-        .iter()
-        .zip(&results)
-        .map(|(j, r)| JobResult {
-            job: &j.id,
-            options: &j.options,
-            result: r,
-        })
-        .collect();
-    if let Some(path) = &a.sim.report.csv {
-        write_results_csv(path, &rows, &keys)?;
-    }
-    if a.sim.report.json {
-        return output::print_json(&rows);
+    if write_reports(&a.sim.report, &jobs, &results, &keys)? {
+        return Ok(());
     }
     let options: Vec<_> = jobs.iter().map(|j| &j.options).collect();
     let headers = [

@@ -263,22 +263,36 @@ pub fn run(a: SimArgs) -> Result<()> {
         .map(serde_json::to_value)
         .collect::<Result<Vec<Value>, _>>()?;
     a.plot.draw(&plot_rows(&options, &values), "flashkit sim")?;
-    let rows: Vec<JobResult<SimResult>> = jobs
+    if write_reports(&a.report, &jobs, &results, &varying(&options))? {
+        return Ok(());
+    }
+    table(&values, &options)
+}
+
+/// `--csv FILE` and `--json` of a grid's results, each with its job (see [`JobResult`]);
+/// true when JSON went to stdout (so no table follows).
+pub fn write_reports<R: serde::Serialize>(
+    report: &ReportArgs,
+    jobs: &[Job],
+    results: &[R],
+    keys: &[&str],
+) -> Result<bool> {
+    let rows: Vec<JobResult<R>> = jobs
         .iter()
-        .zip(&results)
+        .zip(results)
         .map(|(j, r)| JobResult {
             job: &j.id,
             options: &j.options,
             result: r,
         })
         .collect();
-    if let Some(path) = &a.report.csv {
-        write_results_csv(path, &rows, &varying(&options))?;
+    if let Some(path) = &report.csv {
+        write_results_csv(path, &rows, keys)?;
     }
-    if a.report.json {
-        return output::print_json(&rows);
+    if report.json {
+        output::print_json(&rows)?;
     }
-    table(&values, &options)
+    Ok(report.json)
 }
 
 /// A result with the job that produced it: the job's id, every option value (options

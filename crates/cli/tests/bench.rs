@@ -38,11 +38,18 @@ fn reports_each_configuration_with_its_counts_and_rates() {
         let flash = r["flash_writes"].as_f64().unwrap();
         assert!(flash > user, "90/10 at 90 % fill cleans: {r}");
         assert!((r["write_amplification"].as_f64().unwrap() - flash / user).abs() < 1e-9);
+        // Every block write is at least a program; copies also read, updates clear a flag.
+        let ops = r["device_ops"].as_f64().unwrap();
+        assert!(ops > flash, "{r}");
+        assert!((r["device_ops_per_user_write"].as_f64().unwrap() - ops / user).abs() < 1e-9);
         let best = r["best_s"].as_f64().unwrap();
         assert!(best > 0.0 && best <= r["median_s"].as_f64().unwrap());
         let rate = r["user_writes_per_s"].as_f64().unwrap();
         assert!((rate * best - user).abs() < 1e-6 * user);
         assert!((r["flash_writes_per_s"].as_f64().unwrap() * best - flash).abs() < 1e-6 * flash);
+        assert!(
+            (r["ns_per_device_op"].as_f64().unwrap() * ops - best * 1e9).abs() < 1e-6 * best * 1e9
+        );
     }
 }
 
@@ -52,6 +59,7 @@ fn repetitions_make_the_same_writes() {
     let thrice = bench_json(&["--repeat", "3"]);
     for (a, b) in once.iter().zip(&thrice) {
         assert_eq!(a["flash_writes"], b["flash_writes"]);
+        assert_eq!(a["device_ops"], b["device_ops"]);
         assert_eq!(b["repeat"], 3);
     }
 }

@@ -83,6 +83,13 @@ pub struct Counters {
     pub bitflips: u64,
 }
 
+impl Counters {
+    /// Device operations: page and spare reads, programs and erases.
+    pub fn operations(&self) -> u64 {
+        self.page_reads + self.spare_reads + self.programs + self.erases
+    }
+}
+
 /// Wear summary over good blocks.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct WearStats {

@@ -80,6 +80,10 @@ pub struct SpeedResult {
     pub user_writes: u64,
     pub flash_writes: u64,
     pub write_amplification: f64,
+    /// Per repetition: device operations (page and spare reads, programs, erases), each
+    /// checked against the flash rules, in all and per user write.
+    pub device_ops: u64,
+    pub device_ops_per_user_write: f64,
     /// Wall-clock seconds of the timed part: the fastest repetition and the median.
     pub best_s: f64,
     pub median_s: f64,
@@ -87,6 +91,8 @@ pub struct SpeedResult {
     pub user_writes_per_s: f64,
     pub flash_writes_per_s: f64,
     pub ns_per_user_write: f64,
+    /// Wall-clock nanoseconds per device operation, the FMS's own work included.
+    pub ns_per_device_op: f64,
 }
 
 /// Time `written_bytes` of `cfg`'s workload after `warm_bytes`, `repeat` times (each on a
@@ -97,20 +103,23 @@ pub fn measure(cfg: &SimConfig, warm_bytes: u64, repeat: u32) -> Result<SpeedRes
     }
     let requests = crate::driver::synthetic_requests(cfg)?;
     let mut times = Vec::new();
-    let mut counts = (0, 0);
+    let mut counts = (0, 0, 0);
     for _ in 0..repeat {
         let mut s = steady(cfg, warm_bytes)?;
         let s0 = s.fms.stats().clone();
+        let ops0 = s.fms.nand().counters().operations();
         let t = Instant::now();
         s.write(requests)?;
         times.push(t.elapsed().as_secs_f64());
         let s1 = s.fms.stats();
         let user = s1.user_writes - s0.user_writes;
-        counts = (user, user + s1.blocks_copied - s0.blocks_copied);
+        let ops = s.fms.nand().counters().operations() - ops0;
+        counts = (user, user + s1.blocks_copied - s0.blocks_copied, ops);
     }
     times.sort_by(f64::total_cmp);
     let best = times[0].max(1e-9);
-    let (user, flash) = counts;
+    let (user, flash, ops) = counts;
+    let per = |n: u64, d: u64| if d > 0 { n as f64 / d as f64 } else { 0.0 };
     Ok(SpeedResult {
         device: cfg.device.name.clone(),
         workload: cfg.workload.label(),
@@ -125,19 +134,14 @@ pub fn measure(cfg: &SimConfig, warm_bytes: u64, repeat: u32) -> Result<SpeedRes
         repeat,
         user_writes: user,
         flash_writes: flash,
-        write_amplification: if user > 0 {
-            flash as f64 / user as f64
-        } else {
-            0.0
-        },
+        write_amplification: per(flash, user),
+        device_ops: ops,
+        device_ops_per_user_write: per(ops, user),
         best_s: best,
         median_s: times[times.len() / 2],
         user_writes_per_s: user as f64 / best,
         flash_writes_per_s: flash as f64 / best,
-        ns_per_user_write: if user > 0 {
-            best * 1e9 / user as f64
-        } else {
-            0.0
-        },
+        ns_per_user_write: per(1, user) * best * 1e9,
+        ns_per_device_op: per(1, ops) * best * 1e9,
     })
 }

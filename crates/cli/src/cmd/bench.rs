@@ -64,6 +64,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
         "flash writes/s",
         "WA",
         "ns/user write",
+        "ops/user write",
+        "ns/op",
         "best",
         "median",
     ];
@@ -76,6 +78,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
             rate(r.flash_writes_per_s),
             format!("{:.2}", r.write_amplification),
             format!("{:.0}", r.ns_per_user_write),
+            format!("{:.1}", r.device_ops_per_user_write),
+            format!("{:.1}", r.ns_per_device_op),
             format!("{:.3}s", r.best_s),
             format!("{:.3}s", r.median_s),
         ]

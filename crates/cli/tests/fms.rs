@@ -37,7 +37,25 @@ fn format_write_read_across_processes_on_nand_and_nor() {
         run_ok(&[
             "nand", "format", img, "--device", device, "--blocks", blocks,
         ]);
-        run_ok(&["fms", "format", img, "--block-size", bs]);
+        let formatted: serde_json::Value = serde_json::from_str(&run_ok(&[
+            "fms",
+            "format",
+            img,
+            "--block-size",
+            bs,
+            "--json",
+        ]))
+        .unwrap();
+        assert_eq!(
+            formatted["block_size"].as_u64(),
+            parse_bs(bs),
+            "{device}: {formatted}"
+        );
+        assert!(
+            formatted["format_time_s"].as_f64().unwrap() > 0.0,
+            "{formatted}"
+        );
+        let formatted_blocks = formatted["logical_blocks"].clone();
         // Several overwrites so the cleaner runs; a partial last sector keeps the rest.
         let input = dir.path().join("in.bin");
         let mut expect = vec![0u8; 200 * 1024];
@@ -88,7 +106,15 @@ fn format_write_read_across_processes_on_nand_and_nor() {
             "{device}: the cleaner never ran"
         );
         assert!(info["mount_time_s"].as_f64().unwrap() > 0.0);
+        assert_eq!(info["logical_blocks"], formatted_blocks, "{device}");
     }
+}
+
+fn parse_bs(bs: &str) -> Option<u64> {
+    bs.strip_suffix("KiB")?
+        .parse::<u64>()
+        .ok()
+        .map(|k| k * 1024)
 }
 
 #[test]

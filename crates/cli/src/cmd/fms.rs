@@ -53,6 +53,22 @@ pub struct FormatArgs {
     /// FMS logical block size.
     #[arg(long, default_value = "4KiB")]
     pub block_size: String,
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+/// `flashkit fms format --json`.
+#[derive(Serialize, Debug)]
+pub struct FormatReport {
+    pub image: String,
+    pub block_size: u32,
+    pub blocks_per_segment: u32,
+    pub logical_blocks: u64,
+    pub capacity_bytes: u64,
+    pub segments: usize,
+    pub bad_segments: usize,
+    /// Device time the format took (erasing every good segment, writing the headers).
+    pub format_time_s: f64,
 }
 
 #[derive(Args, Debug)]
@@ -123,13 +139,33 @@ fn format(a: FormatArgs) -> Result<()> {
     let mut fms = Fms::format(nand, config("cat", bs)?)
         .with_context(|| format!("{}: format", a.image.display()))?;
     fms.flush()?;
+    let r = FormatReport {
+        image: a.image.display().to_string(),
+        block_size: bs,
+        blocks_per_segment: fms.layout().slots,
+        logical_blocks: fms.logical_blocks(),
+        capacity_bytes: fms.capacity_bytes(),
+        segments: fms.segments().len(),
+        bad_segments: fms
+            .segments()
+            .iter()
+            .filter(|s| s.state == SegState::Bad)
+            .count(),
+        format_time_s: fms.nand().clock_s(),
+    };
+    if let Some(p) = &a.report.csv {
+        output::write_csv(p, std::slice::from_ref(&r))?;
+    }
+    if a.report.json {
+        return output::print_json(&r);
+    }
     println!(
         "formatted {}: FMS with {} blocks of {} ({} per segment), {} exported",
-        a.image.display(),
-        fms.logical_blocks(),
+        r.image,
+        r.logical_blocks,
         output::bytes(bs as u64),
-        fms.layout().slots,
-        output::bytes(fms.capacity_bytes())
+        r.blocks_per_segment,
+        output::bytes(r.capacity_bytes)
     );
     Ok(())
 }

@@ -45,14 +45,11 @@ impl RegionSelect {
     /// The region to clean, from each region's load; `None` for [`RegionSelect::All`] or
     /// when no region has a closed segment with garbage. Ties go to the colder region.
     pub fn choose(self, loads: &[RegionLoad]) -> Option<u8> {
-        let key = |l: &RegionLoad| match self {
-            RegionSelect::All => 0,
-            RegionSelect::MostSegments => l.segments,
-            RegionSelect::MostGarbage => l.garbage,
+        let key = match self {
+            RegionSelect::All => return None,
+            RegionSelect::MostSegments => |l: &RegionLoad| l.segments,
+            RegionSelect::MostGarbage => |l: &RegionLoad| l.garbage,
         };
-        if self == RegionSelect::All {
-            return None;
-        }
         let mut best: Option<(u64, u8)> = None;
         for (r, l) in loads.iter().enumerate() {
             if l.garbage > 0 && best.is_none_or(|(b, _)| key(l) > b) {

@@ -114,6 +114,20 @@ fn in_unit(v: &Value) -> std::result::Result<Value, String> {
     }
 }
 
+/// A text key naming a value of `T` (a policy choice such as `cb_age`).
+fn names<T: std::str::FromStr<Err = String>>(v: &Value) -> std::result::Result<Value, String> {
+    v.as_str().unwrap_or_default().parse::<T>()?;
+    Ok(v.clone())
+}
+
+/// The value a text key checked by [`names`] names.
+fn named<T: std::str::FromStr>(v: &Value) -> T {
+    match v.as_str().unwrap_or_default().parse() {
+        Ok(t) => t,
+        Err(_) => unreachable!("checked by names()"),
+    }
+}
+
 fn positive(v: &Value) -> std::result::Result<Value, String> {
     match v.as_f64() {
         Some(f) if f > 0.0 && f.is_finite() => Ok(v.clone()),
@@ -384,12 +398,8 @@ pub const KEYS: &[KeyDef] = &[
         "region_select",
         Text,
         "all",
-        |v| {
-            let s = v.as_str().unwrap_or_default();
-            s.parse::<RegionSelect>()?;
-            Ok(v.clone())
-        },
-        |v, d| d.cfg.fms.region_select = v.as_str().unwrap_or_default().parse().expect("checked")
+        names::<RegionSelect>,
+        |v, d| d.cfg.fms.region_select = named(v)
     ),
     key!("readonly_fraction", Float, "0", in_unit, |v, d| d
         .cfg
@@ -417,24 +427,14 @@ pub const KEYS: &[KeyDef] = &[
         "cat_age",
         Text,
         "saturating",
-        |v| {
-            let s = v.as_str().unwrap_or_default();
-            s.parse::<AgeTransform>()?;
-            Ok(v.clone())
-        },
-        |v, d| d.cfg.fms.cat_age = v.as_str().unwrap_or_default().parse().expect("checked")
+        names::<AgeTransform>,
+        |v, d| d.cfg.fms.cat_age = named(v)
     ),
-    key!(
-        "cb_age",
-        Text,
-        "written",
-        |v| {
-            let s = v.as_str().unwrap_or_default();
-            s.parse::<CbAge>()?;
-            Ok(v.clone())
-        },
-        |v, d| d.cfg.fms.cb_age = v.as_str().unwrap_or_default().parse().expect("checked")
-    ),
+    key!("cb_age", Text, "written", names::<CbAge>, |v, d| d
+        .cfg
+        .fms
+        .cb_age =
+        named(v)),
     key!("hot_half_life", OptFloat, "none", positive, |v, d| d
         .cfg
         .fms

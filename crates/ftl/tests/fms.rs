@@ -501,7 +501,7 @@ fn adaptive_uses_greedy_for_uniform_and_cat_for_skewed_writes() {
 
 fn corrupt_message(r: Result<Fms, DevError>) -> String {
     match r {
-        Err(DevError::Corrupt(m)) => m,
+        Err(DevError::Corrupt(m)) => *m,
         Err(e) => panic!("expected a Corrupt error, got {e}"),
         Ok(_) => panic!("expected a Corrupt error, the mount succeeded"),
     }

@@ -19,12 +19,14 @@ use crate::NandError;
 /// Bytes per sector.
 pub const SECTOR: usize = 512;
 
+/// Like [`NandError`], two words: wider details are boxed (they only occur on errors), so
+/// every FTL result comes back in registers (pinned by a test below).
 #[derive(Debug, Error)]
 pub enum DevError {
-    #[error("sectors {lba}+{count} beyond the end of the device ({sectors} sectors)")]
-    OutOfRange { lba: u64, count: u64, sectors: u64 },
-    #[error("buffer of {got} bytes for {count} sectors (need {need})")]
-    BadBuffer { count: u64, got: usize, need: usize },
+    #[error("sectors {}+{} beyond the end of the device ({} sectors)", .0.lba, .0.count, .0.sectors)]
+    OutOfRange(Box<SectorRange>),
+    #[error("buffer of {} bytes for {} sectors (need {})", .0.got, .0.count, .0.need)]
+    BadBuffer(Box<BufferSize>),
     #[error("device full: no free space left after cleaning")]
     NoSpace,
     #[error("power lost")]
@@ -32,11 +34,46 @@ pub enum DevError {
     #[error("uncorrectable data at sector {lba}")]
     Uncorrectable { lba: u64 },
     #[error("corrupt or foreign medium: {0}")]
-    Corrupt(String),
+    Corrupt(Box<String>),
     #[error("configuration: {0}")]
-    Config(String),
+    Config(Box<String>),
     #[error("flash: {0}")]
     Flash(NandError),
+}
+
+/// A request beyond the end of a device.
+#[derive(Debug)]
+pub struct SectorRange {
+    pub lba: u64,
+    pub count: u64,
+    pub sectors: u64,
+}
+
+/// A buffer whose length does not match its request.
+#[derive(Debug)]
+pub struct BufferSize {
+    pub count: u64,
+    pub got: usize,
+    pub need: usize,
+}
+
+impl DevError {
+    /// A corrupt or foreign medium.
+    pub fn corrupt(msg: impl Into<String>) -> DevError {
+        DevError::Corrupt(Box::new(msg.into()))
+    }
+    /// A configuration error.
+    pub fn config(msg: impl Into<String>) -> DevError {
+        DevError::Config(Box::new(msg.into()))
+    }
+    /// `count` sectors at `lba` do not fit in `sectors`.
+    pub fn out_of_range(lba: u64, count: u64, sectors: u64) -> DevError {
+        DevError::OutOfRange(Box::new(SectorRange {
+            lba,
+            count,
+            sectors,
+        }))
+    }
 }
 
 impl From<NandError> for DevError {
@@ -75,21 +112,27 @@ pub fn check_request(sectors: u64, lba: u64, count: u32, buf_len: Option<usize>)
         .checked_add(count as u64)
         .is_none_or(|end| end > sectors)
     {
-        return Err(DevError::OutOfRange {
-            lba,
-            count: count as u64,
-            sectors,
-        });
+        return Err(DevError::out_of_range(lba, count as u64, sectors));
     }
     if let Some(got) = buf_len {
         let need = count as usize * SECTOR;
         if got != need {
-            return Err(DevError::BadBuffer {
+            return Err(DevError::BadBuffer(Box::new(BufferSize {
                 count: count as u64,
                 got,
                 need,
-            });
+            })));
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_results_stay_two_words() {
+        assert!(std::mem::size_of::<DevResult<()>>() <= 16);
+    }
 }

@@ -5,7 +5,7 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 
-use crate::error::{NandError, Result};
+use crate::error::{ColumnRange, NandError, PageRange, Result};
 use crate::geometry::{DeviceSpec, Geometry};
 use crate::store::{BadState, BlockInfo, Store};
 
@@ -172,8 +172,8 @@ impl Nand {
     pub fn open(spec: DeviceSpec, store: Box<dyn Store>) -> Result<Nand> {
         spec.validate()?;
         if store.geometry() != &spec.geometry {
-            return Err(NandError::Config(
-                "store geometry differs from the device spec".into(),
+            return Err(NandError::config(
+                "store geometry differs from the device spec",
             ));
         }
         let geo = spec.geometry.clone();
@@ -487,12 +487,12 @@ impl Nand {
         self.alive()?;
         let data_len = data.len();
         if col as usize + data_len > self.geo.page_size as usize {
-            return Err(NandError::ColumnOutOfRange {
+            return Err(NandError::ColumnOutOfRange(Box::new(ColumnRange {
                 ppn,
                 col,
                 len: data_len,
                 raw: self.geo.page_size,
-            });
+            })));
         }
         if let Some((so, s)) = spare {
             self.check_range(ppn, self.geo.page_size + so, s.len())?;
@@ -507,12 +507,13 @@ impl Nand {
             return Err(NandError::BadBlock { block });
         }
         if self.geo.nop != 0 {
-            let done = self.store.page_programs(ppn) as u32;
-            if done >= self.geo.nop {
+            let done = self.store.page_programs(ppn);
+            if done as u32 >= self.geo.nop {
+                // nop <= done <= 255 here (program counts are bytes; geometry checks nop).
                 return Err(NandError::NopExceeded {
                     ppn,
                     done,
-                    nop: self.geo.nop,
+                    nop: self.geo.nop as u8,
                 });
             }
         }
@@ -650,14 +651,19 @@ impl Nand {
     #[inline]
     fn check_range(&self, ppn: u64, col: u32, len: usize) -> Result<()> {
         if ppn >= self.pages {
-            return Err(NandError::PageOutOfRange {
+            return Err(NandError::PageOutOfRange(Box::new(PageRange {
                 ppn,
                 pages: self.pages,
-            });
+            })));
         }
         let raw = self.geo.raw_page_size();
         if col as usize + len > raw as usize {
-            return Err(NandError::ColumnOutOfRange { ppn, col, len, raw });
+            return Err(NandError::ColumnOutOfRange(Box::new(ColumnRange {
+                ppn,
+                col,
+                len,
+                raw,
+            })));
         }
         Ok(())
     }

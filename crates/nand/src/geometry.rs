@@ -63,7 +63,7 @@ impl Geometry {
     /// Reject shapes no device can have; names the offending field.
     pub fn validate(&self) -> Result<()> {
         let bad =
-            |field: &str, why: &str| Err(NandError::Config(format!("geometry.{field}: {why}")));
+            |field: &str, why: &str| Err(NandError::config(format!("geometry.{field}: {why}")));
         if self.page_size == 0 {
             return bad("page_size", "must be > 0");
         }
@@ -122,7 +122,7 @@ impl Timing {
         ];
         for (name, v) in fields {
             if !v.is_finite() || v < 0.0 {
-                return Err(NandError::Config(format!(
+                return Err(NandError::config(format!(
                     "timing.{name}: must be a finite number >= 0, got {v}"
                 )));
             }
@@ -149,10 +149,10 @@ impl DeviceSpec {
         self.geometry.validate()?;
         self.timing.validate()?;
         if self.endurance == 0 {
-            return Err(NandError::Config("endurance: must be > 0".into()));
+            return Err(NandError::config("endurance: must be > 0"));
         }
         if self.name.len() > 63 {
-            return Err(NandError::Config("name: at most 63 bytes".into()));
+            return Err(NandError::config("name: at most 63 bytes"));
         }
         Ok(())
     }
@@ -160,7 +160,7 @@ impl DeviceSpec {
     /// Parse a TOML device description (same fields as the JSON form).
     pub fn from_toml(text: &str) -> Result<Self> {
         let spec: DeviceSpec = toml::from_str(text)
-            .map_err(|e| NandError::Config(e.to_string().replace('\n', " ")))?;
+            .map_err(|e| NandError::config(e.to_string().replace('\n', " ")))?;
         spec.validate()?;
         Ok(spec)
     }
@@ -172,7 +172,7 @@ impl DeviceSpec {
             .find(|p| p.name == name)
             .ok_or_else(|| {
                 let names: Vec<String> = presets().into_iter().map(|p| p.name).collect();
-                NandError::Config(format!(
+                NandError::config(format!(
                     "unknown device preset '{name}' (known: {})",
                     names.join(", ")
                 ))

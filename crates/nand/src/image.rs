@@ -12,7 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::error::{NandError, Result};
+use crate::error::{ImageError, NandError, Result};
 use crate::geometry::{DeviceSpec, Geometry, Timing};
 use crate::store::{BadState, BlockInfo, Store};
 
@@ -99,10 +99,10 @@ fn header_bytes(spec: &DeviceSpec, block_off: u64, page_off: u64, data_off: u64)
 
 impl ImageStore {
     fn err(path: &Path, msg: impl Into<String>) -> NandError {
-        NandError::Image {
+        NandError::Image(Box::new(ImageError {
             path: path.display().to_string(),
             msg: msg.into(),
-        }
+        }))
     }
 
     /// Create a new, fully erased image for `spec`. Refuses to overwrite an existing file

@@ -30,6 +30,6 @@ pub mod image;
 mod store;
 
 pub use device::{Counters, Data, FaultPlan, Nand, TornMode, WearStats};
-pub use error::{NandError, Result};
+pub use error::{ColumnRange, ImageError, NandError, PageRange, Result};
 pub use geometry::{presets, DeviceSpec, Geometry, Timing};
 pub use store::{BadState, BlockInfo, PayloadlessStore, RamStore, Store};

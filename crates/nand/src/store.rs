@@ -132,7 +132,7 @@ impl RamStore {
         geo.validate()?;
         let total = geo.pages() as u128 * geo.raw_page_size() as u128;
         if total > (1u128 << 36) {
-            return Err(crate::NandError::Config(format!(
+            return Err(crate::NandError::config(format!(
                 "a RAM store of {total} bytes is too large; use the payload-less store (simulation) or an image file"
             )));
         }

@@ -1341,11 +1341,11 @@ fn image_error(path: &Path) -> String {
         Err(e @ NandError::Image { .. }) => {
             let text = e.to_string();
             assert!(!text.contains('\n'), "one line: {text}");
-            let NandError::Image { path: p, msg } = e else {
+            let NandError::Image(ie) = e else {
                 unreachable!()
             };
-            assert_eq!(p, path.display().to_string());
-            msg
+            assert_eq!(ie.path, path.display().to_string());
+            ie.msg
         }
         Err(e) => panic!("expected an image error, got {e:?}"),
         Ok(_) => panic!("corrupt image {} opened", path.display()),

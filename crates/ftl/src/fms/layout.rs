@@ -91,7 +91,7 @@ impl Layout {
     }
 
     pub fn new(geo: &Geometry, block_size: u32) -> Result<Layout, DevError> {
-        let cfg = |m: String| Err(DevError::Config(m));
+        let cfg = |m: String| Err(DevError::config(m));
         if block_size < 512 || !block_size.is_power_of_two() {
             return cfg(format!(
                 "block_size: {block_size} must be a power of two of at least 512"

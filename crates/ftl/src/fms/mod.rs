@@ -98,7 +98,7 @@ impl Default for FmsConfig {
 
 impl FmsConfig {
     pub fn validate(&self) -> DevResult<()> {
-        let bad = |m: &str| Err(DevError::Config(m.to_string()));
+        let bad = |m: &str| Err(DevError::config(m.to_string()));
         if !(1..=8).contains(&self.regions) {
             return bad("regions: must be 1..8");
         }
@@ -243,14 +243,14 @@ impl Fms {
         let slot_bits = 32 - (lay.slots.max(2) - 1).leading_zeros();
         let phys = segments << slot_bits;
         if phys >= NONE as usize {
-            return Err(DevError::Config("device too large for the FMS".into()));
+            return Err(DevError::config("device too large for the FMS"));
         }
         let good = (0..lay.segments).filter(|&s| !nand.is_bad(s)).count() as u64;
         let reserve = 1 + cfg.high_water as u64 + cfg.streams() as u64;
         let auto = good.saturating_sub(reserve) * lay.slots as u64;
         let logical = cfg.logical_blocks.unwrap_or(auto);
         if logical == 0 || logical > auto {
-            return Err(DevError::Config(format!(
+            return Err(DevError::config(format!(
                 "logical_blocks: {logical} does not fit: the device holds at most {auto} blocks of {} bytes with the reserve",
                 cfg.block_size
             )));
@@ -338,7 +338,7 @@ impl Fms {
             }
         }
         if f.index.is_none() {
-            return Err(DevError::Config("no good segment for the index".into()));
+            return Err(DevError::config("no good segment for the index"));
         }
         Ok(f)
     }
@@ -477,11 +477,7 @@ impl Fms {
 
     fn check_lbn(&self, lbn: u32) -> DevResult<()> {
         if lbn as u64 >= self.logical {
-            return Err(DevError::OutOfRange {
-                lba: lbn as u64,
-                count: 1,
-                sectors: self.logical,
-            });
+            return Err(DevError::out_of_range(lbn as u64, 1, self.logical));
         }
         Ok(())
     }
@@ -886,7 +882,7 @@ impl Fms {
         // Entries start after the segment header page region.
         let page = k / per_page + 1;
         if page >= self.lay.pages_per_seg {
-            return Err(DevError::Corrupt("index segment overflow".into()));
+            return Err(DevError::corrupt("index segment overflow"));
         }
         let col = (k % per_page) * layout::INDEX_ENTRY as u32;
         let ppn = self.nand.geometry().first_page(ix_seg) + page as u64;

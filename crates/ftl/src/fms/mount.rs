@@ -84,7 +84,7 @@ pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
             }
         };
         if h.block_size != lay.block_size || h.slots != slots {
-            return Err(DevError::Corrupt(format!(
+            return Err(DevError::corrupt(format!(
                 "segment {seg}: formatted with {}-byte blocks ({} per segment); mounting with {}-byte blocks ({slots})",
                 h.block_size, h.slots, lay.block_size
             )));
@@ -103,7 +103,7 @@ pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
             last_used = Some(slot);
             let Some(r) = rec else { return Ok(()) };
             if r.lbn as u64 >= f.logical {
-                return Err(DevError::Corrupt(format!(
+                return Err(DevError::corrupt(format!(
                     "segment {seg} slot {slot}: record for block {} beyond the {}-block capacity",
                     r.lbn, f.logical
                 )));
@@ -170,8 +170,8 @@ pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
         };
     }
     if !any_header {
-        return Err(DevError::Corrupt(
-            "no FMS segment header found: not an FMS medium (format it first)".into(),
+        return Err(DevError::corrupt(
+            "no FMS segment header found: not an FMS medium (format it first)",
         ));
     }
     for s in f.segs.iter_mut() {
@@ -284,7 +284,7 @@ pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
             let cand = (0..lay.segments)
                 .find(|&s| matches!(f.segs[s as usize].state, SegState::Free | SegState::Dirty));
             let Some(s) = cand else {
-                return Err(DevError::Corrupt("no segment left for the index".into()));
+                return Err(DevError::corrupt("no segment left for the index"));
             };
             if f.erase_and_header(s, 1)? {
                 f.segs[s as usize].state = SegState::Index;

@@ -6,6 +6,8 @@
 //! page since its erase, per-block erase count and bad state). It does not check rules: that
 //! is [`crate::Nand`]'s job, so every store behaves the same.
 
+use std::collections::HashMap;
+
 use crate::device::Data;
 use crate::error::Result;
 use crate::geometry::Geometry;
@@ -221,9 +223,11 @@ impl Store for RamStore {
 /// Payload-less store for simulation mode. It keeps every spare area, the program count of
 /// every page, the block table, and the data area only of pages that were programmed with
 /// real bytes (headers and other metadata the layers above read back). Data programmed
-/// with [`Store::program_opaque`] is dropped: such pages read back as zeros (unless they
-/// were kept before, where the opaque bytes become zeros in place). A data area no program
-/// touched reads erased, whatever was programmed into the spare area.
+/// with [`Store::program_opaque`] is dropped: its bytes read back as zeros, as the RAM
+/// store's do, and bytes no program touched read erased. A page whose data area saw opaque
+/// programs over part of it only (blocks smaller than a page) remembers those byte ranges
+/// until it is covered, kept or erased, so that real bytes programmed later beside them
+/// (an FMS header entry in the page where the header ends) are kept and checked exactly.
 ///
 /// Memory: `pages × (spare_size + 5)` bytes plus the kept pages; `chang-kuo-16g` (32 Mi
 /// pages of 16 B spare) needs about 672 MiB. Kept pages live in one arena indexed per page
@@ -233,9 +237,13 @@ pub struct PayloadlessStore {
     spare: Vec<u8>,
     programs: Vec<u8>,
     blocks: Vec<BlockInfo>,
-    /// Per page: index of its kept copy in `arena`, `OPAQUE` (not kept, its data area saw
-    /// an opaque program), or `NOT_KEPT` (its data area is erased).
+    /// Per page: index of its kept copy in `arena`, `OPAQUE` (not kept, its whole data
+    /// area saw opaque programs), `PARTIAL` (not kept, the byte ranges in `partial` saw
+    /// opaque programs, the rest is erased) or `NOT_KEPT` (its data area is erased).
     kept_at: Vec<u32>,
+    /// The opaque byte ranges of `PARTIAL` pages, sorted and disjoint. Only pages being
+    /// filled by sub-page programs are here (none when blocks are at least a page).
+    partial: HashMap<u64, Vec<(u32, u32)>>,
     arena: Vec<u8>,
     /// Per arena slot: the byte range `[lo, hi)` written since the slot was filled, so
     /// that reusing it for an erased page refills only that range with 0xFF (a header
@@ -246,6 +254,22 @@ pub struct PayloadlessStore {
 
 const NOT_KEPT: u32 = u32::MAX;
 const OPAQUE: u32 = u32::MAX - 1;
+const PARTIAL: u32 = u32::MAX - 2;
+
+/// Add `[lo, hi)` to sorted, disjoint `ranges`, merging what touches it.
+fn add_range(ranges: &mut Vec<(u32, u32)>, lo: u32, hi: u32) {
+    let (mut lo, mut hi) = (lo, hi);
+    ranges.retain(|&(a, b)| {
+        let apart = b < lo || a > hi;
+        if !apart {
+            lo = lo.min(a);
+            hi = hi.max(b);
+        }
+        apart
+    });
+    let at = ranges.partition_point(|&(a, _)| a < lo);
+    ranges.insert(at, (lo, hi));
+}
 
 impl PayloadlessStore {
     pub fn new(geo: &Geometry) -> Result<Self> {
@@ -256,6 +280,7 @@ impl PayloadlessStore {
             programs: vec![0; geo.pages() as usize],
             blocks: vec![BlockInfo::default(); geo.blocks as usize],
             kept_at: vec![NOT_KEPT; geo.pages() as usize],
+            partial: HashMap::new(),
             arena: Vec::new(),
             dirty: Vec::new(),
             free_slots: Vec::new(),
@@ -265,7 +290,7 @@ impl PayloadlessStore {
     #[inline]
     fn kept(&self, ppn: u64) -> Option<&[u8]> {
         let k = self.kept_at[ppn as usize];
-        (k < OPAQUE).then(|| {
+        (k < PARTIAL).then(|| {
             let ps = self.geo.page_size as usize;
             &self.arena[k as usize * ps..(k as usize + 1) * ps]
         })
@@ -275,7 +300,7 @@ impl PayloadlessStore {
     #[inline]
     fn kept_mut(&mut self, ppn: u64, lo: usize, hi: usize) -> Option<&mut [u8]> {
         let k = self.kept_at[ppn as usize];
-        (k < OPAQUE).then(|| {
+        (k < PARTIAL).then(|| {
             let d = &mut self.dirty[k as usize];
             *d = (d.0.min(lo as u32), d.1.max(hi as u32));
             let ps = self.geo.page_size as usize;
@@ -283,11 +308,26 @@ impl PayloadlessStore {
         })
     }
 
-    /// The kept copy of `ppn`, created (filled with `fill`) if missing, with bytes
-    /// `[lo, hi)` about to be written.
-    fn keep(&mut self, ppn: u64, fill: u8, lo: usize, hi: usize) -> &mut [u8] {
+    /// The kept copy of `ppn`, created if missing (erased, with zeros where opaque
+    /// programs went), with bytes `[lo, hi)` about to be written.
+    fn keep(&mut self, ppn: u64, lo: usize, hi: usize) -> &mut [u8] {
+        let was = self.kept_at[ppn as usize];
+        let fill = if was == OPAQUE { 0 } else { 0xFF };
+        self.keep_filled(ppn, fill);
+        if was == PARTIAL {
+            for (a, b) in self.partial.remove(&ppn).unwrap_or_default() {
+                if let Some(p) = self.kept_mut(ppn, a as usize, b as usize) {
+                    p[a as usize..b as usize].fill(0);
+                }
+            }
+        }
+        self.kept_mut(ppn, lo, hi).expect("just kept")
+    }
+
+    /// Give `ppn` a kept copy filled with `fill` unless it has one.
+    fn keep_filled(&mut self, ppn: u64, fill: u8) {
         let ps = self.geo.page_size as usize;
-        if self.kept_at[ppn as usize] >= OPAQUE {
+        if self.kept_at[ppn as usize] >= PARTIAL {
             let slot = match self.free_slots.pop() {
                 Some(s) => {
                     // A free slot is 0xFF outside its dirty range.
@@ -315,7 +355,36 @@ impl PayloadlessStore {
             };
             self.kept_at[ppn as usize] = slot;
         }
-        self.kept_mut(ppn, lo, hi).expect("just kept")
+    }
+
+    /// The data area of a page that is not kept reads zeros where opaque programs went.
+    fn read_unkept(&self, ppn: u64, col: usize, out: &mut [u8]) {
+        match self.kept_at[ppn as usize] {
+            OPAQUE => out.fill(0),
+            PARTIAL => {
+                out.fill(0xFF);
+                let end = col + out.len();
+                for &(a, b) in &self.partial[&ppn] {
+                    let (a, b) = ((a as usize).max(col), (b as usize).min(end));
+                    if a < b {
+                        out[a - col..b - col].fill(0);
+                    }
+                }
+            }
+            _ => out.fill(0xFF),
+        }
+    }
+
+    /// Forget the opaque ranges and kept copy of `ppn` (erased).
+    fn forget(&mut self, ppn: usize) {
+        match self.kept_at[ppn] {
+            k if k < PARTIAL => self.free_slots.push(k),
+            PARTIAL => {
+                self.partial.remove(&(ppn as u64));
+            }
+            _ => {}
+        }
+        self.kept_at[ppn] = NOT_KEPT;
     }
 }
 
@@ -336,8 +405,7 @@ impl Store for PayloadlessStore {
             let out = &mut buf[..d - col];
             match self.kept(ppn) {
                 Some(p) => out.copy_from_slice(&p[col..d]),
-                None if self.kept_at[ppn as usize] == OPAQUE => out.fill(0),
-                None => out.fill(0xFF),
+                None => self.read_unkept(ppn, col, out),
             }
         }
         if end > ps {
@@ -353,9 +421,8 @@ impl Store for PayloadlessStore {
         let col = col as usize;
         let end = col + bytes.len();
         if col < ps {
-            let fresh = self.kept_at[ppn as usize] != OPAQUE;
             let d = end.min(ps);
-            let page = self.keep(ppn, if fresh { 0xFF } else { 0 }, col, d);
+            let page = self.keep(ppn, col, d);
             page[col..d].copy_from_slice(&bytes[..d - col]);
         }
         if end > ps {
@@ -366,16 +433,34 @@ impl Store for PayloadlessStore {
         Ok(())
     }
     fn program_opaque(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
-        let (lo, hi) = (col as usize, (col + len) as usize);
-        if let Some(p) = self.kept_mut(ppn, lo, hi) {
-            p[lo..hi].fill(0);
-        } else if hi > lo {
-            self.kept_at[ppn as usize] = OPAQUE;
+        let (lo, hi) = (col, col + len);
+        if let Some(p) = self.kept_mut(ppn, lo as usize, hi as usize) {
+            p[lo as usize..hi as usize].fill(0);
+            return Ok(());
+        }
+        let ps = self.geo.page_size;
+        let k = &mut self.kept_at[ppn as usize];
+        match *k {
+            _ if hi <= lo => {}
+            OPAQUE => {}
+            NOT_KEPT if lo == 0 && hi >= ps => *k = OPAQUE,
+            NOT_KEPT => {
+                *k = PARTIAL;
+                self.partial.insert(ppn, vec![(lo, hi)]);
+            }
+            _ => {
+                let r = self.partial.get_mut(&ppn).expect("partial page has ranges");
+                add_range(r, lo, hi);
+                if r[..] == [(0, ps)] {
+                    self.partial.remove(&ppn);
+                    self.kept_at[ppn as usize] = OPAQUE;
+                }
+            }
         }
         Ok(())
     }
     fn data_known(&self, ppn: u64) -> bool {
-        self.kept_at[ppn as usize] != OPAQUE
+        self.kept_at[ppn as usize] < OPAQUE && self.kept_at[ppn as usize] != PARTIAL
     }
     fn erase(&mut self, block: u32) -> Result<()> {
         let first = self.geo.first_page(block) as usize;
@@ -384,11 +469,7 @@ impl Store for PayloadlessStore {
         self.spare[first * ss..(first + n) * ss].fill(0xFF);
         self.programs[first..first + n].fill(0);
         for ppn in first..first + n {
-            let k = self.kept_at[ppn];
-            if k < OPAQUE {
-                self.free_slots.push(k);
-            }
-            self.kept_at[ppn] = NOT_KEPT;
+            self.forget(ppn);
         }
         Ok(())
     }
@@ -397,11 +478,7 @@ impl Store for PayloadlessStore {
         let base = ppn as usize * ss;
         self.spare[base..base + ss].fill(0xFF);
         self.programs[ppn as usize] = 0;
-        let k = self.kept_at[ppn as usize];
-        if k < OPAQUE {
-            self.free_slots.push(k);
-        }
-        self.kept_at[ppn as usize] = NOT_KEPT;
+        self.forget(ppn as usize);
         Ok(())
     }
     fn page_programs(&self, ppn: u64) -> u8 {
@@ -422,9 +499,17 @@ impl Store for PayloadlessStore {
         if end <= ps {
             match self.kept(ppn) {
                 Some(p) => Some(first_set_bit(&p[col..end], new)),
-                // Never programmed: all ones, any program is allowed.
-                None if self.kept_at[ppn as usize] != OPAQUE => Some(None),
-                None => None,
+                // Opaque bytes in the range: unknown, the device cannot check them.
+                None if self.kept_at[ppn as usize] == OPAQUE => None,
+                None if self.kept_at[ppn as usize] == PARTIAL
+                    && self.partial[&ppn]
+                        .iter()
+                        .any(|&(a, b)| (a as usize) < end && (b as usize) > col) =>
+                {
+                    None
+                }
+                // Never programmed there: all ones, any program is allowed.
+                None => Some(None),
             }
         } else if col >= ps {
             let base = ppn as usize * self.geo.spare_size as usize;
@@ -448,5 +533,10 @@ impl Store for PayloadlessStore {
             + self.kept_at.len() as u64 * 4
             + self.arena.len() as u64
             + self.dirty.len() as u64 * 8
+            + self
+                .partial
+                .values()
+                .map(|r| 48 + r.capacity() as u64 * 8)
+                .sum::<u64>()
     }
 }

@@ -310,6 +310,19 @@ fn format_rejects_bad_configurations_naming_the_field() {
         flashkit(["nand", "format", img, "--device-file", path_str(&broken)]),
         path_str(&broken),
     );
+    // Too large for the file system (or this machine): an error, no file left behind.
+    fails_with(
+        flashkit([
+            "nand",
+            "format",
+            img,
+            "--device",
+            "nandsim-256m",
+            "--blocks",
+            "4294967295",
+        ]),
+        img,
+    );
     assert!(
         !Path::new(img).exists(),
         "no image left behind by a failed format"
@@ -359,4 +372,26 @@ fn info_on_bad_images_is_a_one_line_error_naming_the_file() {
         flashkit(["nand", "info", path_str(&missing), "--json"]),
         path_str(&missing),
     );
+}
+
+/// Device overrides too large for this machine's RAM are a one-line error, not an
+/// allocation abort.
+#[test]
+fn devices_too_large_for_ram_are_one_line_errors() {
+    for cmd in ["sim", "bench"] {
+        fails_with(
+            flashkit([
+                cmd,
+                "--device",
+                "nandsim-256m",
+                "--blocks",
+                "4294967295",
+                "--policy",
+                "greedy",
+                "--written",
+                "1MiB",
+            ]),
+            "more than this machine can allocate",
+        );
+    }
 }

@@ -144,3 +144,23 @@ fn unformatted_or_foreign_images_are_one_line_errors() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--offset"));
 }
+
+/// `fms read --output` naming the image itself is refused before anything is written.
+#[test]
+fn read_refuses_to_overwrite_the_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("card.img");
+    let img = img.to_str().unwrap();
+    run_ok(&["nand", "format", img, "--device", "intel-series2plus-24m"]);
+    run_ok(&["fms", "format", img]);
+    let before = std::fs::read(img).unwrap();
+    let out = flashkit(["fms", "read", img, "--length", "4096", "--output", img]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("is the image being read itself"), "{err}");
+    assert!(
+        std::fs::read(img).unwrap() == before,
+        "the image was modified"
+    );
+}

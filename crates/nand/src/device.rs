@@ -191,21 +191,23 @@ impl Nand {
             program_byte: (t.program_ns_per_byte * PS_PER_NS).round() as u64,
             erase: (t.erase_us * PS_PER_US).round() as u64,
         };
+        let table = |n: u64, what: &str| crate::table(n, 0u32, what).map_err(NandError::config);
         let mut write_ptr = Vec::new();
         if geo.in_order {
-            write_ptr = (0..geo.blocks)
-                .map(|b| {
-                    let first = geo.first_page(b);
-                    (0..geo.pages_per_block)
-                        .rev()
-                        .find(|&i| store.page_programs(first + i as u64) > 0)
-                        .map_or(0, |i| i + 1)
-                })
-                .collect();
+            write_ptr = table(geo.blocks as u64, "the write pointers")?;
+            for (b, wp) in write_ptr.iter_mut().enumerate() {
+                let first = geo.first_page(b as u32);
+                *wp = (0..geo.pages_per_block)
+                    .rev()
+                    .find(|&i| store.page_programs(first + i as u64) > 0)
+                    .map_or(0, |i| i + 1);
+            }
         }
-        let bad = (0..geo.blocks)
-            .map(|b| store.block_info(b).bad != BadState::Good)
-            .collect();
+        let mut bad = crate::table(geo.blocks as u64, false, "the bad-block flags")
+            .map_err(NandError::config)?;
+        for (b, bad) in bad.iter_mut().enumerate() {
+            *bad = store.block_info(b as u32).bad != BadState::Good;
+        }
         let mut nand = Nand {
             spec,
             geo,

@@ -109,6 +109,11 @@ impl ImageStore {
     /// unless `overwrite`.
     pub fn create(path: &Path, spec: &DeviceSpec, overwrite: bool) -> Result<ImageStore> {
         spec.validate()?;
+        // Opening the image will need its block table and program counts in RAM: refuse
+        // before writing anything if it could not.
+        let g = &spec.geometry;
+        crate::table::check_fits(g.blocks as u64 * BLOCK_ENTRY + g.pages(), "its tables")
+            .map_err(|e| Self::err(path, format!("cannot create: {e}")))?;
         let mut opts = OpenOptions::new();
         opts.read(true).write(true);
         if overwrite {
@@ -119,18 +124,38 @@ impl ImageStore {
         let file = opts
             .open(path)
             .map_err(|e| Self::err(path, format!("cannot create: {e}")))?;
+        let made = Self::fill_new(path, &file, spec).and_then(|()| {
+            drop(file);
+            Ok(ImageStore::open(path)?.1)
+        });
+        if made.is_err() {
+            // No half-made image is left behind (a fresh one is ours; one being
+            // overwritten was truncated already).
+            let _ = std::fs::remove_file(path);
+        }
+        made
+    }
+
+    /// Write the header and an all-good block table into a new, empty image file.
+    fn fill_new(path: &Path, file: &File, spec: &DeviceSpec) -> Result<()> {
         let (block_off, page_off, data_off, end) = layout(&spec.geometry);
         let io = |e: std::io::Error| Self::err(path, format!("write failed: {e}"));
         file.set_len(end).map_err(io)?;
         file.write_all_at(&header_bytes(spec, block_off, page_off, data_off), 0)
             .map_err(io)?;
-        let table: Vec<u8> = (0..spec.geometry.blocks)
-            .flat_map(|_| encode_block(BlockInfo::default()))
-            .collect();
-        file.write_all_at(&table, block_off).map_err(io)?;
-        file.sync_all().map_err(io)?;
-        drop(file);
-        Ok(ImageStore::open(path)?.1)
+        // In chunks: the table of a large device need not be in RAM at once.
+        let entry = encode_block(BlockInfo::default());
+        let chunk: Vec<u8> = (0..4096).flat_map(|_| entry).collect();
+        let mut left = spec.geometry.blocks as u64;
+        let mut at = block_off;
+        while left > 0 {
+            let n = left.min(4096);
+            let bytes = &chunk[..(n * BLOCK_ENTRY) as usize];
+            file.write_all_at(bytes, at).map_err(io)?;
+            at += bytes.len() as u64;
+            left -= n;
+        }
+        file.sync_all().map_err(io)
     }
 
     /// Open an existing image; returns the device description stored in it.
@@ -216,10 +241,18 @@ impl ImageStore {
             ));
         }
         let g = &spec.geometry;
-        let mut table = vec![0u8; (g.blocks as u64 * BLOCK_ENTRY) as usize];
+        let alloc = |n: u64, what: &str| {
+            crate::table(n, 0u8, what).map_err(|e| Self::err(path, format!("header: {e}")))
+        };
+        // Both tables first: a header naming a huge sparse file fails here, not mid-way.
+        let mut table = alloc(g.blocks as u64 * BLOCK_ENTRY, "the block table")?;
+        let mut programs = alloc(g.pages(), "the program counts")?;
         file.read_exact_at(&mut table, block_off)
             .map_err(|e| Self::err(path, e.to_string()))?;
-        let mut blocks = Vec::with_capacity(g.blocks as usize);
+        let mut blocks = Vec::new();
+        blocks
+            .try_reserve_exact(g.blocks as usize)
+            .map_err(|_| Self::err(path, "header: the block table does not fit in RAM"))?;
         for (b, e) in table.chunks_exact(12).enumerate() {
             let crc = u32::from_le_bytes(e[8..12].try_into().unwrap());
             if crc != crc32c::crc32c(&e[0..8]) {
@@ -241,7 +274,6 @@ impl ImageStore {
                 bad,
             });
         }
-        let mut programs = vec![0u8; g.pages() as usize];
         file.read_exact_at(&mut programs, page_off)
             .map_err(|e| Self::err(path, e.to_string()))?;
         let store = ImageStore {
@@ -263,6 +295,11 @@ impl ImageStore {
         &self.path
     }
 
+    /// An I/O error on the image file, naming it.
+    fn io_err(&self, e: std::io::Error) -> NandError {
+        Self::err(&self.path, format!("i/o: {e}"))
+    }
+
     #[inline]
     fn off(&self, ppn: u64, col: u32) -> u64 {
         self.data_off + ppn * self.raw + col as u64
@@ -277,7 +314,9 @@ impl Store for ImageStore {
         true
     }
     fn read(&mut self, ppn: u64, col: u32, buf: &mut [u8]) -> Result<()> {
-        self.file.read_exact_at(buf, self.off(ppn, col))?;
+        self.file
+            .read_exact_at(buf, self.off(ppn, col))
+            .map_err(|e| self.io_err(e))?;
         buf.iter_mut().for_each(|b| *b = !*b);
         Ok(())
     }
@@ -287,7 +326,7 @@ impl Store for ImageStore {
         buf.extend(bytes.iter().map(|b| !b));
         let r = self.file.write_all_at(&buf, self.off(ppn, col));
         self.buf = buf;
-        Ok(r?)
+        r.map_err(|e| self.io_err(e))
     }
     fn program_opaque(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
         let zeros = vec![0u8; len as usize];
@@ -300,15 +339,18 @@ impl Store for ImageStore {
         let first = self.geo.first_page(block);
         let n = self.geo.pages_per_block as usize;
         self.file
-            .write_all_at(&vec![0u8; n * self.raw as usize], self.off(first, 0))?;
+            .write_all_at(&vec![0u8; n * self.raw as usize], self.off(first, 0))
+            .map_err(|e| self.io_err(e))?;
         self.programs[first as usize..first as usize + n].fill(0);
         self.file
-            .write_all_at(&vec![0u8; n], self.page_off + first)?;
+            .write_all_at(&vec![0u8; n], self.page_off + first)
+            .map_err(|e| self.io_err(e))?;
         Ok(())
     }
     fn erase_page(&mut self, ppn: u64) -> Result<()> {
         self.file
-            .write_all_at(&vec![0u8; self.raw as usize], self.off(ppn, 0))?;
+            .write_all_at(&vec![0u8; self.raw as usize], self.off(ppn, 0))
+            .map_err(|e| self.io_err(e))?;
         self.set_page_programs(ppn, 0)
     }
     fn page_programs(&self, ppn: u64) -> u8 {
@@ -316,7 +358,9 @@ impl Store for ImageStore {
     }
     fn set_page_programs(&mut self, ppn: u64, n: u8) -> Result<()> {
         self.programs[ppn as usize] = n;
-        self.file.write_all_at(&[n], self.page_off + ppn)?;
+        self.file
+            .write_all_at(&[n], self.page_off + ppn)
+            .map_err(|e| self.io_err(e))?;
         Ok(())
     }
     fn block_info(&self, block: u32) -> BlockInfo {
@@ -324,14 +368,16 @@ impl Store for ImageStore {
     }
     fn set_block_info(&mut self, block: u32, info: BlockInfo) -> Result<()> {
         self.blocks[block as usize] = info;
-        self.file.write_all_at(
-            &encode_block(info),
-            self.block_off + block as u64 * BLOCK_ENTRY,
-        )?;
+        self.file
+            .write_all_at(
+                &encode_block(info),
+                self.block_off + block as u64 * BLOCK_ENTRY,
+            )
+            .map_err(|e| self.io_err(e))?;
         Ok(())
     }
     fn sync(&mut self) -> Result<()> {
-        self.file.sync_data()?;
+        self.file.sync_data().map_err(|e| self.io_err(e))?;
         Ok(())
     }
     fn ram_bytes(&self) -> u64 {

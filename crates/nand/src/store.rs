@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use crate::device::Data;
 use crate::error::Result;
 use crate::geometry::Geometry;
+use crate::NandError;
 
 /// Why a block is bad.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
@@ -141,9 +142,9 @@ impl RamStore {
         Ok(RamStore {
             geo: geo.clone(),
             raw: geo.raw_page_size(),
-            bytes: vec![0xFF; total as usize],
-            programs: vec![0; geo.pages() as usize],
-            blocks: vec![BlockInfo::default(); geo.blocks as usize],
+            bytes: table(total as u64, 0xFF, "the RAM store")?,
+            programs: table(geo.pages(), 0, "the program counts")?,
+            blocks: table(geo.blocks as u64, BlockInfo::default(), "the block table")?,
         })
     }
     #[inline]
@@ -256,6 +257,11 @@ const NOT_KEPT: u32 = u32::MAX;
 const OPAQUE: u32 = u32::MAX - 1;
 const PARTIAL: u32 = u32::MAX - 2;
 
+/// A geometry-sized table, or a configuration error when it cannot be allocated.
+fn table<T: Clone>(n: u64, fill: T, what: &str) -> Result<Vec<T>> {
+    crate::table::table(n, fill, what).map_err(NandError::config)
+}
+
 /// Add `[lo, hi)` to sorted, disjoint `ranges`, merging what touches it.
 fn add_range(ranges: &mut Vec<(u32, u32)>, lo: u32, hi: u32) {
     let (mut lo, mut hi) = (lo, hi);
@@ -276,10 +282,10 @@ impl PayloadlessStore {
         geo.validate()?;
         Ok(PayloadlessStore {
             geo: geo.clone(),
-            spare: vec![0xFF; (geo.pages() * geo.spare_size as u64) as usize],
-            programs: vec![0; geo.pages() as usize],
-            blocks: vec![BlockInfo::default(); geo.blocks as usize],
-            kept_at: vec![NOT_KEPT; geo.pages() as usize],
+            spare: table(geo.pages() * geo.spare_size as u64, 0xFF, "the spare areas")?,
+            programs: table(geo.pages(), 0, "the program counts")?,
+            blocks: table(geo.blocks as u64, BlockInfo::default(), "the block table")?,
+            kept_at: table(geo.pages(), NOT_KEPT, "the kept-page index")?,
             partial: HashMap::new(),
             arena: Vec::new(),
             dirty: Vec::new(),

@@ -1375,6 +1375,31 @@ fn corrupt_images_give_clear_errors() {
     let expect = |msg: String, word: &str| assert!(msg.contains(word), "{word:?} not in {msg:?}");
 
     expect(image_error(&dir.path().join("missing.img")), "cannot open");
+    // A valid header describing 2^32 - 1 blocks of one 1-byte page in a sparse file of the
+    // right length: its tables would not fit in RAM, which is an error, not an abort.
+    {
+        let mut h = bytes[..4096].to_vec();
+        let blocks: u64 = u32::MAX as u64;
+        let put32 =
+            |h: &mut Vec<u8>, o: usize, v: u32| h[o..o + 4].copy_from_slice(&v.to_le_bytes());
+        let put64 =
+            |h: &mut Vec<u8>, o: usize, v: u64| h[o..o + 8].copy_from_slice(&v.to_le_bytes());
+        for (o, v) in [(24, 1), (28, 0), (32, 1), (36, u32::MAX), (40, 0), (44, 0)] {
+            put32(&mut h, o, v);
+        }
+        let align = |x: u64| x.div_ceil(4096) * 4096;
+        let (bo, po) = (4096, align(4096 + blocks * 12));
+        let dof = align(po + blocks);
+        for (o, v) in [(168, bo), (176, po), (184, dof)] {
+            put64(&mut h, o, v);
+        }
+        fix_crc(&mut h);
+        let f = std::fs::File::create(&bad).unwrap();
+        std::io::Write::write_all(&mut &f, &h).unwrap();
+        f.set_len(dof + blocks).unwrap();
+        drop(f);
+        expect(image_error(&bad), "more than this machine can allocate");
+    }
     expect(with(&|b| b.clear()), "truncated");
     expect(with(&|b| b.truncate(100)), "truncated");
     expect(with(&|b| b.truncate(b.len() - 1)), "truncated");

@@ -333,7 +333,10 @@ fn read(a: ReadArgs) -> Result<()> {
     let mut out: Box<dyn Write> = match a.output.as_deref() {
         None => Box::new(std::io::stdout().lock()),
         Some(p) if p == Path::new("-") => Box::new(std::io::stdout().lock()),
-        Some(p) => Box::new(std::fs::File::create(p).with_context(|| format!("{}", p.display()))?),
+        Some(p) => {
+            super::common::refuse_same_file(p, &a.image, "image being read")?;
+            Box::new(std::fs::File::create(p).with_context(|| format!("{}", p.display()))?)
+        }
     };
     let mut left = len;
     let mut at = lba;

@@ -235,6 +235,11 @@ impl Fms {
     // ---- construction --------------------------------------------------------------------
 
     fn new_empty(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
+        // The per-block tables of a device too large for this machine are an error.
+        fn table<T: Clone>(n: usize, fill: T, what: &str) -> DevResult<Vec<T>> {
+            nand::table(n as u64, fill, what)
+                .map_err(|e| DevError::config(format!("device too large for the FMS here: {e}")))
+        }
         cfg.validate()?;
         let lay = Layout::new(nand.geometry(), cfg.block_size)?;
         let segments = lay.segments as usize;
@@ -271,14 +276,14 @@ impl Fms {
             nand,
             lay,
             logical,
-            map: vec![NONE; n],
-            updates: vec![0; n],
-            write_ps: vec![0; n],
-            region: vec![0; n],
-            region_ps: vec![0; n],
-            readonly: vec![false; n],
+            map: table(n, NONE, "the map table")?,
+            updates: table(n, 0, "the updates table")?,
+            write_ps: table(n, 0, "the write_ps table")?,
+            region: table(n, 0, "the region table")?,
+            region_ps: table(n, 0, "the region_ps table")?,
+            readonly: table(n, false, "the readonly table")?,
             cleaning: false,
-            rev: vec![NONE; phys],
+            rev: table(phys, NONE, "the reverse map")?,
             slot_bits,
             segs: vec![
                 Seg {

@@ -1,0 +1,45 @@
+//! Tables sized by a device's geometry. Geometries come from users (device overrides) and
+//! from image headers, so a table too large for this machine must be an error, not an
+//! allocation abort.
+
+fn too_large(what: &str, bytes: u128) -> String {
+    format!("{what} would take {bytes} bytes of RAM, more than this machine can allocate")
+}
+
+/// `n` copies of `fill`, or a one-line error naming `what` and the bytes it needs when
+/// this machine cannot allocate them.
+pub fn table<T: Clone>(n: u64, fill: T, what: &str) -> Result<Vec<T>, String> {
+    let bytes = n as u128 * std::mem::size_of::<T>() as u128;
+    let n = usize::try_from(n).map_err(|_| too_large(what, bytes))?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| too_large(what, bytes))?;
+    v.resize(n, fill);
+    Ok(v)
+}
+
+/// Whether this machine could allocate `bytes` bytes now (reserved, never touched, and
+/// released at once); the error names `what`.
+pub fn check_fits(bytes: u64, what: &str) -> Result<(), String> {
+    let mut v: Vec<u8> = Vec::new();
+    usize::try_from(bytes)
+        .ok()
+        .and_then(|n| v.try_reserve_exact(n).ok())
+        .ok_or_else(|| too_large(what, bytes as u128))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn impossible_tables_are_errors() {
+        assert_eq!(table(3, 7u8, "x").unwrap(), vec![7, 7, 7]);
+        let e = table(1 << 60, 0u64, "the spare areas").unwrap_err();
+        assert!(
+            e.starts_with("the spare areas would take 9223372036854775808 bytes"),
+            "{e}"
+        );
+        assert!(check_fits(1 << 20, "a small table").is_ok());
+        assert!(check_fits(1 << 62, "a huge table").is_err());
+    }
+}

@@ -405,6 +405,63 @@ fn wear_swap_bounds_the_erase_count_spread() {
     );
 }
 
+/// With wear levelling at a low threshold, the tables the running FMS holds are always
+/// those a mount rebuilds from flash (a swap whose least-worn segment held no valid block
+/// once left its target "used" in RAM and free on flash).
+#[test]
+fn wear_levelling_keeps_tables_equal_to_a_remount() {
+    // Few, large segments: the least-worn segment is often one emptied by updates.
+    let few = |preset: &str, block_size: u32| {
+        let cfg = FmsConfig {
+            block_size,
+            ..FmsConfig::default()
+        };
+        (small(preset, 8, 32), cfg)
+    };
+    for (spec, cfg) in [
+        intel(),
+        nandsim(),
+        few("intel-series2plus-24m", 4096),
+        few("nandsim-256m", 1024),
+    ] {
+        for threshold in [1, 2] {
+            for redistribution in [Redistribution::M1, Redistribution::M4] {
+                let cfg = FmsConfig {
+                    policy: Policy::Greedy,
+                    wear_threshold: Some(threshold),
+                    redistribution,
+                    ..cfg.clone()
+                };
+                let mut f = format(&spec, &cfg);
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(threshold as u64);
+                let mut swaps = 0;
+                let n = f.logical_blocks() as u32;
+                for round in 0..60 {
+                    hot_cold(&mut f, &mut rng, 25, 0.9);
+                    // Trims empty whole segments of cold data now and then (header mode:
+                    // spare-mode trims last until the next mount, by design).
+                    if f.layout().mode == RecordMode::Header {
+                        let at = rng.gen_range(n / 10..n - 8);
+                        for l in at..at + 8 {
+                            f.trim_block(l).unwrap();
+                        }
+                    }
+                    swaps += f.stats().wear_swaps;
+                    let running = f.tables_digest();
+                    f = remount(f, &cfg);
+                    assert_eq!(
+                        running,
+                        f.tables_digest(),
+                        "{} threshold {threshold} {redistribution:?}: round {round}",
+                        spec.name
+                    );
+                }
+                assert!(swaps > 0, "{}: no wear swap", spec.name);
+            }
+        }
+    }
+}
+
 // ---- DAC and adaptive --------------------------------------------------------------------
 
 #[test]

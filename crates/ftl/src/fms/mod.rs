@@ -1321,11 +1321,16 @@ impl Fms {
             .copied()
             .filter(|&s| self.segs[s as usize].state == SegState::Free)
             .max_by_key(|&s| self.segs[s as usize].erase_count);
+        // The least-worn segment holding data. A closed segment with no valid block left
+        // has nothing to swap: the cleaner reclaims it at no cost (taking it here would
+        // leave the target "used" in RAM with nothing on flash, free at the next mount).
         let least = self
             .segs
             .iter()
             .enumerate()
-            .filter(|(_, s)| matches!(s.state, SegState::Used | SegState::Active))
+            .filter(|(_, s)| {
+                s.state == SegState::Active || (s.state == SegState::Used && s.valid > 0)
+            })
             .min_by_key(|(_, s)| s.erase_count)
             .map(|(i, _)| i as u32);
         let (Some(most), Some(least)) = (most, least) else {
@@ -1335,7 +1340,7 @@ impl Fms {
             self.segs[most as usize].erase_count,
             self.segs[least as usize].erase_count,
         );
-        if hi <= lo + threshold {
+        if hi <= lo.saturating_add(threshold) {
             return Ok(());
         }
         self.free.retain(|&s| s != most);

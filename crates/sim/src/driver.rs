@@ -152,8 +152,12 @@ pub struct SimResult {
     pub wear_max: u32,
     pub user_writes: u64,
     pub flash_writes: u64,
+    /// Flash block writes (user block writes plus cleaning copies) per user block write.
+    /// A request smaller than a block is one user block write (the FMS rewrites the whole
+    /// block), so against host bytes the amplification is larger by block / request size.
     pub write_amplification: f64,
     pub device_time_s: f64,
+    /// Host bytes written (`written_bytes`) per second of device time.
     pub throughput_bytes_per_s: f64,
     pub policy_greedy_share: Option<f64>,
     pub wear_swaps: u64,
@@ -382,6 +386,9 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
     let mounted = Fms::mount(nand, fcfg.clone()).context("remount")?;
     let mount_time_s = (mounted.nand().clock_ps() - m0) as f64 / 1e12;
 
+    let written_bytes = trace_info
+        .as_ref()
+        .map_or(cfg.written_bytes, |t| t.write_bytes);
     Ok(SimResult {
         device: device.name.clone(),
         workload: cfg.workload.label(),
@@ -391,9 +398,7 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         region_threshold_s: fcfg.region_threshold_ps.map(|p| p as f64 / 1e12),
         block_size: fcfg.block_size,
         fill: cfg.fill,
-        written_bytes: trace_info
-            .as_ref()
-            .map_or(cfg.written_bytes, |t| t.write_bytes),
+        written_bytes,
         unit_bytes: cfg.unit_bytes,
         arrival: cfg.arrival.label(),
         readonly_fraction: cfg.readonly_fraction,
@@ -415,7 +420,7 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         },
         device_time_s,
         throughput_bytes_per_s: if device_time_s > 0.0 {
-            (user * bs) as f64 / device_time_s
+            written_bytes as f64 / device_time_s
         } else {
             0.0
         },

@@ -345,3 +345,37 @@ fn malformed_traces_fail_with_file_and_line() {
         "--workload",
     );
 }
+
+#[test]
+fn hot_cold_generation_over_a_huge_space_needs_no_table() {
+    // The hot set used to be a shuffled table of every unit: 64 TiB of 4 KiB units asked
+    // for 137 GB and aborted.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g.spc");
+    let o = ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&out),
+        "--format",
+        "spc",
+        "--requests",
+        "10",
+        "--space",
+        "64TiB",
+    ]));
+    assert!(
+        text(&o.stdout).contains("10 records"),
+        "{}",
+        text(&o.stdout)
+    );
+    let lbas: Vec<u64> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(lbas.len(), 10);
+    assert!(
+        lbas.iter().all(|&l| l % 8 == 0 && l < (64u64 << 40) / 512),
+        "{lbas:?}"
+    );
+}

@@ -379,3 +379,65 @@ fn hot_cold_generation_over_a_huge_space_needs_no_table() {
         "{lbas:?}"
     );
 }
+
+#[test]
+fn convert_refuses_sectors_the_output_format_cannot_hold() {
+    // Sector 2^55 is byte 2^64: msr and fio offsets used to wrap to 0.
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.disksim");
+    std::fs::write(&big, "0.0 0 36028797018963968 8 0\n1.0 0 100 8 1\n").unwrap();
+    for to in ["msr", "fio"] {
+        let out = dir.path().join(format!("big.{to}"));
+        fails_with(
+            flashkit([
+                "trace",
+                "convert",
+                path_str(&big),
+                path_str(&out),
+                "--to",
+                to,
+            ]),
+            &format!(
+                "{}:1: sector 36028797018963968 + 8 ends past the {to} format's limit",
+                path_str(&big)
+            ),
+        );
+    }
+    // Formats that count sectors hold it, and it reads back.
+    let spc = dir.path().join("big.spc");
+    ok(flashkit([
+        "trace",
+        "convert",
+        path_str(&big),
+        path_str(&spc),
+        "--to",
+        "spc",
+    ]));
+    let s = std::fs::read_to_string(&spc).unwrap();
+    assert!(s.starts_with("0,36028797018963968,4096,w,"), "{s}");
+    // The last request msr can hold converts and reads back.
+    let edge = dir.path().join("edge.disksim");
+    std::fs::write(&edge, "0.0 0 36028797018963959 8 0\n").unwrap();
+    let msr = dir.path().join("edge.msr");
+    ok(flashkit([
+        "trace",
+        "convert",
+        path_str(&edge),
+        path_str(&msr),
+        "--to",
+        "msr",
+    ]));
+    let back = dir.path().join("back.disksim");
+    ok(flashkit([
+        "trace",
+        "convert",
+        path_str(&msr),
+        path_str(&back),
+        "--to",
+        "disksim",
+    ]));
+    assert_eq!(
+        std::fs::read_to_string(&back).unwrap(),
+        "0.000000 0 36028797018963959 8 0\n"
+    );
+}

@@ -216,6 +216,11 @@ fn detect_line(line: &[u8]) -> Option<Format> {
     None
 }
 
+/// An MSR time stamp (100 ns Windows ticks) as nanoseconds since 1970, if it fits.
+pub(crate) fn msr_time_ns(ticks: impl Into<i128>) -> Option<i64> {
+    i64::try_from((ticks.into() - WINDOWS_EPOCH_TICKS) * 100).ok()
+}
+
 /// What one line is.
 enum Parsed {
     Rec {
@@ -313,8 +318,8 @@ impl Parser {
         if size == 0 {
             return Ok(Parsed::Zero);
         }
-        let t = i64::try_from((ticks as i128 - WINDOWS_EPOCH_TICKS) * 100)
-            .map_err(|_| format!("timestamp {ticks} is out of range"))?;
+        let t = msr_time_ns(ticks as i128)
+            .ok_or_else(|| format!("timestamp {ticks} is out of range"))?;
         let (lba, sectors) = sectors_of(offset, size)?;
         Ok(Parsed::Rec {
             t,
@@ -614,6 +619,11 @@ impl TraceReader {
 
     pub fn file(&self) -> &str {
         &self.file
+    }
+
+    /// The line last read (that of the record last delivered), counting from 1.
+    pub fn line(&self) -> u64 {
+        self.line
     }
 
     /// What was seen so far besides the records.

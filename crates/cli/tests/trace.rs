@@ -381,6 +381,65 @@ fn hot_cold_generation_over_a_huge_space_needs_no_table() {
 }
 
 #[test]
+fn convert_refuses_to_write_its_input() {
+    // Writing the input used to truncate it first: "0 records", exit 0, input gone.
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("same.msr");
+    ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&t),
+        "--format",
+        "msr",
+        "--requests",
+        "50",
+        "--space",
+        "1MiB",
+    ]));
+    let before = std::fs::read(&t).unwrap();
+    let link = dir.path().join("link.msr");
+    std::os::unix::fs::symlink(&t, &link).unwrap();
+    let hard = dir.path().join("hard.msr");
+    std::fs::hard_link(&t, &hard).unwrap();
+    // The same path, another spelling of it, a symbolic and a hard link.
+    let dotted = dir.path().join(".").join("same.msr");
+    for out in [&t, &dotted, &link, &hard] {
+        fails_with(
+            flashkit([
+                "trace",
+                "convert",
+                path_str(&t),
+                path_str(out),
+                "--to",
+                "msr",
+            ]),
+            "output is the same file as the input",
+        );
+        assert_eq!(std::fs::read(&t).unwrap(), before, "input changed");
+    }
+    // trace stats --csv would replace the trace with its statistics.
+    fails_with(
+        flashkit(["trace", "stats", path_str(&t), "--csv", path_str(&hard)]),
+        "output is the same file as the input",
+    );
+    assert_eq!(std::fs::read(&t).unwrap(), before, "input changed");
+    // Another file is fine.
+    let o = ok(flashkit([
+        "trace",
+        "convert",
+        path_str(&t),
+        path_str(&dir.path().join("other.msr")),
+        "--to",
+        "msr",
+    ]));
+    assert!(
+        text(&o.stdout).contains("50 records"),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
+#[test]
 fn convert_refuses_sectors_the_output_format_cannot_hold() {
     // Sector 2^55 is byte 2^64: msr and fio offsets used to wrap to 0.
     let dir = tempfile::tempdir().unwrap();

@@ -181,6 +181,10 @@ fn stats(a: StatsArgs) -> Result<()> {
         Some(s) => Some(parse_size(s).map_err(|e| anyhow!("--space: {e}"))?),
         None => None,
     };
+    if let Some(csv) = &a.report.csv {
+        // The CSV is written after the trace is read: it would replace the trace.
+        sim::trace::refuse_same_file(&a.file, csv)?;
+    }
     let st = trace_stats(&a.file, &opts, space)?;
     if let Some(path) = &a.report.csv {
         output::write_csv(path, std::slice::from_ref(&st))?;

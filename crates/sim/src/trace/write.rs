@@ -258,6 +258,33 @@ impl TraceWriter {
     }
 }
 
+/// Whether `a` and `b` are the same existing file: the same device and inode, so links and
+/// different spellings of one path count. False when either does not exist.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// An error unless `output` is a different file from `input`: writing a file that is being
+/// read would empty it before it is read. Call it before creating `output`.
+pub fn refuse_same_file(input: &Path, output: &Path) -> Result<(), TraceError> {
+    if same_file(input, output) {
+        return Err(TraceError::new(
+            &output.display().to_string(),
+            None,
+            format!(
+                "output is the same file as the input {}; writing it would empty the input \
+                 (choose another output file)",
+                input.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// What [`convert`] did.
 #[derive(Clone, Debug)]
 pub struct Conversion {
@@ -268,8 +295,9 @@ pub struct Conversion {
 }
 
 /// `trace convert`: read `input` (with `opts`) and write its records to `output` in format
-/// `to`, gzip-compressed when `gzip`. A record the output format cannot hold is an error
-/// at its line of the input.
+/// `to`, gzip-compressed when `gzip`. Refuses an `output` that is the input file (before
+/// creating anything); a record the output format cannot hold is an error at its line of
+/// the input.
 pub fn convert(
     input: &Path,
     output: &Path,
@@ -277,6 +305,7 @@ pub fn convert(
     gzip: bool,
     opts: &TraceOptions,
 ) -> Result<Conversion, TraceError> {
+    refuse_same_file(input, output)?;
     let mut reader = TraceReader::open(input, opts)?;
     let mut w = TraceWriter::create(output, to, gzip)?;
     while let Some(r) = reader.next() {

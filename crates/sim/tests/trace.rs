@@ -160,6 +160,54 @@ fn blkparse_reader_actions_discards_and_summary() {
 }
 
 #[test]
+fn blkparse_events_after_a_summary_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    // A summary-like line between events used to end the trace: 4 requests became 3.
+    let mid = write(
+        dir.path(),
+        "mid.txt",
+        "  8,0    0        1     0.000000000  100  D   W 1000 + 8 [fio]
+  8,0    0        2     0.000100000  100  D   W 2000 + 8 [fio]
+CPU0 (8,0):
+  8,0    0        3     0.000200000  100  D   W 3000 + 8 [fio]
+  8,0    0        4     0.000300000  100  D   R 4000 + 8 [fio]
+",
+    );
+    let (recs, c) = read_all(&mid, &opts(None));
+    assert_eq!(
+        recs,
+        vec![
+            rec(0, Op::Write, 1000, 8),
+            rec(100_000, Op::Write, 2000, 8),
+            rec(200_000, Op::Write, 3000, 8),
+            rec(300_000, Op::Read, 4000, 8),
+        ]
+    );
+    assert_eq!(c.ignored_lines, 1);
+    // Concatenated outputs, each with its summary and its "Input file" lines, are read
+    // whole; the summary at the very end is still skipped.
+    let one = format!("Input file sda.blktrace.0 added\n{BLKPARSE}");
+    let cat = write(dir.path(), "cat.txt", &format!("{one}{one}"));
+    let (single, _) = read_all(&write(dir.path(), "one.txt", &one), &opts(None));
+    assert_eq!(single.len(), 4);
+    let (recs, _) = read_all(&cat, &opts(None));
+    assert_eq!(recs, [single.clone(), single].concat());
+    // A malformed event after a summary is an error at its line, not skipped.
+    let bad = write(
+        dir.path(),
+        "bad.txt",
+        &format!("{BLKPARSE}  8,0    0        1     x  100  D   W 1000 + 8 [fio]\n"),
+    );
+    let mut r = TraceReader::open(&bad, &opts(None)).unwrap();
+    let e = r.find_map(|x| x.err()).expect("an error");
+    let line = BLKPARSE.lines().count() as u64 + 1;
+    assert_eq!(
+        e.to_string(),
+        format!("{}:{line}: time 'x' is not SEC.NSEC", bad.display())
+    );
+}
+
+#[test]
 fn disksim_reader_units_devices_flags() {
     let dir = tempfile::tempdir().unwrap();
     let text = "# DiskSim ASCII\ntime devno blkno bcount flags\n\

@@ -500,3 +500,46 @@ fn convert_refuses_sectors_the_output_format_cannot_hold() {
         "0.000000 0 36028797018963959 8 0\n"
     );
 }
+
+#[test]
+fn a_zero_space_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.spc");
+    ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&t),
+        "--format",
+        "spc",
+        "--requests",
+        "20",
+        "--space",
+        "1MiB",
+    ]));
+    // trace stats used to print "0.0% of the space".
+    for space in ["0", "0KiB", "0.0001"] {
+        fails_with(
+            flashkit(["trace", "stats", path_str(&t), "--space", space]),
+            "--space: must be more than 0 bytes",
+        );
+    }
+    ok(flashkit(["trace", "stats", path_str(&t), "--space", "1"]));
+    // trace generate refuses it for every workload.
+    let out = dir.path().join("g.spc");
+    for w in ["hotcold:90/10", "random", "rootdisk", "multimedia"] {
+        fails_with(
+            flashkit([
+                "trace",
+                "generate",
+                path_str(&out),
+                "--format",
+                "spc",
+                "--workload",
+                w,
+                "--space",
+                "0",
+            ]),
+            "space: ",
+        );
+    }
+}

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
 use sim::trace::generate::{generator, GenConfig, GenWorkload};
-use sim::trace::stats::{trace_stats, ClassStats, TraceStats};
+use sim::trace::stats::{check_space, trace_stats, ClassStats, TraceStats};
 use sim::trace::{Format, TimeUnit, TraceOptions, TraceWriter};
 
 use super::common::parse_size;
@@ -178,7 +178,11 @@ fn wants_gzip(flag: bool, path: &std::path::Path) -> bool {
 fn stats(a: StatsArgs) -> Result<()> {
     let opts = a.input.options()?;
     let space = match &a.space {
-        Some(s) => Some(parse_size(s).map_err(|e| anyhow!("--space: {e}"))?),
+        Some(s) => Some(
+            parse_size(s)
+                .and_then(check_space)
+                .map_err(|e| anyhow!("--space: {e}"))?,
+        ),
         None => None,
     };
     if let Some(csv) = &a.report.csv {

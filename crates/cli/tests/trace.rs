@@ -345,3 +345,201 @@ fn malformed_traces_fail_with_file_and_line() {
         "--workload",
     );
 }
+
+#[test]
+fn hot_cold_generation_over_a_huge_space_needs_no_table() {
+    // The hot set used to be a shuffled table of every unit: 64 TiB of 4 KiB units asked
+    // for 137 GB and aborted.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g.spc");
+    let o = ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&out),
+        "--format",
+        "spc",
+        "--requests",
+        "10",
+        "--space",
+        "64TiB",
+    ]));
+    assert!(
+        text(&o.stdout).contains("10 records"),
+        "{}",
+        text(&o.stdout)
+    );
+    let lbas: Vec<u64> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(lbas.len(), 10);
+    assert!(
+        lbas.iter().all(|&l| l % 8 == 0 && l < (64u64 << 40) / 512),
+        "{lbas:?}"
+    );
+}
+
+#[test]
+fn convert_refuses_to_write_its_input() {
+    // Writing the input used to truncate it first: "0 records", exit 0, input gone.
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("same.msr");
+    ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&t),
+        "--format",
+        "msr",
+        "--requests",
+        "50",
+        "--space",
+        "1MiB",
+    ]));
+    let before = std::fs::read(&t).unwrap();
+    let link = dir.path().join("link.msr");
+    std::os::unix::fs::symlink(&t, &link).unwrap();
+    let hard = dir.path().join("hard.msr");
+    std::fs::hard_link(&t, &hard).unwrap();
+    // The same path, another spelling of it, a symbolic and a hard link.
+    let dotted = dir.path().join(".").join("same.msr");
+    for out in [&t, &dotted, &link, &hard] {
+        fails_with(
+            flashkit([
+                "trace",
+                "convert",
+                path_str(&t),
+                path_str(out),
+                "--to",
+                "msr",
+            ]),
+            "output is the same file as the input",
+        );
+        assert_eq!(std::fs::read(&t).unwrap(), before, "input changed");
+    }
+    // trace stats --csv would replace the trace with its statistics.
+    fails_with(
+        flashkit(["trace", "stats", path_str(&t), "--csv", path_str(&hard)]),
+        "output is the same file as the input",
+    );
+    assert_eq!(std::fs::read(&t).unwrap(), before, "input changed");
+    // Another file is fine.
+    let o = ok(flashkit([
+        "trace",
+        "convert",
+        path_str(&t),
+        path_str(&dir.path().join("other.msr")),
+        "--to",
+        "msr",
+    ]));
+    assert!(
+        text(&o.stdout).contains("50 records"),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
+#[test]
+fn convert_refuses_sectors_the_output_format_cannot_hold() {
+    // Sector 2^55 is byte 2^64: msr and fio offsets used to wrap to 0.
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.disksim");
+    std::fs::write(&big, "0.0 0 36028797018963968 8 0\n1.0 0 100 8 1\n").unwrap();
+    for to in ["msr", "fio"] {
+        let out = dir.path().join(format!("big.{to}"));
+        fails_with(
+            flashkit([
+                "trace",
+                "convert",
+                path_str(&big),
+                path_str(&out),
+                "--to",
+                to,
+            ]),
+            &format!(
+                "{}:1: sector 36028797018963968 + 8 ends past the {to} format's limit",
+                path_str(&big)
+            ),
+        );
+    }
+    // Formats that count sectors hold it, and it reads back.
+    let spc = dir.path().join("big.spc");
+    ok(flashkit([
+        "trace",
+        "convert",
+        path_str(&big),
+        path_str(&spc),
+        "--to",
+        "spc",
+    ]));
+    let s = std::fs::read_to_string(&spc).unwrap();
+    assert!(s.starts_with("0,36028797018963968,4096,w,"), "{s}");
+    // The last request msr can hold converts and reads back.
+    let edge = dir.path().join("edge.disksim");
+    std::fs::write(&edge, "0.0 0 36028797018963959 8 0\n").unwrap();
+    let msr = dir.path().join("edge.msr");
+    ok(flashkit([
+        "trace",
+        "convert",
+        path_str(&edge),
+        path_str(&msr),
+        "--to",
+        "msr",
+    ]));
+    let back = dir.path().join("back.disksim");
+    ok(flashkit([
+        "trace",
+        "convert",
+        path_str(&msr),
+        path_str(&back),
+        "--to",
+        "disksim",
+    ]));
+    assert_eq!(
+        std::fs::read_to_string(&back).unwrap(),
+        "0.000000 0 36028797018963959 8 0\n"
+    );
+}
+
+#[test]
+fn a_zero_space_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.spc");
+    ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&t),
+        "--format",
+        "spc",
+        "--requests",
+        "20",
+        "--space",
+        "1MiB",
+    ]));
+    // trace stats used to print "0.0% of the space".
+    for space in ["0", "0KiB", "0.0001"] {
+        fails_with(
+            flashkit(["trace", "stats", path_str(&t), "--space", space]),
+            "--space: must be more than 0 bytes",
+        );
+    }
+    ok(flashkit(["trace", "stats", path_str(&t), "--space", "1"]));
+    // trace generate refuses it for every workload.
+    let out = dir.path().join("g.spc");
+    for w in ["hotcold:90/10", "random", "rootdisk", "multimedia"] {
+        fails_with(
+            flashkit([
+                "trace",
+                "generate",
+                path_str(&out),
+                "--format",
+                "spc",
+                "--workload",
+                w,
+                "--space",
+                "0",
+            ]),
+            "space: ",
+        );
+    }
+}

@@ -7,7 +7,10 @@
 //! * `hotcold:X/Y` — the hot-and-cold workload of Sprite LFS: X% of writes go to Y% of the
 //!   data (the hot set, a seeded random subset of the units, not a contiguous range, so
 //!   the sequential pre-fill does not already cluster it), the rest to the other units;
-//!   phases with the same Y share the hot set;
+//!   phases with the same Y share the hot set. Up to [`HOT_TABLE_MAX_UNITS`] units the
+//!   units are put in a seeded random order by shuffling a table of them; above, by a
+//!   keyed permutation computed per request, in constant memory and time (see
+//!   [`HOT_TABLE_MAX_UNITS`] for why both);
 //! * `phases:W1,W2,...` — the listed workloads one after another, each writing an equal
 //!   share of the total (the DAC paper's 4-phase experiment);
 //! * `trace:FILE` — a block trace (see [`crate::trace`]); the driver reads it itself, so as
@@ -111,16 +114,109 @@ fn split_phases(s: &str) -> Vec<String> {
         .collect()
 }
 
+/// Up to this many units, `hotcold:X/Y` orders the units by a Fisher–Yates shuffle of a
+/// table of them (4 bytes a unit: 128 MiB and a few seconds at this size); above, by a
+/// keyed permutation computed per request, which needs neither memory nor time per unit.
+///
+/// The shuffle is what `hotcold` has always used, so every result obtained with it (the
+/// simulator's, and the traces `trace generate` wrote) is reproduced exactly; but the unit a
+/// shuffle puts at any position depends on all its units − 1 random draws, so no method
+/// that avoids drawing them all can give the same sets, and drawing them costs time and a
+/// table proportional to the space (a 64 TiB space cannot be done at all). 2^25 units is
+/// the largest built-in device (`chang-kuo-16g`, 16 GiB) in 512-byte blocks, so every
+/// preset at every block size keeps its exact results; larger spaces (which only `trace
+/// generate` or `--blocks` reach) get a different, equally random hot set.
+pub const HOT_TABLE_MAX_UNITS: u64 = 1 << 25;
+
+/// A seeded random order of the units `0..n`; the hot set is its first positions.
+enum Order {
+    /// `table[i]` is the unit at position `i` (a shuffled table, `n <= HOT_TABLE_MAX_UNITS`).
+    Table(Vec<u32>),
+    Keyed(KeyedOrder),
+}
+
+impl Order {
+    /// The order of `units` units drawn from `rng`, by a table up to `table_max` units.
+    fn new(units: u64, rng: &mut Xoshiro256PlusPlus, table_max: u64) -> Order {
+        if units <= table_max.min(u32::MAX as u64) {
+            let mut table: Vec<u32> = (0..units as u32).collect();
+            table.shuffle(rng);
+            Order::Table(table)
+        } else {
+            Order::Keyed(KeyedOrder::new(units, rng))
+        }
+    }
+
+    /// A unit drawn uniformly from positions `start..start + len` of the order.
+    #[inline]
+    fn draw(&self, rng: &mut Xoshiro256PlusPlus, start: u64, len: u64) -> u64 {
+        match self {
+            // Drawn as a usize index, the draw the shuffled-table workload always made.
+            Order::Table(t) => t[start as usize + rng.gen_range(0..len as usize)] as u64,
+            Order::Keyed(k) => k.at(start + rng.gen_range(0..len)),
+        }
+    }
+}
+
+/// Rounds of the Feistel network of [`KeyedOrder`].
+const FEISTEL_ROUNDS: usize = 6;
+
+/// A keyed permutation of `0..n` evaluated on the fly: a balanced Feistel network on the
+/// smallest even number of bits `2h` with `2^2h >= n`, whose round function mixes the right
+/// half with a round key (SplitMix64's finaliser), made a permutation of `0..n` by cycle
+/// walking (apply it again until the value is below `n`: since `2^2h < 4n`, fewer than 4
+/// steps on average, and always finite because the walk stays on the cycle of a
+/// permutation that contains the start).
+struct KeyedOrder {
+    n: u64,
+    half: u32,
+    keys: [u64; FEISTEL_ROUNDS],
+}
+
+impl KeyedOrder {
+    fn new(n: u64, rng: &mut Xoshiro256PlusPlus) -> KeyedOrder {
+        let bits = u64::BITS - n.saturating_sub(1).leading_zeros();
+        KeyedOrder {
+            n,
+            half: bits.div_ceil(2).max(1),
+            keys: std::array::from_fn(|_| rng.gen()),
+        }
+    }
+
+    #[inline]
+    fn feistel(&self, x: u64) -> u64 {
+        let mask = (1u64 << self.half) - 1;
+        let (mut l, mut r) = (x >> self.half, x & mask);
+        for k in self.keys {
+            let mut z = (r ^ k).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (l, r) = (r, l ^ ((z ^ (z >> 31)) & mask));
+        }
+        (l << self.half) | r
+    }
+
+    /// The unit at position `i < n`.
+    #[inline]
+    fn at(&self, i: u64) -> u64 {
+        let mut x = self.feistel(i);
+        while x >= self.n {
+            x = self.feistel(x);
+        }
+        x
+    }
+}
+
 /// One phase's address generator.
 enum Gen {
     Sequential {
         next: u64,
     },
     Random,
+    /// Positions `0..hot` of `order` are the hot units, the rest the cold ones.
     HotCold {
         x: f64,
-        hot: Vec<u64>,
-        cold: Vec<u64>,
+        hot: u64,
+        order: Order,
     },
 }
 
@@ -134,8 +230,19 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// `total` requests over `units` units.
+    /// `total` requests over `units` units (`units > 0`).
     pub fn new(spec: &WorkloadSpec, units: u64, total: u64, seed: u64) -> Workload {
+        Workload::with_table_max(spec, units, total, seed, HOT_TABLE_MAX_UNITS)
+    }
+
+    /// [`Workload::new`] with the hot/cold order shuffled as a table up to `table_max` units.
+    fn with_table_max(
+        spec: &WorkloadSpec,
+        units: u64,
+        total: u64,
+        seed: u64,
+        table_max: u64,
+    ) -> Workload {
         let rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         let list: Vec<WorkloadSpec> = match spec {
             WorkloadSpec::Phases(p) => p.clone(),
@@ -149,20 +256,14 @@ impl Workload {
                 WorkloadSpec::Sequential => Gen::Sequential { next: 0 },
                 WorkloadSpec::Random => Gen::Random,
                 WorkloadSpec::HotCold { x, y } => {
-                    let mut all: Vec<u64> = (0..units).collect();
                     // The hot set depends only on the seed and Y, so the 90/10 phases of
                     // a phases: workload update the same hot data (as one benchmark would).
                     let mut hot_rng =
                         Xoshiro256PlusPlus::seed_from_u64(seed ^ y.to_bits().rotate_left(17));
-                    all.shuffle(&mut hot_rng);
-                    let h = ((units as f64 * y).round() as u64)
+                    let order = Order::new(units, &mut hot_rng, table_max);
+                    let hot = ((units as f64 * y).round() as u64)
                         .clamp(1, units.saturating_sub(1).max(1));
-                    let cold = all.split_off(h as usize);
-                    Gen::HotCold {
-                        x: *x,
-                        hot: all,
-                        cold,
-                    }
+                    Gen::HotCold { x: *x, hot, order }
                 }
                 WorkloadSpec::Phases(_) => unreachable!("phases do not nest"),
                 // The driver reads traces itself; as a synthetic workload a trace is empty.
@@ -209,11 +310,12 @@ impl Iterator for Workload {
                 u
             }
             Gen::Random => rng.gen_range(0..units),
-            Gen::HotCold { x, hot, cold } => {
-                if cold.is_empty() || rng.gen_bool(*x) {
-                    hot[rng.gen_range(0..hot.len())]
+            Gen::HotCold { x, hot, order } => {
+                let cold = units - *hot;
+                if cold == 0 || rng.gen_bool(*x) {
+                    order.draw(rng, 0, *hot)
                 } else {
-                    cold[rng.gen_range(0..cold.len())]
+                    order.draw(rng, *hot, cold)
                 }
             }
         })
@@ -262,5 +364,77 @@ mod tests {
         assert_eq!(first, vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2]);
         assert_eq!(w.phase(), 0);
         assert_eq!(w.count(), 12);
+    }
+
+    #[test]
+    fn hot_cold_table_order_is_the_one_hotcold_always_used() {
+        // Pinned from the shuffled table of the first implementation (trace generate
+        // --space 4096000 --seed 7): small spaces keep their exact request streams.
+        let spec = WorkloadSpec::parse("hotcold:90/10").unwrap();
+        let got: Vec<u64> = Workload::new(&spec, 1000, 12, 7).collect();
+        assert_eq!(
+            got,
+            vec![523, 135, 701, 112, 875, 924, 224, 247, 679, 188, 995, 899]
+        );
+    }
+
+    #[test]
+    fn keyed_order_is_a_permutation() {
+        for n in [1, 2, 3, 5, 16, 17, 1000, 4097, 65_539] {
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(n);
+            let k = KeyedOrder::new(n, &mut rng);
+            let mut seen = vec![false; n as usize];
+            for i in 0..n {
+                let u = k.at(i);
+                assert!(u < n && !seen[u as usize], "n {n}: position {i} -> {u}");
+                seen[u as usize] = true;
+            }
+        }
+    }
+
+    #[test]
+    fn keyed_hot_cold_sends_x_percent_to_y_percent_spread_over_the_space() {
+        let spec = WorkloadSpec::parse("hotcold:90/10").unwrap();
+        let units = 10_000u64;
+        let mut counts = vec![0u32; units as usize];
+        // Table limit 0: the keyed order, as for spaces above HOT_TABLE_MAX_UNITS.
+        for u in Workload::with_table_max(&spec, units, 400_000, 7, 0) {
+            counts[u as usize] += 1;
+        }
+        let mut by_count: Vec<(u32, usize)> =
+            counts.iter().enumerate().map(|(u, &c)| (c, u)).collect();
+        by_count.sort_unstable_by(|a, b| b.cmp(a));
+        let top: u32 = by_count[..1000].iter().map(|c| c.0).sum();
+        let share = top as f64 / 400_000.0;
+        assert!((share - 0.9).abs() < 0.01, "{share}");
+        // The hot set is scattered, not a range: each tenth of the space has ~100 of it.
+        let mut tenths = [0u32; 10];
+        for &(_, u) in &by_count[..1000] {
+            tenths[u * 10 / units as usize] += 1;
+        }
+        assert!(
+            tenths.iter().all(|&t| (60..=140).contains(&t)),
+            "{tenths:?}"
+        );
+        // Phases with the same Y share the hot set in the keyed order too.
+        let a: Vec<u64> = Workload::with_table_max(&spec, units, 50, 3, 0).collect();
+        let two = WorkloadSpec::parse("phases:hotcold:90/10,hotcold:90/10").unwrap();
+        let hot_a: std::collections::HashSet<u64> =
+            Workload::with_table_max(&spec, units, 20_000, 3, 0).collect();
+        let b: Vec<u64> = Workload::with_table_max(&two, units, 100, 3, 0).collect();
+        assert_eq!(a, b[..50]);
+        assert!(b[50..].iter().filter(|u| hot_a.contains(u)).count() > 40);
+    }
+
+    #[test]
+    fn hot_cold_over_a_huge_space_needs_no_table() {
+        // 2^50 units (4 EiB of 4 KiB): a table would need 8 PiB.
+        let spec = WorkloadSpec::parse("phases:hotcold:90/10,hotcold:80/20").unwrap();
+        let units = 1u64 << 50;
+        let got: Vec<u64> = Workload::new(&spec, units, 1000, 1).collect();
+        assert_eq!(got.len(), 1000);
+        assert!(got.iter().all(|&u| u < units));
+        let distinct: std::collections::HashSet<u64> = got.iter().copied().collect();
+        assert!(distinct.len() > 900, "{}", distinct.len());
     }
 }

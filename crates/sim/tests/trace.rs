@@ -7,8 +7,8 @@ use sim::driver::{Arrival, Op, Request, SimConfig};
 use sim::trace::generate::{generator, GenConfig, GenWorkload, ROOT_READ_FRACTION};
 use sim::trace::stats::trace_stats;
 use sim::trace::{
-    detect_format, requests, Format, Record, TimeUnit, TraceMap, TraceOptions, TraceReader,
-    TraceSpec, TraceWriter,
+    convert, detect_format, requests, Format, Record, TimeUnit, TraceMap, TraceOptions,
+    TraceReader, TraceSpec, TraceWriter, BYTE_OFFSET_MAX_END_SECTOR,
 };
 use sim::WorkloadSpec;
 
@@ -156,6 +156,54 @@ fn blkparse_reader_actions_discards_and_summary() {
             rec(0, Op::Write, 223_490, 8),
             rec(2_000_000, Op::Read, 1000, 16)
         ]
+    );
+}
+
+#[test]
+fn blkparse_events_after_a_summary_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    // A summary-like line between events used to end the trace: 4 requests became 3.
+    let mid = write(
+        dir.path(),
+        "mid.txt",
+        "  8,0    0        1     0.000000000  100  D   W 1000 + 8 [fio]
+  8,0    0        2     0.000100000  100  D   W 2000 + 8 [fio]
+CPU0 (8,0):
+  8,0    0        3     0.000200000  100  D   W 3000 + 8 [fio]
+  8,0    0        4     0.000300000  100  D   R 4000 + 8 [fio]
+",
+    );
+    let (recs, c) = read_all(&mid, &opts(None));
+    assert_eq!(
+        recs,
+        vec![
+            rec(0, Op::Write, 1000, 8),
+            rec(100_000, Op::Write, 2000, 8),
+            rec(200_000, Op::Write, 3000, 8),
+            rec(300_000, Op::Read, 4000, 8),
+        ]
+    );
+    assert_eq!(c.ignored_lines, 1);
+    // Concatenated outputs, each with its summary and its "Input file" lines, are read
+    // whole; the summary at the very end is still skipped.
+    let one = format!("Input file sda.blktrace.0 added\n{BLKPARSE}");
+    let cat = write(dir.path(), "cat.txt", &format!("{one}{one}"));
+    let (single, _) = read_all(&write(dir.path(), "one.txt", &one), &opts(None));
+    assert_eq!(single.len(), 4);
+    let (recs, _) = read_all(&cat, &opts(None));
+    assert_eq!(recs, [single.clone(), single].concat());
+    // A malformed event after a summary is an error at its line, not skipped.
+    let bad = write(
+        dir.path(),
+        "bad.txt",
+        &format!("{BLKPARSE}  8,0    0        1     x  100  D   W 1000 + 8 [fio]\n"),
+    );
+    let mut r = TraceReader::open(&bad, &opts(None)).unwrap();
+    let e = r.find_map(|x| x.err()).expect("an error");
+    let line = BLKPARSE.lines().count() as u64 + 1;
+    assert_eq!(
+        e.to_string(),
+        format!("{}:{line}: time 'x' is not SEC.NSEC", bad.display())
     );
 }
 
@@ -392,6 +440,65 @@ fn trims_are_dropped_and_counted_by_formats_without_them() {
     let s = w.finish().unwrap();
     assert_eq!(s.dropped_trims, 40);
     assert_eq!(s.records, 160);
+}
+
+#[test]
+fn writers_refuse_records_their_format_cannot_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = rec(0, Op::Write, 0, 8);
+    // Sector 2^55 is byte 2^64: msr and fio offsets used to wrap to 0.
+    let big = rec(1_000, Op::Write, 1 << 55, 8);
+    let last = rec(2_000, Op::Read, BYTE_OFFSET_MAX_END_SECTOR - 8, 8);
+    for fmt in Format::ALL {
+        let p = dir.path().join(format!("w.{fmt}"));
+        let mut w = TraceWriter::create(&p, fmt, false).unwrap();
+        w.write(&first).unwrap();
+        let bytes = matches!(fmt, Format::Msr | Format::Fio);
+        match w.write(&big) {
+            Err(e) if bytes => assert_eq!(
+                e.to_string(),
+                format!(
+                    "{}: record 2: sector 36028797018963968 + 8 ends past the {fmt} format's \
+                     limit: its byte offsets are 64-bit, so a request must end by sector \
+                     36028797018963967",
+                    p.display()
+                )
+            ),
+            r => assert_eq!(r.is_ok(), !bytes, "{fmt}: {r:?}"),
+        }
+        // The last request a byte format can hold is written and reads back.
+        w.write(&last).unwrap();
+        w.finish().unwrap();
+        let want = if bytes {
+            vec![first, last]
+        } else {
+            vec![first, big, last]
+        };
+        assert_eq!(read_all(&p, &opts(Some(fmt))).0, want, "{fmt}");
+    }
+    // MSR time stamps read back as 64-bit nanoseconds since 1970: at most 2262-04-11.
+    let late = rec(8_100_000_000_000_000_000, Op::Write, 0, 8);
+    let p = dir.path().join("late.msr");
+    let mut w = TraceWriter::create(&p, Format::Msr, false).unwrap();
+    w.write(&first).unwrap();
+    let e = w.write(&late).unwrap_err().to_string();
+    assert!(
+        e.contains("record 2: time 8100000000 s") && e.contains("2262"),
+        "{e}"
+    );
+    let ok = rec(8_000_000_000_000_000_000, Op::Write, 0, 8);
+    w.write(&ok).unwrap();
+    w.finish().unwrap();
+    assert_eq!(read_all(&p, &opts(None)).0, vec![first, ok]);
+    // Converting names the line of the input instead.
+    let src = write(
+        dir.path(),
+        "big.disksim",
+        "0.0 0 36028797018963968 8 0\n1.0 0 100 8 1\n",
+    );
+    let out = dir.path().join("big.msr");
+    let e = convert(&src, &out, Format::Msr, false, &opts(None)).unwrap_err();
+    assert_eq!((e.file.as_str(), e.line), (src.to_str().unwrap(), Some(1)));
 }
 
 fn spec(path: &Path, map: TraceMap) -> TraceSpec {

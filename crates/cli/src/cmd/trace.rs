@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
 use sim::trace::generate::{generator, GenConfig, GenWorkload};
-use sim::trace::stats::{trace_stats, ClassStats, TraceStats};
-use sim::trace::{Format, TimeUnit, TraceOptions, TraceReader, TraceWriter};
+use sim::trace::stats::{check_space, trace_stats, ClassStats, TraceStats};
+use sim::trace::{Format, TimeUnit, TraceOptions, TraceWriter};
 
 use super::common::parse_size;
 use crate::output::{self, Fields, ReportArgs, Table};
@@ -178,9 +178,17 @@ fn wants_gzip(flag: bool, path: &std::path::Path) -> bool {
 fn stats(a: StatsArgs) -> Result<()> {
     let opts = a.input.options()?;
     let space = match &a.space {
-        Some(s) => Some(parse_size(s).map_err(|e| anyhow!("--space: {e}"))?),
+        Some(s) => Some(
+            parse_size(s)
+                .and_then(check_space)
+                .map_err(|e| anyhow!("--space: {e}"))?,
+        ),
         None => None,
     };
+    if let Some(csv) = &a.report.csv {
+        // The CSV is written after the trace is read: it would replace the trace.
+        sim::trace::refuse_same_file(&a.file, csv)?;
+    }
     let st = trace_stats(&a.file, &opts, space)?;
     if let Some(path) = &a.report.csv {
         output::write_csv(path, std::slice::from_ref(&st))?;
@@ -358,13 +366,10 @@ fn report_skips(file: &str, c: &sim::trace::Counts) {
 fn convert(a: ConvertArgs) -> Result<()> {
     let opts = a.input.options()?;
     let to = parse_format("to", &a.to)?;
-    let mut reader = TraceReader::open(&a.input_file, &opts)?;
-    let mut w = TraceWriter::create(&a.output_file, to, wants_gzip(a.gzip, &a.output_file))?;
-    for r in &mut reader {
-        w.write(&r?)?;
-    }
-    let summary = w.finish()?;
-    report_skips(reader.file(), reader.counts());
+    let gzip = wants_gzip(a.gzip, &a.output_file);
+    let done = sim::trace::convert(&a.input_file, &a.output_file, to, gzip, &opts)?;
+    let summary = &done.written;
+    report_skips(&a.input_file.display().to_string(), &done.read);
     if summary.dropped_trims > 0 {
         eprintln!(
             "flashkit: warning: {} trims left out ({} cannot express trims)",
@@ -384,13 +389,13 @@ fn convert(a: ConvertArgs) -> Result<()> {
     }
     let c = Converted {
         input: a.input_file.display().to_string(),
-        input_format: reader.format().name(),
+        input_format: done.input_format.name(),
         output: a.output_file.display().to_string(),
         output_format: to.name(),
         records: summary.records,
         dropped_trims: summary.dropped_trims,
         clamped_times: summary.clamped_times,
-        reader: reader.counts(),
+        reader: &done.read,
     };
     if a.json {
         return output::print_json(&c);

@@ -34,7 +34,10 @@ use crate::driver::Op;
 
 pub use map::{requests, TraceRequests, TraceRunInfo};
 pub use read::{detect_format, open_input, TraceReader};
-pub use write::{TraceWriter, WriteSummary};
+pub use write::{
+    convert, refuse_same_file, same_file, Conversion, TraceWriter, WriteSummary,
+    BYTE_OFFSET_MAX_END_SECTOR,
+};
 
 /// A trace file format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

@@ -216,6 +216,11 @@ fn detect_line(line: &[u8]) -> Option<Format> {
     None
 }
 
+/// An MSR time stamp (100 ns Windows ticks) as nanoseconds since 1970, if it fits.
+pub(crate) fn msr_time_ns(ticks: impl Into<i128>) -> Option<i64> {
+    i64::try_from((ticks.into() - WINDOWS_EPOCH_TICKS) * 100).ok()
+}
+
 /// What one line is.
 enum Parsed {
     Rec {
@@ -239,7 +244,7 @@ struct Parser {
     unit_ns: i64,
     /// A data line has been seen (header lines are only accepted before it).
     seen: bool,
-    /// blkparse: the summary at the end has started.
+    /// blkparse: inside a summary block (until the next event line).
     summary: bool,
     /// fio: 0 before the header line, else 2 or 3.
     fio_version: u8,
@@ -313,8 +318,8 @@ impl Parser {
         if size == 0 {
             return Ok(Parsed::Zero);
         }
-        let t = i64::try_from((ticks as i128 - WINDOWS_EPOCH_TICKS) * 100)
-            .map_err(|_| format!("timestamp {ticks} is out of range"))?;
+        let t = msr_time_ns(ticks as i128)
+            .ok_or_else(|| format!("timestamp {ticks} is out of range"))?;
         let (lba, sectors) = sectors_of(offset, size)?;
         Ok(Parsed::Rec {
             t,
@@ -361,10 +366,15 @@ impl Parser {
         })
     }
 
+    /// A blkparse line. The summary blkparse prints after the events (`CPU0 (8,0):`,
+    /// `Total (8,0):`, `Throughput (R/W): ...`, `Events (8,0): ...` and their indented
+    /// counters) is skipped up to the next event line, not to the end of the file: outputs
+    /// of several blkparse runs (one per CPU or per device, or per capture) are commonly
+    /// concatenated, each with its summary, and all their events are the trace. Summary
+    /// lines never start like an event (`MAJ,MIN CPU ...`), so where a summary ends is
+    /// unambiguous. `Input file ... added` lines, which begin each output, are skipped
+    /// wherever they are.
     fn blkparse(&mut self, line: &[u8]) -> PResult {
-        if self.summary {
-            return Ok(Parsed::Ignore);
-        }
         let mut f = [&b""[..]; 10];
         let n = split_ws(line, &mut f);
         if !is_majmin(f[0]) {
@@ -375,9 +385,8 @@ impl Parser {
                 || line.starts_with(b"Events (");
             if summary_start {
                 self.summary = true;
-                return Ok(Parsed::Ignore);
             }
-            if !self.seen && line.starts_with(b"Input file ") {
+            if self.summary || line.starts_with(b"Input file ") {
                 return Ok(Parsed::Ignore);
             }
             return Err(format!(
@@ -386,6 +395,8 @@ impl Parser {
                 show(line)
             ));
         }
+        // An event: any summary before it is over.
+        self.summary = false;
         if n < 6 {
             return Err(format!(
                 "expected at least 6 fields MAJ,MIN CPU SEQ SEC.NSEC PID ACTION, found {n}"
@@ -614,6 +625,11 @@ impl TraceReader {
 
     pub fn file(&self) -> &str {
         &self.file
+    }
+
+    /// The line last read (that of the record last delivered), counting from 1.
+    pub fn line(&self) -> u64 {
+        self.line
     }
 
     /// What was seen so far besides the records.

@@ -380,6 +380,15 @@ impl StatsCollector {
     }
 }
 
+/// Check the logical space footprints are compared with (`trace stats --space`): a share
+/// of no space means nothing (it printed "0.0% of the space").
+pub fn check_space(bytes: u64) -> Result<u64, String> {
+    if bytes == 0 {
+        return Err("must be more than 0 bytes (footprints are given as a share of it)".into());
+    }
+    Ok(bytes)
+}
+
 /// Statistics of a whole trace file.
 pub fn trace_stats(
     path: &std::path::Path,

@@ -1,5 +1,7 @@
 //! Trace writers, one per format, so that any trace (or generated workload) can be written
-//! in any format and read back unchanged (`trace convert`, `trace generate`).
+//! in any format and read back unchanged (`trace convert`, `trace generate`). A record a
+//! format cannot hold (a byte offset past 64 bits, an MSR time past 2262) is an error
+//! naming the record, never written wrapped.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -10,7 +12,8 @@ use flate2::Compression;
 use serde::Serialize;
 
 use super::parse::fmt_time;
-use super::{Format, Record, TraceError};
+use super::read::msr_time_ns;
+use super::{Counts, Format, Record, TraceError, TraceOptions, TraceReader};
 use crate::driver::Op;
 
 /// Time stamp of the first record of an MSR trace we write (2008-02-22, as in the MSR
@@ -18,6 +21,9 @@ use crate::driver::Op;
 pub const MSR_BASE_TICKS: i64 = 128_166_372_000_000_000;
 /// File name in the fio iologs we write.
 const FIO_FILE: &str = "/dev/flashkit";
+/// The last sector a request may end at in the formats with byte offsets (msr, fio): its
+/// end in bytes must fit in 64 bits, as the readers require.
+pub const BYTE_OFFSET_MAX_END_SECTOR: u64 = u64::MAX / 512;
 
 enum Out {
     Plain(BufWriter<File>),
@@ -54,6 +60,8 @@ pub struct TraceWriter {
     seq: u64,
     last_us: i64,
     line: String,
+    /// Records given to [`TraceWriter::write`] so far (for errors: "record N").
+    given: u64,
     summary: WriteSummary,
 }
 
@@ -89,6 +97,7 @@ impl TraceWriter {
             seq: 0,
             last_us: 0,
             line: String::with_capacity(128),
+            given: 0,
             summary: WriteSummary {
                 format: fmt.name().into(),
                 ..Default::default()
@@ -119,8 +128,52 @@ impl TraceWriter {
         }
     }
 
-    /// Write one record. Trims in a format without trims are counted and left out.
+    /// Why this writer's format cannot hold `r`, if it cannot.
+    fn unfit(&self, r: &Record) -> Option<String> {
+        if r.op == Op::Trim && !self.fmt.can_trim() {
+            return None; // left out
+        }
+        let end = r.lba.saturating_add(r.sectors as u64);
+        match self.fmt {
+            Format::Msr | Format::Fio if end > BYTE_OFFSET_MAX_END_SECTOR => Some(format!(
+                "sector {} + {} ends past the {} format's limit: its byte offsets are 64-bit, \
+                 so a request must end by sector {BYTE_OFFSET_MAX_END_SECTOR}",
+                r.lba, r.sectors, self.fmt
+            )),
+            Format::Msr if msr_time_ns(MSR_BASE_TICKS + r.time_ns.div_euclid(100)).is_none() => {
+                Some(format!(
+                    "time {} s after the first record is past the msr format's limit as \
+                     flashkit reads it (2262-04-11, 64-bit nanoseconds since 1970)",
+                    r.time_ns / 1_000_000_000
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// Write one record. Trims in a format without trims are counted and left out. A
+    /// record the format cannot hold is an error naming it `OUTPUT: record N` (N counts
+    /// from 1 the records given to this writer).
     pub fn write(&mut self, r: &Record) -> Result<(), TraceError> {
+        self.given += 1;
+        if let Some(why) = self.unfit(r) {
+            let msg = format!("record {}: {why}", self.given);
+            return Err(TraceError::new(&self.file, None, msg));
+        }
+        self.put(r)
+    }
+
+    /// [`TraceWriter::write`] for a record read from line `line` of `file`: a record the
+    /// format cannot hold is an error naming that line, `FILE:LINE: what`.
+    pub fn write_from(&mut self, r: &Record, file: &str, line: u64) -> Result<(), TraceError> {
+        self.given += 1;
+        if let Some(why) = self.unfit(r) {
+            return Err(TraceError::new(file, Some(line), why));
+        }
+        self.put(r)
+    }
+
+    fn put(&mut self, r: &Record) -> Result<(), TraceError> {
         use std::fmt::Write as _;
         if r.op == Op::Trim && !self.fmt.can_trim() {
             self.summary.dropped_trims += 1;
@@ -128,10 +181,10 @@ impl TraceWriter {
         }
         self.line.clear();
         let bytes = r.sectors as u64 * 512;
-        let offset = r.lba * 512;
         let l = &mut self.line;
         match self.fmt {
             Format::Msr => {
+                let offset = r.lba * 512; // fits: checked by `unfit`
                 let ticks = MSR_BASE_TICKS + r.time_ns.div_euclid(100);
                 let ty = if r.op == Op::Read { "Read" } else { "Write" };
                 let _ = writeln!(l, "{ticks},flashkit,0,{ty},{offset},{bytes},0");
@@ -178,6 +231,7 @@ impl TraceWriter {
                     Op::Write => "write",
                     Op::Trim => "trim",
                 };
+                let offset = r.lba * 512; // fits: checked by `unfit`
                 let l = &mut self.line;
                 let _ = writeln!(l, "{us} {FIO_FILE} {act} {offset} {bytes}");
             }
@@ -202,4 +256,64 @@ impl TraceWriter {
         }
         Ok(self.summary)
     }
+}
+
+/// Whether `a` and `b` are the same existing file: the same device and inode, so links and
+/// different spellings of one path count. False when either does not exist.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// An error unless `output` is a different file from `input`: writing a file that is being
+/// read would empty it before it is read. Call it before creating `output`.
+pub fn refuse_same_file(input: &Path, output: &Path) -> Result<(), TraceError> {
+    if same_file(input, output) {
+        return Err(TraceError::new(
+            &output.display().to_string(),
+            None,
+            format!(
+                "output is the same file as the input {}; writing it would empty the input \
+                 (choose another output file)",
+                input.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// What [`convert`] did.
+#[derive(Clone, Debug)]
+pub struct Conversion {
+    pub input_format: Format,
+    pub written: WriteSummary,
+    /// What the reader saw besides the records.
+    pub read: Counts,
+}
+
+/// `trace convert`: read `input` (with `opts`) and write its records to `output` in format
+/// `to`, gzip-compressed when `gzip`. Refuses an `output` that is the input file (before
+/// creating anything); a record the output format cannot hold is an error at its line of
+/// the input.
+pub fn convert(
+    input: &Path,
+    output: &Path,
+    to: Format,
+    gzip: bool,
+    opts: &TraceOptions,
+) -> Result<Conversion, TraceError> {
+    refuse_same_file(input, output)?;
+    let mut reader = TraceReader::open(input, opts)?;
+    let mut w = TraceWriter::create(output, to, gzip)?;
+    while let Some(r) = reader.next() {
+        w.write_from(&r?, reader.file(), reader.line())?;
+    }
+    Ok(Conversion {
+        input_format: reader.format(),
+        written: w.finish()?,
+        read: reader.counts().clone(),
+    })
 }

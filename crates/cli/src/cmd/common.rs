@@ -270,14 +270,11 @@ mod parse_tests {
 /// Refuse to write `output` when it is the file `input` (opening it for writing would
 /// truncate what is about to be read). A missing output is never the input.
 pub fn refuse_same_file(output: &Path, input: &Path, what: &str) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    if let (Ok(o), Ok(i)) = (std::fs::metadata(output), std::fs::metadata(input)) {
-        if (o.dev(), o.ino()) == (i.dev(), i.ino()) {
-            bail!(
-                "{}: is the {what} itself; writing it would destroy it",
-                output.display()
-            );
-        }
+    if sim::trace::same_file(output, input) {
+        bail!(
+            "{}: is the {what} itself; writing it would destroy it",
+            output.display()
+        );
     }
     Ok(())
 }

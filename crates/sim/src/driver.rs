@@ -285,6 +285,9 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         units,
     } = prepare(cfg)?;
 
+    // Arrivals must leave the picosecond clock (u64, about 213 days) room for the
+    // requests' own device time.
+    const CLOCK_LIMIT_PS: f64 = (u64::MAX / 2) as f64;
     let s0 = fms.stats().clone();
     let t0 = fms.nand().clock_ps();
     let mut idle_ps = 0u64;
@@ -329,6 +332,19 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
             (Arrival::Trace, Some(t)) => Some(t0 as f64 + t * 1e12),
             (Arrival::Trace, None) | (Arrival::Closed, _) => None,
         };
+        if let Some(a) = arrival.filter(|&a| a >= CLOCK_LIMIT_PS) {
+            bail!(
+                "{}: request {} arrives {:.0} s into the run, past the simulator's clock range ({:.0} s of device time){}",
+                cfg.workload.label(),
+                lat.hist.len() + 1,
+                (a - t0 as f64) / 1e12,
+                CLOCK_LIMIT_PS / 1e12,
+                match cfg.arrival {
+                    Arrival::Poisson { .. } => ": raise the --arrival rate or write less",
+                    _ => "",
+                }
+            );
+        }
         let now = fms.nand().clock_ps();
         let issued = match arrival {
             Some(a) if (now as f64) < a => {

@@ -22,3 +22,18 @@ fn throughput_counts_host_bytes_when_requests_are_smaller_than_blocks() {
         );
     }
 }
+
+/// Arrivals past the picosecond clock's range are an error, not a saturated clock that
+/// gives later requests zero latency.
+#[test]
+fn arrivals_past_the_clock_range_are_errors() {
+    use sim::driver::Arrival;
+    let mut cfg = SimConfig::flagship();
+    cfg.written_bytes = 64 << 10;
+    cfg.arrival = Arrival::Poisson { rate: 1e-8 };
+    let e = run(&cfg).unwrap_err().to_string();
+    assert!(e.contains("past the simulator's clock range"), "{e}");
+    // A rate the clock can hold runs.
+    cfg.arrival = Arrival::Poisson { rate: 1.0 };
+    assert!(run(&cfg).is_ok());
+}

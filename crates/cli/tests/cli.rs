@@ -236,6 +236,87 @@ erase_us = 3000.0
     );
 }
 
+/// A device file may hold one object of `flashkit devices --json` as printed (flat), in
+/// JSON or TOML; the image then describes exactly that preset.
+#[test]
+fn device_files_take_the_flat_form_devices_prints() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = json(&ok(flashkit(["devices", "--json"])));
+    let preset = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "mlc2-2g")
+        .unwrap()
+        .clone();
+    let as_json = dir.path().join("mlc.json");
+    std::fs::write(&as_json, preset.to_string()).unwrap();
+    let as_toml = dir.path().join("mlc.toml");
+    let mut toml_text = String::new();
+    for (k, v) in preset.as_object().unwrap() {
+        toml_text += &format!("{k} = {v}\n");
+    }
+    std::fs::write(&as_toml, toml_text).unwrap();
+    let img = dir.path().join("mlc.img");
+    let mut infos = Vec::new();
+    for file in [&as_json, &as_toml] {
+        ok(flashkit([
+            "nand",
+            "format",
+            path_str(&img),
+            "--device-file",
+            path_str(file),
+            "--force",
+        ]));
+        infos.push(json(&ok(flashkit([
+            "nand",
+            "info",
+            path_str(&img),
+            "--json",
+        ]))));
+    }
+    ok(flashkit([
+        "nand",
+        "format",
+        path_str(&img),
+        "--device",
+        "mlc2-2g",
+        "--force",
+    ]));
+    let from_preset = json(&ok(flashkit(["nand", "info", path_str(&img), "--json"])));
+    for info in &infos {
+        assert_eq!(info, &from_preset);
+    }
+    // The whole list is not one device; a capacity that contradicts the geometry is wrong.
+    let whole = dir.path().join("all.json");
+    std::fs::write(&whole, list.to_string()).unwrap();
+    fails_with(
+        flashkit([
+            "nand",
+            "format",
+            path_str(&img),
+            "--device-file",
+            path_str(&whole),
+            "--force",
+        ]),
+        "expected one device",
+    );
+    let mut wrong = preset.clone();
+    wrong["capacity_bytes"] = 5.into();
+    std::fs::write(&as_json, wrong.to_string()).unwrap();
+    fails_with(
+        flashkit([
+            "nand",
+            "format",
+            path_str(&img),
+            "--device-file",
+            path_str(&as_json),
+            "--force",
+        ]),
+        "capacity_bytes",
+    );
+}
+
 #[test]
 fn format_refuses_to_overwrite_without_force() {
     let dir = tempfile::tempdir().unwrap();

@@ -157,10 +157,34 @@ impl DeviceSpec {
         Ok(())
     }
 
-    /// Parse a TOML device description (same fields as the JSON form).
+    /// Parse a TOML device description: the nested form (`[geometry]`, `[timing]`) or
+    /// the flat one of `flashkit devices --json` ([`FlatSpec`]).
     pub fn from_toml(text: &str) -> Result<Self> {
-        let spec: DeviceSpec = toml::from_str(text)
-            .map_err(|e| NandError::config(e.to_string().replace('\n', " ")))?;
+        let err = |e: toml::de::Error| NandError::config(e.to_string().replace('\n', " "));
+        let value: toml::Table = toml::from_str(text).map_err(err)?;
+        let spec = if value.contains_key("geometry") || value.contains_key("timing") {
+            DeviceSpec::deserialize(value).map_err(err)?
+        } else {
+            FlatSpec::deserialize(value).map_err(err)?.try_into()?
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Parse a JSON device description, nested or flat as [`DeviceSpec::from_toml`].
+    pub fn from_json(text: &str) -> Result<Self> {
+        let err = |e: serde_json::Error| NandError::config(e.to_string());
+        let value: serde_json::Value = serde_json::from_str(text).map_err(err)?;
+        let Some(obj) = value.as_object() else {
+            return Err(NandError::config(
+                "expected one device (a JSON object); `flashkit devices --json` prints a list: save one of its objects",
+            ));
+        };
+        let spec = if obj.contains_key("geometry") || obj.contains_key("timing") {
+            DeviceSpec::deserialize(value).map_err(err)?
+        } else {
+            FlatSpec::deserialize(value).map_err(err)?.try_into()?
+        };
         spec.validate()?;
         Ok(spec)
     }
@@ -177,6 +201,94 @@ impl DeviceSpec {
                     names.join(", ")
                 ))
             })
+    }
+}
+
+/// A device description in one flat table, as `flashkit devices --json` and `--csv` print
+/// it and as device files may give it. `capacity_bytes` is derived; when given it must
+/// match the geometry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlatSpec {
+    pub name: String,
+    pub page_size: u32,
+    pub spare_size: u32,
+    pub pages_per_block: u32,
+    pub blocks: u32,
+    #[serde(default)]
+    pub capacity_bytes: Option<u64>,
+    pub read_us: f64,
+    pub read_ns_per_byte: f64,
+    pub spare_read_us: f64,
+    pub program_us: f64,
+    pub program_ns_per_byte: f64,
+    pub erase_us: f64,
+    pub nop: u32,
+    pub in_order: bool,
+    pub endurance: u32,
+    #[serde(default)]
+    pub description: String,
+}
+
+impl From<&DeviceSpec> for FlatSpec {
+    fn from(s: &DeviceSpec) -> Self {
+        let (g, t) = (&s.geometry, &s.timing);
+        FlatSpec {
+            name: s.name.clone(),
+            page_size: g.page_size,
+            spare_size: g.spare_size,
+            pages_per_block: g.pages_per_block,
+            blocks: g.blocks,
+            capacity_bytes: Some(g.capacity_bytes()),
+            read_us: t.read_us,
+            read_ns_per_byte: t.read_ns_per_byte,
+            spare_read_us: t.spare_read_us,
+            program_us: t.program_us,
+            program_ns_per_byte: t.program_ns_per_byte,
+            erase_us: t.erase_us,
+            nop: g.nop,
+            in_order: g.in_order,
+            endurance: s.endurance,
+            description: s.description.clone(),
+        }
+    }
+}
+
+impl TryFrom<FlatSpec> for DeviceSpec {
+    type Error = NandError;
+    fn try_from(f: FlatSpec) -> Result<DeviceSpec> {
+        let spec = DeviceSpec {
+            name: f.name,
+            description: f.description,
+            geometry: Geometry {
+                page_size: f.page_size,
+                spare_size: f.spare_size,
+                pages_per_block: f.pages_per_block,
+                blocks: f.blocks,
+                nop: f.nop,
+                in_order: f.in_order,
+            },
+            timing: Timing {
+                read_us: f.read_us,
+                read_ns_per_byte: f.read_ns_per_byte,
+                spare_read_us: f.spare_read_us,
+                program_us: f.program_us,
+                program_ns_per_byte: f.program_ns_per_byte,
+                erase_us: f.erase_us,
+            },
+            endurance: f.endurance,
+        };
+        spec.geometry.validate()?;
+        if let Some(c) = f
+            .capacity_bytes
+            .filter(|&c| c != spec.geometry.capacity_bytes())
+        {
+            return Err(NandError::config(format!(
+                "capacity_bytes: {c} does not match the geometry ({} bytes)",
+                spec.geometry.capacity_bytes()
+            )));
+        }
+        Ok(spec)
     }
 }
 

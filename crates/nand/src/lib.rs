@@ -32,6 +32,6 @@ mod table;
 
 pub use device::{Counters, Data, FaultPlan, Nand, TornMode, WearStats};
 pub use error::{ColumnRange, ImageError, NandError, PageRange, Result};
-pub use geometry::{presets, DeviceSpec, Geometry, Timing};
+pub use geometry::{presets, DeviceSpec, FlatSpec, Geometry, Timing};
 pub use store::{BadState, BlockInfo, PayloadlessStore, RamStore, Store};
 pub use table::table;

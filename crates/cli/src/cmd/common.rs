@@ -174,9 +174,7 @@ pub fn load_device_file(path: &Path) -> Result<DeviceSpec> {
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));
     let spec = if is_json {
-        let spec: DeviceSpec = serde_json::from_str(&text).with_context(ctx)?;
-        spec.validate().with_context(ctx)?;
-        spec
+        DeviceSpec::from_json(&text).with_context(ctx)?
     } else {
         DeviceSpec::from_toml(&text).with_context(ctx)?
     };

@@ -469,33 +469,66 @@ pub fn default_of(name: &str) -> &'static str {
     keydef(name).map_or("", |k| k.default)
 }
 
-/// Parse a byte size: `4096`, `4KiB`, `4K`, `192MiB`, `1.5GiB` (binary units; K/M/G and
-/// KB/MB/GB are read as binary too, as storage tools usually do).
+/// Parse a byte size: `4096`, `4KiB`, `4K`, `192MiB`, `1.5GiB` (binary units; K/M/G/T and
+/// KB/MB/GB/TB are read as binary too, as storage tools usually do). The value is exact: the
+/// integer part times the unit must fit in 64 bits, and a fractional part is allowed only
+/// when it makes a whole number of bytes (`1.5KiB` is 1536; `0.3B` and `511.6` are errors).
 pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
     let t = s.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}': not a size (e.g. 4096, 4KiB, 192MiB)"))?;
-    let mul: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
+        return Err(format!("'{s}': not a size (e.g. 4096, 4KiB, 192MiB)"));
+    }
+    // The unit as a power of two.
+    let shift: u32 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
         _ => return Err(format!("'{s}': unknown size unit '{unit}'")),
     };
-    let bytes = v * mul as f64;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
-        return Err(format!("'{s}': size out of range"));
+    let too_large = || format!("'{s}': size too large (at most {} bytes)", u64::MAX);
+    // Only digits are left, so a failed parse is an overflow.
+    let whole = match int.trim_start_matches('0') {
+        "" => 0,
+        digits => digits.parse::<u64>().map_err(|_| too_large())?,
+    };
+    let whole = whole.checked_mul(1 << shift).ok_or_else(too_large)?;
+    // The fraction 0.F times 2^shift bytes is F / 10^n * 2^shift = (F / 5^n) * 2^(shift - n):
+    // whole only when 5^n divides F and n <= shift (F without trailing zeros ends in a
+    // digit other than 0, so a larger n always leaves a fraction of a byte).
+    let frac = frac.trim_end_matches('0');
+    let mut part = 0u64;
+    if !frac.is_empty() {
+        let n = frac.len() as u32;
+        let not_whole = || format!("'{s}': not a whole number of bytes");
+        if n > shift {
+            return Err(not_whole());
+        }
+        let five_n = 5u128.pow(n); // n <= 40: fits
+        let (mut q, mut r) = (0u128, 0u128);
+        for d in frac.bytes() {
+            r = r * 10 + u128::from(d - b'0');
+            q = q * 10 + r / five_n;
+            r %= five_n;
+        }
+        if r != 0 {
+            return Err(not_whole());
+        }
+        // q < 10^n / 5^n = 2^n, so q << (shift - n) < 2^shift <= 2^40.
+        part = u64::try_from(q << (shift - n)).map_err(|_| too_large())?;
     }
-    Ok(bytes.round() as u64)
+    whole.checked_add(part).ok_or_else(too_large)
 }
 
 /// Parse a duration: `30m`, `84m`, `2h`, `90s`, `500ms`, `1d`; a bare number is seconds.
+/// Errors when the value is not finite or above [`MAX_DURATION_S`] (device time is counted
+/// in 64-bit picoseconds).
 pub fn parse_duration_s(s: &str) -> std::result::Result<f64, String> {
     let t = s.trim();
     let split = t
@@ -514,7 +547,26 @@ pub fn parse_duration_s(s: &str) -> std::result::Result<f64, String> {
         "d" => 86400.0,
         _ => return Err(format!("'{s}': unknown duration unit '{unit}'")),
     };
-    Ok(v * mul)
+    check_duration_s(v * mul).map_err(|e| format!("'{s}': {e}"))
+}
+
+/// The longest duration device time can hold: 2^64 - 1 picoseconds, about 213 days.
+pub const MAX_DURATION_S: f64 = u64::MAX as f64 / 1e12;
+
+/// A duration in seconds that converts to picoseconds without clamping.
+fn check_duration_s(v: f64) -> std::result::Result<f64, String> {
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("{v} is not a duration (>= 0 seconds)"));
+    }
+    // `u64::MAX as f64` rounds up to 2^64, so `<` keeps the picoseconds below it.
+    if v * 1e12 >= u64::MAX as f64 {
+        return Err(format!(
+            "duration too long (at most {}s, about {} days)",
+            (MAX_DURATION_S * 1e3).floor() / 1e3,
+            (MAX_DURATION_S / 86400.0).floor()
+        ));
+    }
+    Ok(v)
 }
 
 /// Read one scalar as the key's kind, giving its canonical JSON value.
@@ -578,8 +630,8 @@ fn canonical(def: &KeyDef, s: &Scalar) -> std::result::Result<Value, String> {
         Kind::OptBool => boolean(&text)?,
         Kind::OptDuration if none => Value::Null,
         Kind::OptDuration => match s {
-            Scalar::Int(i) => Value::from(*i as f64),
-            Scalar::Float(f) => Value::from(*f),
+            Scalar::Int(i) => Value::from(check_duration_s(*i as f64)?),
+            Scalar::Float(f) => Value::from(check_duration_s(*f)?),
             Scalar::Text(_) => Value::from(parse_duration_s(&text)?),
             Scalar::Bool(_) => return Err(format!("'{text}' is not a duration")),
         },
@@ -1216,6 +1268,69 @@ mod tests {
         let mut s = Spec::new();
         let e = s.set_flag("unit", &["1000"]).err().unwrap().to_string();
         assert!(e.starts_with("--unit:"), "{e}");
+    }
+
+    #[test]
+    fn sizes_are_exact() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("4KiB"), Ok(4096));
+        assert_eq!(parse_size("4 k"), Ok(4096));
+        assert_eq!(parse_size("192MiB"), Ok(192 << 20));
+        assert_eq!(parse_size("1.5KiB"), Ok(1536));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size(".5K"), Ok(512));
+        assert_eq!(parse_size("2."), Ok(2));
+        assert_eq!(parse_size("1.250KiB"), Ok(1280));
+        // 2^-30 GiB is one byte, written out exactly.
+        assert_eq!(parse_size("0.000000000931322574615478515625GiB"), Ok(1));
+        assert_eq!(parse_size("16777215TiB"), Ok(16_777_215 << 40));
+        // Above 2^53, where f64 loses bytes.
+        assert_eq!(
+            parse_size("18446744073709551104"),
+            Ok(18_446_744_073_709_551_104)
+        );
+        assert_eq!(parse_size("18446744073709551615"), Ok(u64::MAX));
+        // Fractions of a byte are errors, not rounded.
+        for s in ["511.6", "100.4", "0.3B", "1.0000000001GiB", "0.1KiB"] {
+            let e = parse_size(s).unwrap_err();
+            assert!(e.contains("not a whole number of bytes"), "{s}: {e}");
+        }
+        // Overflow is an error, not clamped.
+        for s in [
+            "18446744073709551616",
+            "16777216TiB",
+            "99999999999999999999999",
+        ] {
+            let e = parse_size(s).unwrap_err();
+            assert!(e.contains("too large"), "{s}: {e}");
+        }
+        for s in ["", ".", "-1", "1.2.3", "KiB", "4XB", "1e3"] {
+            assert!(parse_size(s).is_err(), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn durations_do_not_overflow_device_time() {
+        assert_eq!(parse_duration_s("213d"), Ok(213.0 * 86400.0));
+        for s in ["214d", "99999999999999999999999d"] {
+            let e = parse_duration_s(s).unwrap_err();
+            assert!(e.contains("duration too long"), "{s}: {e}");
+        }
+        let e = spec("regions = 2\nregion_threshold = -5\n")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.starts_with("s.toml:2: region_threshold"), "{e}");
+        let e = spec("regions = 2\nregion_threshold = inf\n")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.starts_with("s.toml:2: region_threshold"), "{e}");
+        let e = spec("regions = 2\nregion_threshold = 1e30\n")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("duration too long"), "{e}");
     }
 
     #[test]

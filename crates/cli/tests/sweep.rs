@@ -461,3 +461,65 @@ fn sweep_runs_traces_with_trace_keys() {
         &["s.toml:1: trace_format"],
     );
 }
+
+/// Integer options are range-checked, never cut to 32 bits; durations and sizes past what
+/// device time and 64-bit bytes hold are errors, never clamped.
+#[test]
+fn out_of_range_numbers_are_errors() {
+    let sim = |extra: &[&str]| {
+        let mut a = vec!["sim", "--policy", "greedy", "--written", "256KiB"];
+        a.extend(extra);
+        flashkit(a)
+    };
+    fails_with(
+        sim(&["--wear-threshold", "4294967296"]),
+        &["--wear-threshold: 4294967296 is too large"],
+    );
+    fails_with(
+        sim(&["--low-water", "4294967297", "--high-water", "4294967299"]),
+        &["--low-water: 4294967297 is too large"],
+    );
+    fails_with(
+        sim(&["--high-water", "4294967299"]),
+        &["--high-water: 4294967299 is too large"],
+    );
+    fails_with(
+        sim(&[
+            "--regions",
+            "2",
+            "--region-threshold",
+            "99999999999999999999999d",
+        ]),
+        &["--region-threshold", "duration too long"],
+    );
+    for flag in ["--block-size", "--unit"] {
+        fails_with(sim(&[flag, "18446744073709551616"]), &[flag, "too large"]);
+    }
+    fails_with(
+        flashkit(["sim", "--written", "18446744073709551616"]),
+        &["--written", "too large"],
+    );
+    fails_with(
+        sim(&["--block-size", "4096.5"]),
+        &["--block-size", "whole number of bytes"],
+    );
+    // The largest threshold means "never swap".
+    let v = json(&ok(sim(&[
+        "--wear-threshold",
+        "4294967295",
+        "--json",
+        "--written",
+        "4MiB",
+    ])));
+    assert_eq!(v[0]["wear_swaps"], 0, "{}", v[0]);
+    assert_eq!(v[0]["wear_threshold"], 4294967295u64, "{}", v[0]);
+    // The same checks in a sweep file, by line.
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("s.toml");
+    let sp = path_str(&spec);
+    std::fs::write(&spec, "policy = \"greedy\"\nwear_threshold = 4294967296\n").unwrap();
+    fails_with(
+        flashkit(["sweep", sp]),
+        &[&format!("{sp}:2: wear_threshold: 4294967296 is too large")],
+    );
+}

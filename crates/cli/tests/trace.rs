@@ -345,3 +345,31 @@ fn malformed_traces_fail_with_file_and_line() {
         "--workload",
     );
 }
+
+#[test]
+fn generate_refuses_units_beyond_a_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g.csv");
+    let gen = |unit: &str, space: &str| {
+        flashkit([
+            "trace",
+            "generate",
+            path_str(&out),
+            "--format",
+            "msr",
+            "--requests",
+            "1",
+            "--unit",
+            unit,
+            "--space",
+            space,
+        ])
+    };
+    // 4 TiB is 2^33 sectors: more than a record's 32-bit count, not cut to 0.
+    fails_with(
+        gen("4TiB", "8TiB"),
+        "unit: 4398046511104 bytes is too large",
+    );
+    fails_with(gen("18446744073709551616", "8TiB"), "--unit");
+    fails_with(gen("4KiB", "1.1KiB"), "--space");
+}

@@ -143,8 +143,22 @@ fn override_(d: &mut Draft, key: &'static str, v: &Value) {
     }
 }
 
+/// A whole number for a 32-bit field: larger values are errors, never cut to 32 bits.
+fn fits_u32(v: &Value) -> std::result::Result<Value, String> {
+    match v.as_u64() {
+        Some(x) if u32::try_from(x).is_err() => {
+            Err(format!("{x} is too large (at most {})", u32::MAX))
+        }
+        _ => Ok(v.clone()),
+    }
+}
+
+/// The value of a key checked by [`fits_u32`] (or a size checked to fit 32 bits).
 fn u32_of(v: &Value) -> u32 {
-    v.as_u64().unwrap_or(0) as u32
+    match v.as_u64().map(u32::try_from) {
+        Some(Ok(x)) => x,
+        _ => unreachable!("checked to fit 32 bits: {v}"),
+    }
 }
 
 macro_rules! key {
@@ -183,29 +197,29 @@ pub const KEYS: &[KeyDef] = &[
         }),
         |v, d| d.device_file = v.as_str().map(String::from)
     ),
-    key!("blocks", OptInt, "none", ok, |v, d| override_(
+    key!("blocks", OptInt, "none", fits_u32, |v, d| override_(
         d, "blocks", v
     )),
-    key!("page_size", OptInt, "none", ok, |v, d| override_(
+    key!("page_size", OptInt, "none", fits_u32, |v, d| override_(
         d,
         "page_size",
         v
     )),
-    key!("spare_size", OptInt, "none", ok, |v, d| override_(
+    key!("spare_size", OptInt, "none", fits_u32, |v, d| override_(
         d,
         "spare_size",
         v
     )),
-    key!("pages_per_block", OptInt, "none", ok, |v, d| override_(
-        d,
-        "pages_per_block",
-        v
+    key!("pages_per_block", OptInt, "none", fits_u32, |v, d| {
+        override_(d, "pages_per_block", v)
+    }),
+    key!("nop", OptInt, "none", fits_u32, |v, d| override_(
+        d, "nop", v
     )),
-    key!("nop", OptInt, "none", ok, |v, d| override_(d, "nop", v)),
     key!("in_order", OptBool, "none", ok, |v, d| override_(
         d, "in_order", v
     )),
-    key!("endurance", OptInt, "none", ok, |v, d| override_(
+    key!("endurance", OptInt, "none", fits_u32, |v, d| override_(
         d,
         "endurance",
         v
@@ -410,18 +424,24 @@ pub const KEYS: &[KeyDef] = &[
         .fms
         .readonly_separation =
         v.as_bool().unwrap_or(true)),
-    key!("wear_threshold", OptInt, "none", ok, |v, d| d
+    key!("wear_threshold", OptInt, "none", fits_u32, |v, d| d
         .cfg
         .fms
         .wear_threshold =
-        v.as_u64().map(|x| x as u32)),
+        v.as_u64().map(|_| u32_of(v))),
     key!("write_erase_ratio", Float, "0.75", positive, |v, d| d
         .cfg
         .write_erase_ratio =
         v.as_f64().unwrap_or(0.75)),
-    key!("low_water", Int, "2", ok, |v, d| d.cfg.fms.low_water =
+    key!("low_water", Int, "2", fits_u32, |v, d| d
+        .cfg
+        .fms
+        .low_water =
         u32_of(v)),
-    key!("high_water", Int, "3", ok, |v, d| d.cfg.fms.high_water =
+    key!("high_water", Int, "3", fits_u32, |v, d| d
+        .cfg
+        .fms
+        .high_water =
         u32_of(v)),
     key!(
         "cat_age",
@@ -1333,6 +1353,45 @@ mod tests {
         assert!(e.contains("duration too long"), "{e}");
     }
 
+    #[test]
+    fn integers_for_32_bit_fields_are_not_truncated() {
+        for key in [
+            "wear_threshold",
+            "low_water",
+            "high_water",
+            "blocks",
+            "page_size",
+            "spare_size",
+            "pages_per_block",
+            "nop",
+            "endurance",
+        ] {
+            let e = spec(&format!("{key} = 4294967297\n"))
+                .err()
+                .unwrap_or_else(|| panic!("{key} accepted 2^32 + 1"))
+                .to_string();
+            assert!(
+                e.starts_with(&format!("s.toml:1: {key}: 4294967297 is too large")),
+                "{e}"
+            );
+            let mut s = Spec::new();
+            let e = s.set_flag(key, &["4294967296"]).unwrap_err().to_string();
+            assert!(e.contains("too large"), "{e}");
+        }
+        let j = spec("wear_threshold = 4294967295\npolicy = \"greedy\"\n")
+            .unwrap()
+            .expand()
+            .unwrap();
+        assert_eq!(j[0].config.fms.wear_threshold, Some(u32::MAX));
+        let j = spec("low_water = 5\nhigh_water = 7\npolicy = \"greedy\"\n")
+            .unwrap()
+            .expand()
+            .unwrap();
+        assert_eq!(
+            (j[0].config.fms.low_water, j[0].config.fms.high_water),
+            (5, 7)
+        );
+    }
     #[test]
     fn ordered_writer_orders() {
         let w = OrderedWriter::new(Vec::new());

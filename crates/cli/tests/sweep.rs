@@ -462,6 +462,102 @@ fn sweep_runs_traces_with_trace_keys() {
     );
 }
 
+/// Resuming never destroys what is in `--out`: only a torn last line (no newline) is cut;
+/// a file that is not this sweep's results is refused by file and line, byte for byte
+/// unchanged.
+#[test]
+fn resume_refuses_files_that_are_not_its_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("s.toml");
+    let body = "policy = [\"greedy\", \"cat\"]\nwritten = \"256KiB\"\n";
+    std::fs::write(&spec, body).unwrap();
+    let sp = path_str(&spec);
+    let refused = |out: &Path, needles: &[&str]| {
+        let before = std::fs::read(out).unwrap();
+        fails_with(flashkit(["sweep", sp, "--out", path_str(out)]), needles);
+        assert_eq!(
+            before,
+            std::fs::read(out).unwrap(),
+            "{} changed",
+            out.display()
+        );
+    };
+    // The spec itself (also by another name).
+    refused(&spec, &["--out", "is the sweep spec"]);
+    let other_name = dir.path().join(".").join("s.toml");
+    refused(&other_name, &["--out", "is the sweep spec"]);
+    assert_eq!(std::fs::read_to_string(&spec).unwrap(), body);
+    // A `sim --json` report (pretty JSON).
+    let prev = dir.path().join("prev.json");
+    let o = ok(flashkit([
+        "sim",
+        "--policy",
+        "greedy",
+        "--written",
+        "256KiB",
+        "--json",
+    ]));
+    std::fs::write(&prev, &o.stdout).unwrap();
+    refused(
+        &prev,
+        &[&format!("{}:1: not a sweep result", path_str(&prev))],
+    );
+    // A bad line between two results: nothing after it is lost.
+    let good = dir.path().join("good.jsonl");
+    ok(flashkit(["sweep", sp, "--out", path_str(&good)]));
+    let ls = lines(&good);
+    assert_eq!(ls.len(), 2);
+    let mixed = dir.path().join("mixed.jsonl");
+    std::fs::write(&mixed, format!("{}\nnot json\n{}\n", ls[0], ls[1])).unwrap();
+    refused(
+        &mixed,
+        &[&format!("{}:2: not a sweep result", path_str(&mixed))],
+    );
+    // Results of another sweep.
+    let other = dir.path().join("other.toml");
+    std::fs::write(&other, "policy = \"cost-benefit\"\nwritten = \"256KiB\"\n").unwrap();
+    let theirs = dir.path().join("theirs.jsonl");
+    ok(flashkit([
+        "sweep",
+        path_str(&other),
+        "--out",
+        path_str(&theirs),
+    ]));
+    refused(&theirs, &[":1: job ", "not in this sweep's grid"]);
+    // A one-line file without a newline that is no result is not taken for a torn one.
+    let note = dir.path().join("note.txt");
+    std::fs::write(&note, "keep me").unwrap();
+    refused(&note, &[":1: not a sweep result"]);
+    // A last result that only lacks its newline is kept (and terminated).
+    let full = std::fs::read(&good).unwrap();
+    let unterminated = dir.path().join("unterminated.jsonl");
+    std::fs::write(&unterminated, &full[..full.len() - 1]).unwrap();
+    let o = ok(flashkit(["sweep", sp, "--out", path_str(&unterminated)]));
+    assert!(
+        text(&o.stderr).contains("2 of 2 jobs already done"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(std::fs::read(&unterminated).unwrap(), full);
+    // Outputs that would overwrite each other.
+    fails_with(
+        flashkit([
+            "sweep",
+            sp,
+            "--out",
+            path_str(&good),
+            "--csv",
+            path_str(&good),
+        ]),
+        &["--csv", "also the --out file"],
+    );
+    fails_with(
+        flashkit(["sweep", sp, "--csv", sp]),
+        &["--csv", "is the sweep spec"],
+    );
+    assert_eq!(std::fs::read(&good).unwrap(), full);
+    assert_eq!(std::fs::read_to_string(&spec).unwrap(), body);
+}
 /// Integer options are range-checked, never cut to 32 bits; durations and sizes past what
 /// device time and 64-bit bytes hold are errors, never clamped.
 #[test]

@@ -19,7 +19,7 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -1070,47 +1070,82 @@ impl Record {
     }
 }
 
-/// The records already in a JSON-lines file, by job id. A torn or unreadable line (an
-/// interrupted write) ends the usable part: the file is cut back to the last good line so
-/// appending continues cleanly. Returns the records and the number of bytes dropped.
-pub fn load_done(path: &Path) -> Result<(BTreeMap<String, Record>, u64)> {
+/// The records already in a sweep's JSON-lines results file, by job id, for resuming the
+/// sweep of `jobs`. Every complete line must be a result of one of `jobs` (blank lines
+/// aside): anything else (another sweep's results, a spec, a report) is an error naming
+/// the file and line, and the file is left as it is. Only a last line without its newline
+/// that is the start of a result (an interrupted write) is cut off, so appending continues
+/// cleanly; a last result that only lacks its newline gets one. Returns the records and
+/// the number of bytes cut off.
+pub fn load_done(path: &Path, jobs: &[Job]) -> Result<(BTreeMap<String, Record>, u64)> {
     let ctx = || format!("results file {}", path.display());
     let data = match std::fs::read(path) {
         Ok(d) => d,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((BTreeMap::new(), 0)),
         Err(e) => return Err(e).with_context(ctx),
     };
+    let ids: std::collections::BTreeSet<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
     let mut done = BTreeMap::new();
-    let mut good = 0usize;
+    // Where a torn last line starts, and whether a whole last record lacks its newline.
+    let mut torn: Option<usize> = None;
+    let mut unterminated = false;
     let mut pos = 0usize;
+    let mut line_no = 0usize;
     while pos < data.len() {
-        let Some(nl) = data[pos..].iter().position(|&b| b == b'\n') else {
-            break; // torn last line
+        line_no += 1;
+        let (line, end, complete) = match data[pos..].iter().position(|&b| b == b'\n') {
+            Some(nl) => (&data[pos..pos + nl], pos + nl + 1, true),
+            None => (&data[pos..], data.len(), false),
         };
-        let line = &data[pos..pos + nl];
         if line.iter().all(u8::is_ascii_whitespace) {
-            pos += nl + 1;
-            good = pos;
+            pos = end;
             continue;
         }
-        match serde_json::from_slice::<Record>(line) {
+        let record = match serde_json::from_slice::<Record>(line) {
+            Ok(r) if ids.contains(r.job.as_str()) => Ok(r),
+            Ok(r) => Err(format!("job {} is not in this sweep's grid", r.job)),
+            Err(_) => Err("not a sweep result (a JSON line with job and options)".to_string()),
+        };
+        match record {
             Ok(r) => {
+                unterminated = !complete;
                 done.insert(r.job.clone(), r);
-                pos += nl + 1;
-                good = pos;
             }
-            Err(_) => break,
+            Err(_) if !complete && is_torn_record(line) => torn = Some(pos),
+            Err(why) => anyhow::bail!(
+                "{}:{line_no}: {why}: the file is not this sweep's results and was left \
+                 unchanged (give --out a new file)",
+                path.display()
+            ),
         }
+        pos = end;
     }
-    let dropped = (data.len() - good) as u64;
-    if dropped > 0 {
-        let f = std::fs::OpenOptions::new()
+    let open = || {
+        std::fs::OpenOptions::new()
             .write(true)
             .open(path)
-            .with_context(ctx)?;
-        f.set_len(good as u64).with_context(ctx)?;
+            .with_context(ctx)
+    };
+    let dropped = match torn {
+        Some(at) => {
+            open()?.set_len(at as u64).with_context(ctx)?;
+            (data.len() - at) as u64
+        }
+        None => 0,
+    };
+    if unterminated {
+        let mut f = open()?;
+        f.seek(std::io::SeekFrom::End(0)).with_context(ctx)?;
+        f.write_all(b"\n").with_context(ctx)?;
     }
     Ok((done, dropped))
+}
+
+/// Whether `line` can be what an interrupted write of a record left: the start of
+/// `{"job":"…` (records are written with the job id first).
+fn is_torn_record(line: &[u8]) -> bool {
+    const HEAD: &[u8] = br#"{"job":""#;
+    line.starts_with(HEAD) || HEAD.starts_with(line)
 }
 
 /// Run `jobs` on `threads` worker threads (all cores when `None`), calling `done` with

@@ -8,7 +8,8 @@ mod progress;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::error::ErrorKind;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// flashkit: a flash-memory storage stack and the laboratory to study it.
 #[derive(Parser, Debug)]
@@ -61,6 +62,66 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// Parse the command line. Help and version print as clap prints them; any other clap
+/// error becomes one `flashkit: …` line with exit code 2, like every other bad input.
+fn parse() -> Result<Cli, ExitCode> {
+    let parsed = negatives_are_values(Cli::command())
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    match parsed {
+        Ok(cli) => Ok(cli),
+        Err(e) => {
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                // clap's own help or version output (and exit code).
+                e.exit();
+            }
+            eprintln!("flashkit: {}", clap_error_line(&e.render().to_string()));
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+/// Let every option that takes a value take a negative number (`--seed -1`), so it is
+/// refused by the option's own check instead of read as an unknown flag.
+fn negatives_are_values(cmd: clap::Command) -> clap::Command {
+    let subs: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    let mut cmd = cmd.mut_args(|a| {
+        if a.get_action().takes_values() {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        }
+    });
+    for name in subs {
+        cmd = cmd.mut_subcommand(name, negatives_are_values);
+    }
+    cmd
+}
+
+/// clap's error message on one line: the text before its usage and `--help` hint, without
+/// the `error: ` prefix, with hint lines (`[possible values: …]`, `tip: …`) folded in.
+fn clap_error_line(rendered: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for line in rendered.lines() {
+        let line = line.trim();
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if !line.is_empty() {
+            parts.push(line.strip_prefix("error: ").unwrap_or(line));
+        }
+    }
+    parts.join(" ")
+}
+
 fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         let msg = info
@@ -76,7 +137,10 @@ fn main() -> ExitCode {
         let msg = msg.split_whitespace().collect::<Vec<_>>().join(" ");
         eprintln!("flashkit: internal error (a bug, please report it): {msg}{at}");
     }));
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(e) => return e,
+    };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,

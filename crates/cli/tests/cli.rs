@@ -360,3 +360,50 @@ fn info_on_bad_images_is_a_one_line_error_naming_the_file() {
         path_str(&missing),
     );
 }
+
+/// clap's own errors follow the contract too: one `flashkit: …` line (exit code 2), with
+/// clap's hints folded in; help and version print as usual.
+#[test]
+fn argument_errors_are_one_line() {
+    for (args, needles) in [
+        (
+            vec!["sim", "--blocks", "1.5"],
+            vec!["flashkit: invalid value '1.5' for '--blocks <N>'"],
+        ),
+        (
+            vec!["sim", "--in-order", "maybe"],
+            vec![
+                "'maybe' for '--in-order <BOOL>'",
+                "possible values: true, false",
+            ],
+        ),
+        (
+            vec!["sim", "--page-size", "4294967296"],
+            vec!["'4294967296' for '--page-size <BYTES>'"],
+        ),
+        (
+            vec!["sim", "--writen", "1MiB"],
+            vec!["unexpected argument '--writen'", "'--written'"],
+        ),
+        (vec!["nope"], vec!["unrecognized subcommand 'nope'"]),
+        (vec!["sweep"], vec!["<SPEC>"]),
+    ] {
+        let o = flashkit(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err:?}");
+        assert!(err.starts_with("flashkit: "), "{args:?}: {err}");
+        assert!(!err.contains("error:"), "{args:?}: {err}");
+        for n in needles {
+            assert!(err.contains(n), "{args:?}: {err} lacks {n:?}");
+        }
+    }
+    // Negative numbers reach the option's own check.
+    fails_with(flashkit(["sim", "--seed", "-1"]), "--seed: '-1'");
+    fails_with(flashkit(["sim", "--written", "-1"]), "--written: '-1'");
+    for args in [vec!["--help"], vec!["sim", "--help"], vec!["--version"]] {
+        let o = ok(flashkit(&args));
+        assert!(!stdout(&o).is_empty(), "{args:?}");
+        assert!(stderr(&o).is_empty(), "{args:?}");
+    }
+}

@@ -407,3 +407,27 @@ fn argument_errors_are_one_line() {
         assert!(stderr(&o).is_empty(), "{args:?}");
     }
 }
+
+#[test]
+fn bad_block_lists_quote_the_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("b.img");
+    let img = img.to_str().unwrap();
+    let format = |list: &str| {
+        flashkit([
+            "nand",
+            "format",
+            img,
+            "--device",
+            "nandsim-256m",
+            &format!("--bad-blocks={list}"),
+        ])
+    };
+    fails_with(format("-1"), "--bad-blocks: '-1' is not a block number");
+    fails_with(format("1,x-3"), "--bad-blocks: 'x-3' is not a block number");
+    fails_with(format("0-4294967295"), "block 4294967295 out of range");
+    fails_with(
+        flashkit(["sim", "--cat-age", "clamp:0"]),
+        "--cat-age: CAT age transform 'clamp:0': the clamp X of clamp:X must be > 0",
+    );
+}

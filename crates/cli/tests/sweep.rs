@@ -558,6 +558,34 @@ fn resume_refuses_files_that_are_not_its_results() {
     assert_eq!(std::fs::read(&good).unwrap(), full);
     assert_eq!(std::fs::read_to_string(&spec).unwrap(), body);
 }
+
+/// A job that fails is named by the spec file (and its values when the grid has several).
+#[test]
+fn failed_jobs_are_named_by_spec_and_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("s.toml");
+    let sp = path_str(&spec);
+    std::fs::write(
+        &spec,
+        "policy = \"greedy\"\nfill = 0.97\nwritten = \"256KiB\"\n",
+    )
+    .unwrap();
+    fails_with(
+        flashkit(["sweep", sp]),
+        &[&format!(
+            "1 of 1 jobs failed (not written, a rerun retries them); first: {sp}: fill:"
+        )],
+    );
+    std::fs::write(
+        &spec,
+        "policy = \"greedy\"\nfill = [0.5, 0.97]\nwritten = \"256KiB\"\n",
+    )
+    .unwrap();
+    fails_with(
+        flashkit(["sweep", sp]),
+        &[&format!("first: {sp} [fill=0.97]: fill:")],
+    );
+}
 /// Integer options are range-checked, never cut to 32 bits; durations and sizes past what
 /// device time and 64-bit bytes hold are errors, never clamped.
 #[test]

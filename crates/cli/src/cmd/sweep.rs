@@ -135,13 +135,21 @@ pub fn run(a: SweepArgs) -> Result<()> {
     // Every job of the grid, in order.
     let mut failures: Vec<String> = Vec::new();
     let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
+    // A failed job by the spec file and, when the grid has several jobs, its values.
+    let label = |job: &sim::sweep::Job| {
+        if keys.is_empty() {
+            a.spec.display().to_string()
+        } else {
+            format!("{} [{}]", a.spec.display(), describe(&job.options, &keys))
+        }
+    };
     for (k, slot) in fresh.into_iter().enumerate() {
         match slot.into_inner().expect("slot") {
             Some(Ok(r)) => {
                 done.insert(r.job.clone(), r);
             }
-            Some(Err(e)) => failures.push(format!("{}: {e}", describe(&sub[k].options, &keys))),
-            None => failures.push(format!("{}: did not run", describe(&sub[k].options, &keys))),
+            Some(Err(e)) => failures.push(format!("{}: {e}", label(&sub[k]))),
+            None => failures.push(format!("{}: did not run", label(&sub[k]))),
         }
     }
     let records: Vec<&Record> = jobs.iter().filter_map(|j| done.get(&j.id)).collect();

@@ -6,10 +6,12 @@ mod cmd;
 mod output;
 mod progress;
 
+use std::collections::BTreeSet;
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
-use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// flashkit: a flash-memory storage stack and the laboratory to study it.
 #[derive(Parser, Debug)]
@@ -67,9 +69,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 fn parse() -> Result<Cli, ExitCode> {
     let parsed = negatives_are_values(Cli::command())
         .try_get_matches()
-        .and_then(|m| Cli::from_arg_matches(&m));
-    match parsed {
-        Ok(cli) => Ok(cli),
+        .and_then(|m| Ok((Cli::from_arg_matches(&m)?, m)));
+    let (mut cli, matches) = match parsed {
+        Ok(p) => p,
         Err(e) => {
             if matches!(
                 e.kind(),
@@ -81,9 +83,18 @@ fn parse() -> Result<Cli, ExitCode> {
                 e.exit();
             }
             eprintln!("flashkit: {}", clap_error_line(&e.render().to_string()));
-            Err(ExitCode::from(2))
+            return Err(ExitCode::from(2));
         }
+    };
+    // Options left at their defaults, for the commands that must tell them apart from
+    // values given (an option given that has no effect is an error).
+    let defaulted = defaulted_ids(&matches);
+    match &mut cli.command {
+        Command::Sim(a) => a.defaulted = defaulted,
+        Command::Bench(a) => a.sim.defaulted = defaulted,
+        _ => {}
     }
+    Ok(cli)
 }
 
 /// Let every option that takes a value take a negative number (`--seed -1`), so it is
@@ -104,6 +115,18 @@ fn negatives_are_values(cmd: clap::Command) -> clap::Command {
         cmd = cmd.mut_subcommand(name, negatives_are_values);
     }
     cmd
+}
+
+/// The ids of the arguments of the innermost subcommand that took their default value.
+fn defaulted_ids(matches: &ArgMatches) -> BTreeSet<String> {
+    let mut m = matches;
+    while let Some((_, sub)) = m.subcommand() {
+        m = sub;
+    }
+    m.ids()
+        .filter(|id| m.value_source(id.as_str()) == Some(ValueSource::DefaultValue))
+        .map(|id| id.to_string())
+        .collect()
 }
 
 /// clap's error message on one line: the text before its usage and `--help` hint, without

@@ -586,6 +586,7 @@ fn failed_jobs_are_named_by_spec_and_values() {
         &[&format!("first: {sp} [fill=0.97]: fill:")],
     );
 }
+
 /// Integer options are range-checked, never cut to 32 bits; durations and sizes past what
 /// device time and 64-bit bytes hold are errors, never clamped.
 #[test]
@@ -646,4 +647,70 @@ fn out_of_range_numbers_are_errors() {
         flashkit(["sweep", sp]),
         &[&format!("{sp}:2: wear_threshold: 4294967296 is too large")],
     );
+}
+
+/// An option given that changes nothing is an error saying why; defaults are fine.
+#[test]
+fn options_without_effect_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&trace),
+        "--format",
+        "msr",
+        "--requests",
+        "200",
+        "--space",
+        "4MiB",
+    ]));
+    let w = format!("trace:{}", path_str(&trace));
+    fails_with(
+        flashkit(["sim", "--workload", &w, "--written", "1MiB"]),
+        &["--written: has no effect", "trace workload"],
+    );
+    fails_with(
+        flashkit(["sim", "--workload", &w, "--unit", "8KiB"]),
+        &["--unit: has no effect"],
+    );
+    fails_with(
+        flashkit(["sim", "--arrival", "trace", "--written", "256KiB"]),
+        &["--arrival: has no effect", "time stamps"],
+    );
+    fails_with(
+        flashkit(["sim", "--trace-map", "compact", "--written", "256KiB"]),
+        &["--trace-map: has no effect"],
+    );
+    fails_with(
+        flashkit(["sim", "--policy", "greedy", "--cb-age", "invalidation"]),
+        &["--cb-age: has no effect", "cost-benefit"],
+    );
+    fails_with(
+        flashkit(["sim", "--y", "wear_stddev", "--written", "256KiB"]),
+        &["--y: has no effect without --plot"],
+    );
+    fails_with(
+        flashkit(["sim", "--x", "fill", "--written", "256KiB"]),
+        &["--x: has no effect without --plot"],
+    );
+    fails_with(
+        flashkit(["bench", "--y", "wear_stddev"]),
+        &["bench does not draw figures"],
+    );
+    // Given values that apply to some job of the grid, and defaults, are fine.
+    ok(flashkit([
+        "sim",
+        "--workload",
+        &w,
+        "--workload",
+        "random",
+        "--written",
+        "256KiB",
+        "--arrival",
+        "trace",
+        "--policy",
+        "greedy",
+    ]));
+    ok(flashkit(["sim", "--workload", &w, "--policy", "greedy"]));
 }

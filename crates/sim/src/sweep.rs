@@ -882,7 +882,82 @@ impl Spec {
                 idx[i] = 0;
             }
         }
+        self.check_effects(&jobs)?;
         Ok(jobs)
+    }
+
+    /// Every value given for a key must change at least one job: an option that would be
+    /// silently ignored (`written` with a trace workload, `arrival = "trace"` without one,
+    /// `cb_age` without the cost-benefit policy, ...) is an error saying why. Keys left at
+    /// their defaults are not checked.
+    fn check_effects(&self, jobs: &[Job]) -> Result<()> {
+        for (key, entry) in &self.entries {
+            for v in &entry.values {
+                let mut reason = None;
+                for j in jobs.iter().filter(|j| j.options.get(*key) == Some(v)) {
+                    match no_effect(key, v, &j.options) {
+                        Some(r) => reason = Some(r),
+                        None => {
+                            reason = None;
+                            break;
+                        }
+                    }
+                }
+                if let Some(why) = reason {
+                    let what = if entry.values.len() > 1 {
+                        format!("{} has no effect", value_text(v))
+                    } else {
+                        "has no effect".to_string()
+                    };
+                    return Err(located(key, &entry.origin, format!("{what}: {why}")));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A canonical value as written in a flag (`none` for null, strings unquoted).
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "none".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Why `key` set to `value` changes nothing in a job with these `options` (`None`: it
+/// does change it).
+fn no_effect(key: &str, value: &Value, options: &BTreeMap<String, Value>) -> Option<&'static str> {
+    let text = |k: &str| options.get(k).and_then(Value::as_str).unwrap_or_default();
+    let trace = text("workload").starts_with("trace:");
+    let policy = text("policy");
+    let dac = options.get("regions").and_then(Value::as_u64).unwrap_or(1) > 1;
+    match key {
+        "written" | "unit" if trace => {
+            Some("a trace workload (trace:FILE) brings its own requests and their sizes")
+        }
+        "arrival" if !trace && value.as_str() == Some("trace") => Some(
+            "only trace workloads have time stamps (synthetic requests use closed or poisson:RATE)",
+        ),
+        "trace_format" | "trace_disk" | "trace_asu" | "blkparse_action" | "trace_time_unit"
+        | "trace_limit" | "skip_bad_lines" | "trace_map"
+            if !trace =>
+        {
+            Some("it applies to trace workloads (trace:FILE) only")
+        }
+        "cat_age" if !matches!(policy, "cat" | "adaptive") => {
+            Some("it applies to the cat and adaptive policies only")
+        }
+        "cb_age" if policy != "cost-benefit" => Some("it applies to the cost-benefit policy only"),
+        "adaptive_window" | "adaptive_threshold" if policy != "adaptive" => {
+            Some("it applies to the adaptive policy only")
+        }
+        "region_threshold" | "region_select" if !dac => {
+            Some("it applies to DAC (regions > 1) only")
+        }
+        "redistribution" if dac => Some("DAC regions (regions > 1) replace the redistribution"),
+        _ => None,
     }
 }
 
@@ -1255,7 +1330,7 @@ mod tests {
     #[test]
     fn flags_and_file_agree() {
         let f = spec(
-            "policy = \"cat\"\nwritten = \"1MiB\"\nblock_size = 4096\nregion_threshold = \"30m\"\n",
+            "policy = \"cat\"\nwritten = \"1MiB\"\nblock_size = 4096\nregions = 2\nregion_threshold = \"30m\"\n",
         )
         .unwrap()
         .expand()
@@ -1264,6 +1339,7 @@ mod tests {
         s.set_flag("policy", &["cat"]).unwrap();
         s.set_flag("written", &["1024KiB"]).unwrap();
         s.set_flag("block-size", &["4KiB"]).unwrap();
+        s.set_flag("regions", &["2"]).unwrap();
         s.set_flag("region-threshold", &["1800"]).unwrap();
         let g = s.expand().unwrap();
         assert_eq!(f.len(), 1);
@@ -1427,6 +1503,57 @@ mod tests {
             (5, 7)
         );
     }
+
+    #[test]
+    fn options_without_effect_are_errors() {
+        let err = |text: &str| spec(text).unwrap().expand().err().unwrap().to_string();
+        let e = err("workload = \"trace:t.csv\"\nwritten = \"1MiB\"\n");
+        assert!(
+            e.starts_with("s.toml:2: written: has no effect: a trace workload"),
+            "{e}"
+        );
+        let e = err("unit = \"8KiB\"\nworkload = \"trace:t.csv\"\n");
+        assert!(e.starts_with("s.toml:1: unit: has no effect"), "{e}");
+        let e = err("arrival = \"trace\"\nworkload = \"random\"\n");
+        assert!(e.starts_with("s.toml:1: arrival: has no effect"), "{e}");
+        let e = err("arrival = [\"closed\", \"trace\"]\n");
+        assert!(
+            e.starts_with("s.toml:1: arrival: trace has no effect"),
+            "{e}"
+        );
+        let e = err("trace_limit = 10\n");
+        assert!(e.contains("trace_limit: has no effect"), "{e}");
+        let e = err("policy = \"greedy\"\ncb_age = \"invalidation\"\n");
+        assert!(e.starts_with("s.toml:2: cb_age: has no effect"), "{e}");
+        let e = err("policy = \"greedy\"\ncat_age = \"log\"\n");
+        assert!(e.contains("cat_age: has no effect"), "{e}");
+        let e = err("policy = \"cat\"\nadaptive_window = 100\n");
+        assert!(e.contains("adaptive_window: has no effect"), "{e}");
+        let e = err("region_threshold = \"30m\"\n");
+        assert!(e.contains("region_threshold: has no effect"), "{e}");
+        let e = err("regions = 4\nredistribution = \"m1\"\n");
+        assert!(e.contains("redistribution: has no effect"), "{e}");
+        let mut s = Spec::new();
+        s.set_flag("workload", &["trace:t.csv"]).unwrap();
+        s.set_flag("written", &["1MiB"]).unwrap();
+        let e = s.expand().err().unwrap().to_string();
+        assert!(e.starts_with("--written: has no effect"), "{e}");
+        // A value used by some job of the grid is fine; defaults are never checked.
+        for ok in [
+            "workload = [\"trace:t.csv\", \"random\"]\nwritten = \"1MiB\"\n",
+            "workload = [\"trace:t.csv\", \"random\"]\narrival = \"trace\"\n",
+            "regions = [1, 4]\nregion_threshold = [\"none\", \"30m\"]\nredistribution = \"m1\"\n",
+            "policy = [\"greedy\", \"cost-benefit\"]\ncb_age = \"invalidation\"\n",
+            "cat_age = \"log\"\n",
+            "workload = \"trace:t.csv\"\n",
+        ] {
+            spec(ok)
+                .unwrap()
+                .expand()
+                .unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+    }
+
     #[test]
     fn ordered_writer_orders() {
         let w = OrderedWriter::new(Vec::new());

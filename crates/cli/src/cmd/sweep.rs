@@ -43,7 +43,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
     if a.jobs == Some(0) {
         bail!("--jobs: must be at least 1");
     }
-    a.plot.check_x()?;
+    a.plot.check()?;
     check_outputs(&a)?;
     let jobs = Spec::from_toml_file(&a.spec)?.expand()?;
     if a.dry_run {

@@ -6,9 +6,12 @@ mod cmd;
 mod output;
 mod progress;
 
+use std::collections::BTreeSet;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::error::ErrorKind;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// flashkit: a flash-memory storage stack and the laboratory to study it.
 #[derive(Parser, Debug)]
@@ -61,6 +64,87 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// Parse the command line. Help and version print as clap prints them; any other clap
+/// error becomes one `flashkit: …` line with exit code 2, like every other bad input.
+fn parse() -> Result<Cli, ExitCode> {
+    let parsed = negatives_are_values(Cli::command())
+        .try_get_matches()
+        .and_then(|m| Ok((Cli::from_arg_matches(&m)?, m)));
+    let (mut cli, matches) = match parsed {
+        Ok(p) => p,
+        Err(e) => {
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                // clap's own help or version output (and exit code).
+                e.exit();
+            }
+            eprintln!("flashkit: {}", clap_error_line(&e.render().to_string()));
+            return Err(ExitCode::from(2));
+        }
+    };
+    // Options left at their defaults, for the commands that must tell them apart from
+    // values given (an option given that has no effect is an error).
+    let defaulted = defaulted_ids(&matches);
+    match &mut cli.command {
+        Command::Sim(a) => a.defaulted = defaulted,
+        Command::Bench(a) => a.sim.defaulted = defaulted,
+        _ => {}
+    }
+    Ok(cli)
+}
+
+/// Let every option that takes a value take a negative number (`--seed -1`), so it is
+/// refused by the option's own check instead of read as an unknown flag.
+fn negatives_are_values(cmd: clap::Command) -> clap::Command {
+    let subs: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    let mut cmd = cmd.mut_args(|a| {
+        if a.get_action().takes_values() {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        }
+    });
+    for name in subs {
+        cmd = cmd.mut_subcommand(name, negatives_are_values);
+    }
+    cmd
+}
+
+/// The ids of the arguments of the innermost subcommand that took their default value.
+fn defaulted_ids(matches: &ArgMatches) -> BTreeSet<String> {
+    let mut m = matches;
+    while let Some((_, sub)) = m.subcommand() {
+        m = sub;
+    }
+    m.ids()
+        .filter(|id| m.value_source(id.as_str()) == Some(ValueSource::DefaultValue))
+        .map(|id| id.to_string())
+        .collect()
+}
+
+/// clap's error message on one line: the text before its usage and `--help` hint, without
+/// the `error: ` prefix, with hint lines (`[possible values: …]`, `tip: …`) folded in.
+fn clap_error_line(rendered: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for line in rendered.lines() {
+        let line = line.trim();
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if !line.is_empty() {
+            parts.push(line.strip_prefix("error: ").unwrap_or(line));
+        }
+    }
+    parts.join(" ")
+}
+
 fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         let msg = info
@@ -76,7 +160,10 @@ fn main() -> ExitCode {
         let msg = msg.split_whitespace().collect::<Vec<_>>().join(" ");
         eprintln!("flashkit: internal error (a bug, please report it): {msg}{at}");
     }));
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(e) => return e,
+    };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,

@@ -29,24 +29,36 @@ pub struct PlotArgs {
     #[arg(long, value_name = "FILE.svg|FILE.png", help_heading = "Plot")]
     pub plot: Option<PathBuf>,
     /// Option on the x axis (default: the first option that varies, besides the policy).
-    #[arg(long, value_name = "PARAM", requires = "plot", help_heading = "Plot")]
+    #[arg(long, value_name = "PARAM", help_heading = "Plot")]
     pub x: Option<String>,
     /// Metric(s) on the y axis, one panel each (JSON keys: erasures, blocks_copied,
-    /// cleaning_cost, wear_stddev, throughput_bytes_per_s, write_amplification, ...).
+    /// cleaning_cost, wear_stddev, throughput_bytes_per_s, write_amplification, ...;
+    /// default: erasures).
     #[arg(
         long,
         value_name = "METRIC",
         value_delimiter = ',',
-        default_value = "erasures",
         help_heading = "Plot"
     )]
     pub y: Vec<String>,
 }
 
 impl PlotArgs {
-    /// Reject an `--x` that is no option, an unknown file type or a missing font before
-    /// anything runs.
-    pub fn check_x(&self) -> Result<()> {
+    /// Reject `--x`/`--y` without `--plot` (they would have no effect), an `--x` that is no
+    /// option, an unknown file type or a missing font before anything runs.
+    pub fn check(&self) -> Result<()> {
+        if self.plot.is_none() {
+            let axis = if self.x.is_some() {
+                Some("--x")
+            } else if !self.y.is_empty() {
+                Some("--y")
+            } else {
+                None
+            };
+            if let Some(flag) = axis {
+                anyhow::bail!("{flag}: has no effect without --plot FILE.svg|FILE.png");
+            }
+        }
         if let Some(p) = &self.plot {
             sim::plot::check_target(p)?;
         }
@@ -63,14 +75,24 @@ impl PlotArgs {
         Ok(())
     }
 
+    /// Whether any plot option was given.
+    pub fn is_given(&self) -> bool {
+        self.plot.is_some() || self.x.is_some() || !self.y.is_empty()
+    }
+
     /// Draw `rows` (each run's options and its result) if `--plot` was given.
     pub fn draw(&self, rows: &[sim::plot::Row], title: &str) -> Result<()> {
         let Some(path) = &self.plot else {
             return Ok(());
         };
         let x = self.x.as_deref().map(|x| x.replace('-', "_"));
-        let chart =
-            sim::plot::auto_chart(rows, x.as_deref(), &self.y, title, &sim::sweep::key_names())?;
+        let default_y = ["erasures".to_string()];
+        let y = if self.y.is_empty() {
+            &default_y[..]
+        } else {
+            &self.y[..]
+        };
+        let chart = sim::plot::auto_chart(rows, x.as_deref(), y, title, &sim::sweep::key_names())?;
         chart.render(path)
     }
 }

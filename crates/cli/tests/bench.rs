@@ -111,3 +111,23 @@ fn bad_options_are_one_line_errors() {
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+#[test]
+fn sizes_out_of_range_are_errors_not_clamped() {
+    for (args, needle) in [
+        (vec!["--warm", "18446744073709551616"], "--warm"),
+        (vec!["--written", "18446744073709551616"], "--written"),
+        (vec!["--warm", "100.5"], "--warm"),
+    ] {
+        let mut a = vec!["bench"];
+        a.extend(args.iter().copied());
+        let o = flashkit(&a);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.starts_with("flashkit: ") && err.contains(needle),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+}

@@ -476,3 +476,74 @@ fn devices_too_large_for_ram_are_one_line_errors() {
         );
     }
 }
+
+/// clap's own errors follow the contract too: one `flashkit: …` line (exit code 2), with
+/// clap's hints folded in; help and version print as usual.
+#[test]
+fn argument_errors_are_one_line() {
+    for (args, needles) in [
+        (
+            vec!["sim", "--blocks", "1.5"],
+            vec!["flashkit: invalid value '1.5' for '--blocks <N>'"],
+        ),
+        (
+            vec!["sim", "--in-order", "maybe"],
+            vec![
+                "'maybe' for '--in-order <BOOL>'",
+                "possible values: true, false",
+            ],
+        ),
+        (
+            vec!["sim", "--page-size", "4294967296"],
+            vec!["'4294967296' for '--page-size <BYTES>'"],
+        ),
+        (
+            vec!["sim", "--writen", "1MiB"],
+            vec!["unexpected argument '--writen'", "'--written'"],
+        ),
+        (vec!["nope"], vec!["unrecognized subcommand 'nope'"]),
+        (vec!["sweep"], vec!["<SPEC>"]),
+    ] {
+        let o = flashkit(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err:?}");
+        assert!(err.starts_with("flashkit: "), "{args:?}: {err}");
+        assert!(!err.contains("error:"), "{args:?}: {err}");
+        for n in needles {
+            assert!(err.contains(n), "{args:?}: {err} lacks {n:?}");
+        }
+    }
+    // Negative numbers reach the option's own check.
+    fails_with(flashkit(["sim", "--seed", "-1"]), "--seed: '-1'");
+    fails_with(flashkit(["sim", "--written", "-1"]), "--written: '-1'");
+    for args in [vec!["--help"], vec!["sim", "--help"], vec!["--version"]] {
+        let o = ok(flashkit(&args));
+        assert!(!stdout(&o).is_empty(), "{args:?}");
+        assert!(stderr(&o).is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn bad_block_lists_quote_the_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("b.img");
+    let img = img.to_str().unwrap();
+    let format = |list: &str| {
+        flashkit([
+            "nand",
+            "format",
+            img,
+            "--device",
+            "nandsim-256m",
+            &format!("--bad-blocks={list}"),
+        ])
+    };
+    fails_with(format("-1"), "--bad-blocks: '-1' is not a block number");
+    fails_with(format("1,x-3"), "--bad-blocks: 'x-3' is not a block number");
+    fails_with(format("0-4294967295"), "block 4294967295 out of range");
+    fails_with(
+        flashkit(["sim", "--cat-age", "clamp:0"]),
+        "--cat-age: CAT age transform 'clamp:0': the clamp X of clamp:X must be > 0",
+    );
+}

@@ -164,3 +164,69 @@ fn read_refuses_to_overwrite_the_image() {
         "the image was modified"
     );
 }
+
+/// Offsets and lengths are exact byte counts: a fraction of a byte or a value past 2^64 is
+/// an error naming the flag (never rounded or clamped), and values above 2^53 keep every
+/// byte.
+#[test]
+fn offsets_and_lengths_are_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("i.img");
+    let img = img.to_str().unwrap();
+    run_ok(&[
+        "nand",
+        "format",
+        img,
+        "--device",
+        "nandsim-256m",
+        "--blocks",
+        "32",
+    ]);
+    run_ok(&["fms", "format", img, "--block-size", "1KiB"]);
+    let input = dir.path().join("in.bin");
+    std::fs::write(&input, pattern(1024, 7)).unwrap();
+    let input = input.to_str().unwrap();
+    let fails = |args: &[&str], needles: &[&str]| {
+        let out = flashkit(args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("flashkit: "), "{err}");
+        for n in needles {
+            assert!(err.contains(n), "{args:?}: {err} lacks {n:?}");
+        }
+    };
+    fn write<'a>(img: &'a str, input: &'a str, offset: &'a str) -> Vec<&'a str> {
+        vec!["fms", "write", img, "--input", input, "--offset", offset]
+    }
+    fails(
+        &write(img, input, "511.6"),
+        &["--offset", "'511.6'", "whole number of bytes"],
+    );
+    fails(
+        &["fms", "read", img, "--length", "100.4"],
+        &["--length", "'100.4'", "whole number of bytes"],
+    );
+    // A multiple of 512 above 2^53 is read exactly (and does not fit the device).
+    fails(
+        &write(img, input, "18446744073709551104"),
+        &["at offset 18446744073709551104 do not fit"],
+    );
+    fails(
+        &["fms", "read", img, "--length", "18446744073709551616"],
+        &["--length", "too large"],
+    );
+    fails(
+        &write(img, input, "18446744073709551616"),
+        &["--offset", "too large"],
+    );
+    fails(
+        &["fms", "format", img, "--block-size", "18446744073709551616"],
+        &["--block-size", "too large"],
+    );
+    // Whole numbers of bytes with a fraction of a unit still work.
+    run_ok(&write(img, input, "0.5KiB"));
+    let out = flashkit(["fms", "read", img, "--offset", "512", "--length", "0.25KiB"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(out.stdout, pattern(1024, 7)[..256]);
+}

@@ -461,3 +461,256 @@ fn sweep_runs_traces_with_trace_keys() {
         &["s.toml:1: trace_format"],
     );
 }
+
+/// Resuming never destroys what is in `--out`: only a torn last line (no newline) is cut;
+/// a file that is not this sweep's results is refused by file and line, byte for byte
+/// unchanged.
+#[test]
+fn resume_refuses_files_that_are_not_its_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("s.toml");
+    let body = "policy = [\"greedy\", \"cat\"]\nwritten = \"256KiB\"\n";
+    std::fs::write(&spec, body).unwrap();
+    let sp = path_str(&spec);
+    let refused = |out: &Path, needles: &[&str]| {
+        let before = std::fs::read(out).unwrap();
+        fails_with(flashkit(["sweep", sp, "--out", path_str(out)]), needles);
+        assert_eq!(
+            before,
+            std::fs::read(out).unwrap(),
+            "{} changed",
+            out.display()
+        );
+    };
+    // The spec itself (also by another name).
+    refused(&spec, &["--out", "is the sweep spec"]);
+    let other_name = dir.path().join(".").join("s.toml");
+    refused(&other_name, &["--out", "is the sweep spec"]);
+    assert_eq!(std::fs::read_to_string(&spec).unwrap(), body);
+    // A `sim --json` report (pretty JSON).
+    let prev = dir.path().join("prev.json");
+    let o = ok(flashkit([
+        "sim",
+        "--policy",
+        "greedy",
+        "--written",
+        "256KiB",
+        "--json",
+    ]));
+    std::fs::write(&prev, &o.stdout).unwrap();
+    refused(
+        &prev,
+        &[&format!("{}:1: not a sweep result", path_str(&prev))],
+    );
+    // A bad line between two results: nothing after it is lost.
+    let good = dir.path().join("good.jsonl");
+    ok(flashkit(["sweep", sp, "--out", path_str(&good)]));
+    let ls = lines(&good);
+    assert_eq!(ls.len(), 2);
+    let mixed = dir.path().join("mixed.jsonl");
+    std::fs::write(&mixed, format!("{}\nnot json\n{}\n", ls[0], ls[1])).unwrap();
+    refused(
+        &mixed,
+        &[&format!("{}:2: not a sweep result", path_str(&mixed))],
+    );
+    // Results of another sweep.
+    let other = dir.path().join("other.toml");
+    std::fs::write(&other, "policy = \"cost-benefit\"\nwritten = \"256KiB\"\n").unwrap();
+    let theirs = dir.path().join("theirs.jsonl");
+    ok(flashkit([
+        "sweep",
+        path_str(&other),
+        "--out",
+        path_str(&theirs),
+    ]));
+    refused(&theirs, &[":1: job ", "not in this sweep's grid"]);
+    // A one-line file without a newline that is no result is not taken for a torn one.
+    let note = dir.path().join("note.txt");
+    std::fs::write(&note, "keep me").unwrap();
+    refused(&note, &[":1: not a sweep result"]);
+    // A last result that only lacks its newline is kept (and terminated).
+    let full = std::fs::read(&good).unwrap();
+    let unterminated = dir.path().join("unterminated.jsonl");
+    std::fs::write(&unterminated, &full[..full.len() - 1]).unwrap();
+    let o = ok(flashkit(["sweep", sp, "--out", path_str(&unterminated)]));
+    assert!(
+        text(&o.stderr).contains("2 of 2 jobs already done"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(std::fs::read(&unterminated).unwrap(), full);
+    // Outputs that would overwrite each other.
+    fails_with(
+        flashkit([
+            "sweep",
+            sp,
+            "--out",
+            path_str(&good),
+            "--csv",
+            path_str(&good),
+        ]),
+        &["--csv", "also the --out file"],
+    );
+    fails_with(
+        flashkit(["sweep", sp, "--csv", sp]),
+        &["--csv", "is the sweep spec"],
+    );
+    assert_eq!(std::fs::read(&good).unwrap(), full);
+    assert_eq!(std::fs::read_to_string(&spec).unwrap(), body);
+}
+
+/// A job that fails is named by the spec file (and its values when the grid has several).
+#[test]
+fn failed_jobs_are_named_by_spec_and_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("s.toml");
+    let sp = path_str(&spec);
+    std::fs::write(
+        &spec,
+        "policy = \"greedy\"\nfill = 0.97\nwritten = \"256KiB\"\n",
+    )
+    .unwrap();
+    fails_with(
+        flashkit(["sweep", sp]),
+        &[&format!(
+            "1 of 1 jobs failed (not written, a rerun retries them); first: {sp}: fill:"
+        )],
+    );
+    std::fs::write(
+        &spec,
+        "policy = \"greedy\"\nfill = [0.5, 0.97]\nwritten = \"256KiB\"\n",
+    )
+    .unwrap();
+    fails_with(
+        flashkit(["sweep", sp]),
+        &[&format!("first: {sp} [fill=0.97]: fill:")],
+    );
+}
+
+/// Integer options are range-checked, never cut to 32 bits; durations and sizes past what
+/// device time and 64-bit bytes hold are errors, never clamped.
+#[test]
+fn out_of_range_numbers_are_errors() {
+    let sim = |extra: &[&str]| {
+        let mut a = vec!["sim", "--policy", "greedy", "--written", "256KiB"];
+        a.extend(extra);
+        flashkit(a)
+    };
+    fails_with(
+        sim(&["--wear-threshold", "4294967296"]),
+        &["--wear-threshold: 4294967296 is too large"],
+    );
+    fails_with(
+        sim(&["--low-water", "4294967297", "--high-water", "4294967299"]),
+        &["--low-water: 4294967297 is too large"],
+    );
+    fails_with(
+        sim(&["--high-water", "4294967299"]),
+        &["--high-water: 4294967299 is too large"],
+    );
+    fails_with(
+        sim(&[
+            "--regions",
+            "2",
+            "--region-threshold",
+            "99999999999999999999999d",
+        ]),
+        &["--region-threshold", "duration too long"],
+    );
+    for flag in ["--block-size", "--unit"] {
+        fails_with(sim(&[flag, "18446744073709551616"]), &[flag, "too large"]);
+    }
+    fails_with(
+        flashkit(["sim", "--written", "18446744073709551616"]),
+        &["--written", "too large"],
+    );
+    fails_with(
+        sim(&["--block-size", "4096.5"]),
+        &["--block-size", "whole number of bytes"],
+    );
+    // The largest threshold means "never swap".
+    let v = json(&ok(sim(&[
+        "--wear-threshold",
+        "4294967295",
+        "--json",
+        "--written",
+        "4MiB",
+    ])));
+    assert_eq!(v[0]["wear_swaps"], 0, "{}", v[0]);
+    assert_eq!(v[0]["wear_threshold"], 4294967295u64, "{}", v[0]);
+    // The same checks in a sweep file, by line.
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("s.toml");
+    let sp = path_str(&spec);
+    std::fs::write(&spec, "policy = \"greedy\"\nwear_threshold = 4294967296\n").unwrap();
+    fails_with(
+        flashkit(["sweep", sp]),
+        &[&format!("{sp}:2: wear_threshold: 4294967296 is too large")],
+    );
+}
+
+/// An option given that changes nothing is an error saying why; defaults are fine.
+#[test]
+fn options_without_effect_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&trace),
+        "--format",
+        "msr",
+        "--requests",
+        "200",
+        "--space",
+        "4MiB",
+    ]));
+    let w = format!("trace:{}", path_str(&trace));
+    fails_with(
+        flashkit(["sim", "--workload", &w, "--written", "1MiB"]),
+        &["--written: has no effect", "trace workload"],
+    );
+    fails_with(
+        flashkit(["sim", "--workload", &w, "--unit", "8KiB"]),
+        &["--unit: has no effect"],
+    );
+    fails_with(
+        flashkit(["sim", "--arrival", "trace", "--written", "256KiB"]),
+        &["--arrival: has no effect", "time stamps"],
+    );
+    fails_with(
+        flashkit(["sim", "--trace-map", "compact", "--written", "256KiB"]),
+        &["--trace-map: has no effect"],
+    );
+    fails_with(
+        flashkit(["sim", "--policy", "greedy", "--cb-age", "invalidation"]),
+        &["--cb-age: has no effect", "cost-benefit"],
+    );
+    fails_with(
+        flashkit(["sim", "--y", "wear_stddev", "--written", "256KiB"]),
+        &["--y: has no effect without --plot"],
+    );
+    fails_with(
+        flashkit(["sim", "--x", "fill", "--written", "256KiB"]),
+        &["--x: has no effect without --plot"],
+    );
+    fails_with(
+        flashkit(["bench", "--y", "wear_stddev"]),
+        &["bench does not draw figures"],
+    );
+    // Given values that apply to some job of the grid, and defaults, are fine.
+    ok(flashkit([
+        "sim",
+        "--workload",
+        &w,
+        "--workload",
+        "random",
+        "--written",
+        "256KiB",
+        "--arrival",
+        "trace",
+        "--policy",
+        "greedy",
+    ]));
+    ok(flashkit(["sim", "--workload", &w, "--policy", "greedy"]));
+}

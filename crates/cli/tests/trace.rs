@@ -517,12 +517,17 @@ fn a_zero_space_is_refused() {
         "1MiB",
     ]));
     // trace stats used to print "0.0% of the space".
-    for space in ["0", "0KiB", "0.0001"] {
+    for space in ["0", "0KiB"] {
         fails_with(
             flashkit(["trace", "stats", path_str(&t), "--space", space]),
             "--space: must be more than 0 bytes",
         );
     }
+    // Sizes are exact: a fraction of a byte is not rounded to 0.
+    fails_with(
+        flashkit(["trace", "stats", path_str(&t), "--space", "0.0001"]),
+        "--space: '0.0001': not a whole number of bytes",
+    );
     ok(flashkit(["trace", "stats", path_str(&t), "--space", "1"]));
     // trace generate refuses it for every workload.
     let out = dir.path().join("g.spc");
@@ -542,4 +547,32 @@ fn a_zero_space_is_refused() {
             "space: ",
         );
     }
+}
+
+#[test]
+fn generate_refuses_units_beyond_a_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g.csv");
+    let gen = |unit: &str, space: &str| {
+        flashkit([
+            "trace",
+            "generate",
+            path_str(&out),
+            "--format",
+            "msr",
+            "--requests",
+            "1",
+            "--unit",
+            unit,
+            "--space",
+            space,
+        ])
+    };
+    // 4 TiB is 2^33 sectors: more than a record's 32-bit count, not cut to 0.
+    fails_with(
+        gen("4TiB", "8TiB"),
+        "unit: 4398046511104 bytes is too large",
+    );
+    fails_with(gen("18446744073709551616", "8TiB"), "--unit");
+    fails_with(gen("4KiB", "1.1KiB"), "--space");
 }

@@ -388,6 +388,16 @@ fn wear_swap_bounds_the_erase_count_spread() {
         hi - lo > 30,
         "without levelling cold segments stay fresh ({lo}..{hi})"
     );
+    // The largest threshold means "never": no overflow in the comparison makes it swap.
+    let never = fill(&FmsConfig {
+        wear_threshold: Some(u32::MAX),
+        ..cfg.clone()
+    });
+    assert_eq!(
+        never.stats().wear_swaps,
+        0,
+        "threshold u32::MAX never swaps"
+    );
     let threshold = 8;
     let with = fill(&FmsConfig {
         wear_threshold: Some(threshold),

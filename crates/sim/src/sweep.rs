@@ -19,7 +19,7 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -143,8 +143,22 @@ fn override_(d: &mut Draft, key: &'static str, v: &Value) {
     }
 }
 
+/// A whole number for a 32-bit field: larger values are errors, never cut to 32 bits.
+fn fits_u32(v: &Value) -> std::result::Result<Value, String> {
+    match v.as_u64() {
+        Some(x) if u32::try_from(x).is_err() => {
+            Err(format!("{x} is too large (at most {})", u32::MAX))
+        }
+        _ => Ok(v.clone()),
+    }
+}
+
+/// The value of a key checked by [`fits_u32`] (or a size checked to fit 32 bits).
 fn u32_of(v: &Value) -> u32 {
-    v.as_u64().unwrap_or(0) as u32
+    match v.as_u64().map(u32::try_from) {
+        Some(Ok(x)) => x,
+        _ => unreachable!("checked to fit 32 bits: {v}"),
+    }
 }
 
 macro_rules! key {
@@ -183,29 +197,29 @@ pub const KEYS: &[KeyDef] = &[
         }),
         |v, d| d.device_file = v.as_str().map(String::from)
     ),
-    key!("blocks", OptInt, "none", ok, |v, d| override_(
+    key!("blocks", OptInt, "none", fits_u32, |v, d| override_(
         d, "blocks", v
     )),
-    key!("page_size", OptInt, "none", ok, |v, d| override_(
+    key!("page_size", OptInt, "none", fits_u32, |v, d| override_(
         d,
         "page_size",
         v
     )),
-    key!("spare_size", OptInt, "none", ok, |v, d| override_(
+    key!("spare_size", OptInt, "none", fits_u32, |v, d| override_(
         d,
         "spare_size",
         v
     )),
-    key!("pages_per_block", OptInt, "none", ok, |v, d| override_(
-        d,
-        "pages_per_block",
-        v
+    key!("pages_per_block", OptInt, "none", fits_u32, |v, d| {
+        override_(d, "pages_per_block", v)
+    }),
+    key!("nop", OptInt, "none", fits_u32, |v, d| override_(
+        d, "nop", v
     )),
-    key!("nop", OptInt, "none", ok, |v, d| override_(d, "nop", v)),
     key!("in_order", OptBool, "none", ok, |v, d| override_(
         d, "in_order", v
     )),
-    key!("endurance", OptInt, "none", ok, |v, d| override_(
+    key!("endurance", OptInt, "none", fits_u32, |v, d| override_(
         d,
         "endurance",
         v
@@ -410,18 +424,24 @@ pub const KEYS: &[KeyDef] = &[
         .fms
         .readonly_separation =
         v.as_bool().unwrap_or(true)),
-    key!("wear_threshold", OptInt, "none", ok, |v, d| d
+    key!("wear_threshold", OptInt, "none", fits_u32, |v, d| d
         .cfg
         .fms
         .wear_threshold =
-        v.as_u64().map(|x| x as u32)),
+        v.as_u64().map(|_| u32_of(v))),
     key!("write_erase_ratio", Float, "0.75", positive, |v, d| d
         .cfg
         .write_erase_ratio =
         v.as_f64().unwrap_or(0.75)),
-    key!("low_water", Int, "2", ok, |v, d| d.cfg.fms.low_water =
+    key!("low_water", Int, "2", fits_u32, |v, d| d
+        .cfg
+        .fms
+        .low_water =
         u32_of(v)),
-    key!("high_water", Int, "3", ok, |v, d| d.cfg.fms.high_water =
+    key!("high_water", Int, "3", fits_u32, |v, d| d
+        .cfg
+        .fms
+        .high_water =
         u32_of(v)),
     key!(
         "cat_age",
@@ -469,33 +489,66 @@ pub fn default_of(name: &str) -> &'static str {
     keydef(name).map_or("", |k| k.default)
 }
 
-/// Parse a byte size: `4096`, `4KiB`, `4K`, `192MiB`, `1.5GiB` (binary units; K/M/G and
-/// KB/MB/GB are read as binary too, as storage tools usually do).
+/// Parse a byte size: `4096`, `4KiB`, `4K`, `192MiB`, `1.5GiB` (binary units; K/M/G/T and
+/// KB/MB/GB/TB are read as binary too, as storage tools usually do). The value is exact: the
+/// integer part times the unit must fit in 64 bits, and a fractional part is allowed only
+/// when it makes a whole number of bytes (`1.5KiB` is 1536; `0.3B` and `511.6` are errors).
 pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
     let t = s.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}': not a size (e.g. 4096, 4KiB, 192MiB)"))?;
-    let mul: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
+        return Err(format!("'{s}': not a size (e.g. 4096, 4KiB, 192MiB)"));
+    }
+    // The unit as a power of two.
+    let shift: u32 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
         _ => return Err(format!("'{s}': unknown size unit '{unit}'")),
     };
-    let bytes = v * mul as f64;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
-        return Err(format!("'{s}': size out of range"));
+    let too_large = || format!("'{s}': size too large (at most {} bytes)", u64::MAX);
+    // Only digits are left, so a failed parse is an overflow.
+    let whole = match int.trim_start_matches('0') {
+        "" => 0,
+        digits => digits.parse::<u64>().map_err(|_| too_large())?,
+    };
+    let whole = whole.checked_mul(1 << shift).ok_or_else(too_large)?;
+    // The fraction 0.F times 2^shift bytes is F / 10^n * 2^shift = (F / 5^n) * 2^(shift - n):
+    // whole only when 5^n divides F and n <= shift (F without trailing zeros ends in a
+    // digit other than 0, so a larger n always leaves a fraction of a byte).
+    let frac = frac.trim_end_matches('0');
+    let mut part = 0u64;
+    if !frac.is_empty() {
+        let n = frac.len() as u32;
+        let not_whole = || format!("'{s}': not a whole number of bytes");
+        if n > shift {
+            return Err(not_whole());
+        }
+        let five_n = 5u128.pow(n); // n <= 40: fits
+        let (mut q, mut r) = (0u128, 0u128);
+        for d in frac.bytes() {
+            r = r * 10 + u128::from(d - b'0');
+            q = q * 10 + r / five_n;
+            r %= five_n;
+        }
+        if r != 0 {
+            return Err(not_whole());
+        }
+        // q < 10^n / 5^n = 2^n, so q << (shift - n) < 2^shift <= 2^40.
+        part = u64::try_from(q << (shift - n)).map_err(|_| too_large())?;
     }
-    Ok(bytes.round() as u64)
+    whole.checked_add(part).ok_or_else(too_large)
 }
 
 /// Parse a duration: `30m`, `84m`, `2h`, `90s`, `500ms`, `1d`; a bare number is seconds.
+/// Errors when the value is not finite or above [`MAX_DURATION_S`] (device time is counted
+/// in 64-bit picoseconds).
 pub fn parse_duration_s(s: &str) -> std::result::Result<f64, String> {
     let t = s.trim();
     let split = t
@@ -514,7 +567,26 @@ pub fn parse_duration_s(s: &str) -> std::result::Result<f64, String> {
         "d" => 86400.0,
         _ => return Err(format!("'{s}': unknown duration unit '{unit}'")),
     };
-    Ok(v * mul)
+    check_duration_s(v * mul).map_err(|e| format!("'{s}': {e}"))
+}
+
+/// The longest duration device time can hold: 2^64 - 1 picoseconds, about 213 days.
+pub const MAX_DURATION_S: f64 = u64::MAX as f64 / 1e12;
+
+/// A duration in seconds that converts to picoseconds without clamping.
+fn check_duration_s(v: f64) -> std::result::Result<f64, String> {
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("{v} is not a duration (>= 0 seconds)"));
+    }
+    // `u64::MAX as f64` rounds up to 2^64, so `<` keeps the picoseconds below it.
+    if v * 1e12 >= u64::MAX as f64 {
+        return Err(format!(
+            "duration too long (at most {}s, about {} days)",
+            (MAX_DURATION_S * 1e3).floor() / 1e3,
+            (MAX_DURATION_S / 86400.0).floor()
+        ));
+    }
+    Ok(v)
 }
 
 /// Read one scalar as the key's kind, giving its canonical JSON value.
@@ -578,8 +650,8 @@ fn canonical(def: &KeyDef, s: &Scalar) -> std::result::Result<Value, String> {
         Kind::OptBool => boolean(&text)?,
         Kind::OptDuration if none => Value::Null,
         Kind::OptDuration => match s {
-            Scalar::Int(i) => Value::from(*i as f64),
-            Scalar::Float(f) => Value::from(*f),
+            Scalar::Int(i) => Value::from(check_duration_s(*i as f64)?),
+            Scalar::Float(f) => Value::from(check_duration_s(*f)?),
             Scalar::Text(_) => Value::from(parse_duration_s(&text)?),
             Scalar::Bool(_) => return Err(format!("'{text}' is not a duration")),
         },
@@ -810,7 +882,82 @@ impl Spec {
                 idx[i] = 0;
             }
         }
+        self.check_effects(&jobs)?;
         Ok(jobs)
+    }
+
+    /// Every value given for a key must change at least one job: an option that would be
+    /// silently ignored (`written` with a trace workload, `arrival = "trace"` without one,
+    /// `cb_age` without the cost-benefit policy, ...) is an error saying why. Keys left at
+    /// their defaults are not checked.
+    fn check_effects(&self, jobs: &[Job]) -> Result<()> {
+        for (key, entry) in &self.entries {
+            for v in &entry.values {
+                let mut reason = None;
+                for j in jobs.iter().filter(|j| j.options.get(*key) == Some(v)) {
+                    match no_effect(key, v, &j.options) {
+                        Some(r) => reason = Some(r),
+                        None => {
+                            reason = None;
+                            break;
+                        }
+                    }
+                }
+                if let Some(why) = reason {
+                    let what = if entry.values.len() > 1 {
+                        format!("{} has no effect", value_text(v))
+                    } else {
+                        "has no effect".to_string()
+                    };
+                    return Err(located(key, &entry.origin, format!("{what}: {why}")));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A canonical value as written in a flag (`none` for null, strings unquoted).
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "none".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Why `key` set to `value` changes nothing in a job with these `options` (`None`: it
+/// does change it).
+fn no_effect(key: &str, value: &Value, options: &BTreeMap<String, Value>) -> Option<&'static str> {
+    let text = |k: &str| options.get(k).and_then(Value::as_str).unwrap_or_default();
+    let trace = text("workload").starts_with("trace:");
+    let policy = text("policy");
+    let dac = options.get("regions").and_then(Value::as_u64).unwrap_or(1) > 1;
+    match key {
+        "written" | "unit" if trace => {
+            Some("a trace workload (trace:FILE) brings its own requests and their sizes")
+        }
+        "arrival" if !trace && value.as_str() == Some("trace") => Some(
+            "only trace workloads have time stamps (synthetic requests use closed or poisson:RATE)",
+        ),
+        "trace_format" | "trace_disk" | "trace_asu" | "blkparse_action" | "trace_time_unit"
+        | "trace_limit" | "skip_bad_lines" | "trace_map"
+            if !trace =>
+        {
+            Some("it applies to trace workloads (trace:FILE) only")
+        }
+        "cat_age" if !matches!(policy, "cat" | "adaptive") => {
+            Some("it applies to the cat and adaptive policies only")
+        }
+        "cb_age" if policy != "cost-benefit" => Some("it applies to the cost-benefit policy only"),
+        "adaptive_window" | "adaptive_threshold" if policy != "adaptive" => {
+            Some("it applies to the adaptive policy only")
+        }
+        "region_threshold" | "region_select" if !dac => {
+            Some("it applies to DAC (regions > 1) only")
+        }
+        "redistribution" if dac => Some("DAC regions (regions > 1) replace the redistribution"),
+        _ => None,
     }
 }
 
@@ -998,47 +1145,82 @@ impl Record {
     }
 }
 
-/// The records already in a JSON-lines file, by job id. A torn or unreadable line (an
-/// interrupted write) ends the usable part: the file is cut back to the last good line so
-/// appending continues cleanly. Returns the records and the number of bytes dropped.
-pub fn load_done(path: &Path) -> Result<(BTreeMap<String, Record>, u64)> {
+/// The records already in a sweep's JSON-lines results file, by job id, for resuming the
+/// sweep of `jobs`. Every complete line must be a result of one of `jobs` (blank lines
+/// aside): anything else (another sweep's results, a spec, a report) is an error naming
+/// the file and line, and the file is left as it is. Only a last line without its newline
+/// that is the start of a result (an interrupted write) is cut off, so appending continues
+/// cleanly; a last result that only lacks its newline gets one. Returns the records and
+/// the number of bytes cut off.
+pub fn load_done(path: &Path, jobs: &[Job]) -> Result<(BTreeMap<String, Record>, u64)> {
     let ctx = || format!("results file {}", path.display());
     let data = match std::fs::read(path) {
         Ok(d) => d,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((BTreeMap::new(), 0)),
         Err(e) => return Err(e).with_context(ctx),
     };
+    let ids: std::collections::BTreeSet<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
     let mut done = BTreeMap::new();
-    let mut good = 0usize;
+    // Where a torn last line starts, and whether a whole last record lacks its newline.
+    let mut torn: Option<usize> = None;
+    let mut unterminated = false;
     let mut pos = 0usize;
+    let mut line_no = 0usize;
     while pos < data.len() {
-        let Some(nl) = data[pos..].iter().position(|&b| b == b'\n') else {
-            break; // torn last line
+        line_no += 1;
+        let (line, end, complete) = match data[pos..].iter().position(|&b| b == b'\n') {
+            Some(nl) => (&data[pos..pos + nl], pos + nl + 1, true),
+            None => (&data[pos..], data.len(), false),
         };
-        let line = &data[pos..pos + nl];
         if line.iter().all(u8::is_ascii_whitespace) {
-            pos += nl + 1;
-            good = pos;
+            pos = end;
             continue;
         }
-        match serde_json::from_slice::<Record>(line) {
+        let record = match serde_json::from_slice::<Record>(line) {
+            Ok(r) if ids.contains(r.job.as_str()) => Ok(r),
+            Ok(r) => Err(format!("job {} is not in this sweep's grid", r.job)),
+            Err(_) => Err("not a sweep result (a JSON line with job and options)".to_string()),
+        };
+        match record {
             Ok(r) => {
+                unterminated = !complete;
                 done.insert(r.job.clone(), r);
-                pos += nl + 1;
-                good = pos;
             }
-            Err(_) => break,
+            Err(_) if !complete && is_torn_record(line) => torn = Some(pos),
+            Err(why) => anyhow::bail!(
+                "{}:{line_no}: {why}: the file is not this sweep's results and was left \
+                 unchanged (give --out a new file)",
+                path.display()
+            ),
         }
+        pos = end;
     }
-    let dropped = (data.len() - good) as u64;
-    if dropped > 0 {
-        let f = std::fs::OpenOptions::new()
+    let open = || {
+        std::fs::OpenOptions::new()
             .write(true)
             .open(path)
-            .with_context(ctx)?;
-        f.set_len(good as u64).with_context(ctx)?;
+            .with_context(ctx)
+    };
+    let dropped = match torn {
+        Some(at) => {
+            open()?.set_len(at as u64).with_context(ctx)?;
+            (data.len() - at) as u64
+        }
+        None => 0,
+    };
+    if unterminated {
+        let mut f = open()?;
+        f.seek(std::io::SeekFrom::End(0)).with_context(ctx)?;
+        f.write_all(b"\n").with_context(ctx)?;
     }
     Ok((done, dropped))
+}
+
+/// Whether `line` can be what an interrupted write of a record left: the start of
+/// `{"job":"…` (records are written with the job id first).
+fn is_torn_record(line: &[u8]) -> bool {
+    const HEAD: &[u8] = br#"{"job":""#;
+    line.starts_with(HEAD) || HEAD.starts_with(line)
 }
 
 /// Run `jobs` on `threads` worker threads (all cores when `None`), calling `done` with
@@ -1148,7 +1330,7 @@ mod tests {
     #[test]
     fn flags_and_file_agree() {
         let f = spec(
-            "policy = \"cat\"\nwritten = \"1MiB\"\nblock_size = 4096\nregion_threshold = \"30m\"\n",
+            "policy = \"cat\"\nwritten = \"1MiB\"\nblock_size = 4096\nregions = 2\nregion_threshold = \"30m\"\n",
         )
         .unwrap()
         .expand()
@@ -1157,6 +1339,7 @@ mod tests {
         s.set_flag("policy", &["cat"]).unwrap();
         s.set_flag("written", &["1024KiB"]).unwrap();
         s.set_flag("block-size", &["4KiB"]).unwrap();
+        s.set_flag("regions", &["2"]).unwrap();
         s.set_flag("region-threshold", &["1800"]).unwrap();
         let g = s.expand().unwrap();
         assert_eq!(f.len(), 1);
@@ -1216,6 +1399,159 @@ mod tests {
         let mut s = Spec::new();
         let e = s.set_flag("unit", &["1000"]).err().unwrap().to_string();
         assert!(e.starts_with("--unit:"), "{e}");
+    }
+
+    #[test]
+    fn sizes_are_exact() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("4KiB"), Ok(4096));
+        assert_eq!(parse_size("4 k"), Ok(4096));
+        assert_eq!(parse_size("192MiB"), Ok(192 << 20));
+        assert_eq!(parse_size("1.5KiB"), Ok(1536));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size(".5K"), Ok(512));
+        assert_eq!(parse_size("2."), Ok(2));
+        assert_eq!(parse_size("1.250KiB"), Ok(1280));
+        // 2^-30 GiB is one byte, written out exactly.
+        assert_eq!(parse_size("0.000000000931322574615478515625GiB"), Ok(1));
+        assert_eq!(parse_size("16777215TiB"), Ok(16_777_215 << 40));
+        // Above 2^53, where f64 loses bytes.
+        assert_eq!(
+            parse_size("18446744073709551104"),
+            Ok(18_446_744_073_709_551_104)
+        );
+        assert_eq!(parse_size("18446744073709551615"), Ok(u64::MAX));
+        // Fractions of a byte are errors, not rounded.
+        for s in ["511.6", "100.4", "0.3B", "1.0000000001GiB", "0.1KiB"] {
+            let e = parse_size(s).unwrap_err();
+            assert!(e.contains("not a whole number of bytes"), "{s}: {e}");
+        }
+        // Overflow is an error, not clamped.
+        for s in [
+            "18446744073709551616",
+            "16777216TiB",
+            "99999999999999999999999",
+        ] {
+            let e = parse_size(s).unwrap_err();
+            assert!(e.contains("too large"), "{s}: {e}");
+        }
+        for s in ["", ".", "-1", "1.2.3", "KiB", "4XB", "1e3"] {
+            assert!(parse_size(s).is_err(), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn durations_do_not_overflow_device_time() {
+        assert_eq!(parse_duration_s("213d"), Ok(213.0 * 86400.0));
+        for s in ["214d", "99999999999999999999999d"] {
+            let e = parse_duration_s(s).unwrap_err();
+            assert!(e.contains("duration too long"), "{s}: {e}");
+        }
+        let e = spec("regions = 2\nregion_threshold = -5\n")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.starts_with("s.toml:2: region_threshold"), "{e}");
+        let e = spec("regions = 2\nregion_threshold = inf\n")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.starts_with("s.toml:2: region_threshold"), "{e}");
+        let e = spec("regions = 2\nregion_threshold = 1e30\n")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("duration too long"), "{e}");
+    }
+
+    #[test]
+    fn integers_for_32_bit_fields_are_not_truncated() {
+        for key in [
+            "wear_threshold",
+            "low_water",
+            "high_water",
+            "blocks",
+            "page_size",
+            "spare_size",
+            "pages_per_block",
+            "nop",
+            "endurance",
+        ] {
+            let e = spec(&format!("{key} = 4294967297\n"))
+                .err()
+                .unwrap_or_else(|| panic!("{key} accepted 2^32 + 1"))
+                .to_string();
+            assert!(
+                e.starts_with(&format!("s.toml:1: {key}: 4294967297 is too large")),
+                "{e}"
+            );
+            let mut s = Spec::new();
+            let e = s.set_flag(key, &["4294967296"]).unwrap_err().to_string();
+            assert!(e.contains("too large"), "{e}");
+        }
+        let j = spec("wear_threshold = 4294967295\npolicy = \"greedy\"\n")
+            .unwrap()
+            .expand()
+            .unwrap();
+        assert_eq!(j[0].config.fms.wear_threshold, Some(u32::MAX));
+        let j = spec("low_water = 5\nhigh_water = 7\npolicy = \"greedy\"\n")
+            .unwrap()
+            .expand()
+            .unwrap();
+        assert_eq!(
+            (j[0].config.fms.low_water, j[0].config.fms.high_water),
+            (5, 7)
+        );
+    }
+
+    #[test]
+    fn options_without_effect_are_errors() {
+        let err = |text: &str| spec(text).unwrap().expand().err().unwrap().to_string();
+        let e = err("workload = \"trace:t.csv\"\nwritten = \"1MiB\"\n");
+        assert!(
+            e.starts_with("s.toml:2: written: has no effect: a trace workload"),
+            "{e}"
+        );
+        let e = err("unit = \"8KiB\"\nworkload = \"trace:t.csv\"\n");
+        assert!(e.starts_with("s.toml:1: unit: has no effect"), "{e}");
+        let e = err("arrival = \"trace\"\nworkload = \"random\"\n");
+        assert!(e.starts_with("s.toml:1: arrival: has no effect"), "{e}");
+        let e = err("arrival = [\"closed\", \"trace\"]\n");
+        assert!(
+            e.starts_with("s.toml:1: arrival: trace has no effect"),
+            "{e}"
+        );
+        let e = err("trace_limit = 10\n");
+        assert!(e.contains("trace_limit: has no effect"), "{e}");
+        let e = err("policy = \"greedy\"\ncb_age = \"invalidation\"\n");
+        assert!(e.starts_with("s.toml:2: cb_age: has no effect"), "{e}");
+        let e = err("policy = \"greedy\"\ncat_age = \"log\"\n");
+        assert!(e.contains("cat_age: has no effect"), "{e}");
+        let e = err("policy = \"cat\"\nadaptive_window = 100\n");
+        assert!(e.contains("adaptive_window: has no effect"), "{e}");
+        let e = err("region_threshold = \"30m\"\n");
+        assert!(e.contains("region_threshold: has no effect"), "{e}");
+        let e = err("regions = 4\nredistribution = \"m1\"\n");
+        assert!(e.contains("redistribution: has no effect"), "{e}");
+        let mut s = Spec::new();
+        s.set_flag("workload", &["trace:t.csv"]).unwrap();
+        s.set_flag("written", &["1MiB"]).unwrap();
+        let e = s.expand().err().unwrap().to_string();
+        assert!(e.starts_with("--written: has no effect"), "{e}");
+        // A value used by some job of the grid is fine; defaults are never checked.
+        for ok in [
+            "workload = [\"trace:t.csv\", \"random\"]\nwritten = \"1MiB\"\n",
+            "workload = [\"trace:t.csv\", \"random\"]\narrival = \"trace\"\n",
+            "regions = [1, 4]\nregion_threshold = [\"none\", \"30m\"]\nredistribution = \"m1\"\n",
+            "policy = [\"greedy\", \"cost-benefit\"]\ncb_age = \"invalidation\"\n",
+            "cat_age = \"log\"\n",
+            "workload = \"trace:t.csv\"\n",
+        ] {
+            spec(ok)
+                .unwrap()
+                .expand()
+                .unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
     }
 
     #[test]

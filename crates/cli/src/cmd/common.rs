@@ -181,14 +181,19 @@ pub fn load_device_file(path: &Path) -> Result<DeviceSpec> {
     Ok(spec)
 }
 
-/// Parse a block list such as `3,7,10-12` (ranges inclusive).
-pub fn parse_block_list(text: &str) -> Result<Vec<u32>> {
+/// Parse a block list such as `3,7,10-12` (ranges inclusive) of a device with `blocks`
+/// erase blocks; errors quote the part that is wrong.
+pub fn parse_block_list(text: &str, blocks: u32) -> Result<Vec<u32>> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let num = |s: &str| -> Result<u32> {
-            s.trim()
-                .parse::<u32>()
-                .with_context(|| format!("'{s}' is not a block number"))
+            let b = s.trim().parse::<u32>().map_err(|_| {
+                anyhow::anyhow!("'{part}' is not a block number or range (e.g. 3,7,10-12)")
+            })?;
+            if b >= blocks {
+                bail!("block {b} out of range (device has {blocks} blocks, 0..{blocks})");
+            }
+            Ok(b)
         };
         match part.split_once('-') {
             Some((a, b)) => {
@@ -212,10 +217,19 @@ mod tests {
 
     #[test]
     fn block_lists() {
-        assert_eq!(parse_block_list("3,7").unwrap(), vec![3, 7]);
-        assert_eq!(parse_block_list("9, 1-3,2").unwrap(), vec![1, 2, 3, 9]);
-        assert!(parse_block_list("x").is_err());
-        assert!(parse_block_list("5-2").is_err());
+        assert_eq!(parse_block_list("3,7", 16).unwrap(), vec![3, 7]);
+        assert_eq!(parse_block_list("9, 1-3,2", 16).unwrap(), vec![1, 2, 3, 9]);
+        assert!(parse_block_list("x", 16).is_err());
+        assert!(parse_block_list("5-2", 16).is_err());
+        let e = parse_block_list("-1", 16).unwrap_err().to_string();
+        assert!(e.starts_with("'-1' is not a block number"), "{e}");
+        let e = parse_block_list("2,3-x", 16).unwrap_err().to_string();
+        assert!(e.starts_with("'3-x' is not a block number"), "{e}");
+        // Checked before a range is expanded (no 4 billion entries for a typo).
+        let e = parse_block_list("0-4294967295", 16)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("block 4294967295 out of range"), "{e}");
     }
 
     #[test]

@@ -56,12 +56,9 @@ fn format(a: FormatArgs) -> Result<()> {
     let spec = a.device.resolve()?;
     let blocks = spec.geometry.blocks;
     let listed = match &a.bad_blocks {
-        Some(text) => common::parse_block_list(text).context("--bad-blocks")?,
+        Some(text) => common::parse_block_list(text, blocks).context("--bad-blocks")?,
         None => Vec::new(),
     };
-    if let Some(&b) = listed.iter().find(|&&b| b >= blocks) {
-        bail!("--bad-blocks: block {b} out of range (device has {blocks} blocks, 0..{blocks})");
-    }
     if let Some(f) = a.bad_fraction {
         if !(0.0..=1.0).contains(&f) {
             bail!("--bad-fraction: must be between 0 and 1, got {f}");

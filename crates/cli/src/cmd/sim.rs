@@ -2,7 +2,7 @@
 //! Comma lists expand to a grid — the same expansion as `flashkit sweep` (every flag is a
 //! key of [`sim::sweep`]); every result carries the option values that produced it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use anyhow::{anyhow, Result};
@@ -106,6 +106,10 @@ pub struct SimArgs {
     pub report: ReportArgs,
     #[command(flatten)]
     pub plot: PlotArgs,
+    /// Ids of the options left at their default value (filled in after parsing): only the
+    /// options given become keys of the grid, so one that has no effect is an error.
+    #[arg(skip)]
+    pub defaulted: BTreeSet<String>,
 }
 
 /// The grid the flags describe (the same [`Spec`] a sweep file gives).
@@ -158,10 +162,17 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
         ("hot_half_life", &a.hot_half_life),
         ("adaptive_window", &a.adaptive_window),
     ];
+    // A default is the key's own default (see `default_of`): setting it would make it look
+    // given.
+    let given = |id: &str| !a.defaulted.contains(id);
     for (k, v) in lists {
-        s.set_flag(k, v)?;
+        if given(k) {
+            s.set_flag(k, v)?;
+        }
     }
-    s.set_flag("adaptive_threshold", &a.adaptive_threshold)?;
+    if given("adaptive_threshold") {
+        s.set_flag("adaptive_threshold", &a.adaptive_threshold)?;
+    }
     if !a.arrival.is_empty() {
         s.set_flag("arrival", &a.arrival)?;
     }
@@ -170,14 +181,17 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
         ("trace_format", t.trace_format.clone()),
         ("trace_disk", t.trace_disk.map(|v| v.to_string())),
         ("trace_asu", t.trace_asu.map(|v| v.to_string())),
-        ("blkparse_action", Some(t.blkparse_action.clone())),
+        (
+            "blkparse_action",
+            given("blkparse_action").then(|| t.blkparse_action.clone()),
+        ),
         ("trace_time_unit", t.trace_time_unit.clone()),
         ("trace_limit", t.trace_limit.map(|v| v.to_string())),
         (
             "skip_bad_lines",
             t.skip_bad_lines.then(|| "true".to_string()),
         ),
-        ("trace_map", Some(a.trace_map.clone())),
+        ("trace_map", given("trace_map").then(|| a.trace_map.clone())),
     ];
     for (k, v) in trace {
         if let Some(v) = v {
@@ -244,7 +258,7 @@ pub fn execute(jobs: &[Job]) -> Result<Vec<SimResult>> {
 }
 
 pub fn run(a: SimArgs) -> Result<()> {
-    a.plot.check_x()?;
+    a.plot.check()?;
     let jobs = spec(&a)?.expand()?;
     let results = execute(&jobs)?;
     for r in &results {

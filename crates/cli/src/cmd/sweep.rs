@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
@@ -23,7 +23,8 @@ pub struct SweepArgs {
     /// a value or an array of values; the grid is their product.
     pub spec: PathBuf,
     /// Append each result to FILE as one JSON line; jobs already in FILE are skipped, so a
-    /// rerun resumes an interrupted sweep.
+    /// rerun resumes an interrupted sweep. FILE may hold only this sweep's results (a torn
+    /// last line is dropped); any other content is refused and left untouched.
     #[arg(long, value_name = "FILE.jsonl")]
     pub out: Option<PathBuf>,
     /// Worker threads (default: all cores).
@@ -42,7 +43,8 @@ pub fn run(a: SweepArgs) -> Result<()> {
     if a.jobs == Some(0) {
         bail!("--jobs: must be at least 1");
     }
-    a.plot.check_x()?;
+    a.plot.check()?;
+    check_outputs(&a)?;
     let jobs = Spec::from_toml_file(&a.spec)?.expand()?;
     if a.dry_run {
         let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
@@ -54,7 +56,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
         return Ok(());
     }
     let (mut done, dropped) = match &a.out {
-        Some(out) => load_done(out)?,
+        Some(out) => load_done(out, &jobs)?,
         None => (BTreeMap::new(), 0),
     };
     let out_name = a.out.as_ref().map(|p| p.display().to_string());
@@ -133,13 +135,21 @@ pub fn run(a: SweepArgs) -> Result<()> {
     // Every job of the grid, in order.
     let mut failures: Vec<String> = Vec::new();
     let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
+    // A failed job by the spec file and, when the grid has several jobs, its values.
+    let label = |job: &sim::sweep::Job| {
+        if keys.is_empty() {
+            a.spec.display().to_string()
+        } else {
+            format!("{} [{}]", a.spec.display(), describe(&job.options, &keys))
+        }
+    };
     for (k, slot) in fresh.into_iter().enumerate() {
         match slot.into_inner().expect("slot") {
             Some(Ok(r)) => {
                 done.insert(r.job.clone(), r);
             }
-            Some(Err(e)) => failures.push(format!("{}: {e}", describe(&sub[k].options, &keys))),
-            None => failures.push(format!("{}: did not run", describe(&sub[k].options, &keys))),
+            Some(Err(e)) => failures.push(format!("{}: {e}", label(&sub[k]))),
+            None => failures.push(format!("{}: did not run", label(&sub[k]))),
         }
     }
     let records: Vec<&Record> = jobs.iter().filter_map(|j| done.get(&j.id)).collect();
@@ -182,4 +192,50 @@ pub fn run(a: SweepArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The files a sweep writes (`--out`, `--csv`, `--plot`) must be neither its spec nor one
+/// another: writing one would destroy the other.
+fn check_outputs(a: &SweepArgs) -> Result<()> {
+    let outputs = [
+        ("--out", a.out.as_deref()),
+        ("--csv", a.report.csv.as_deref()),
+        ("--plot", a.plot.plot.as_deref()),
+    ];
+    let given: Vec<(&str, &Path)> = outputs
+        .iter()
+        .filter_map(|(f, p)| p.map(|p| (*f, p)))
+        .collect();
+    for (i, (flag, path)) in given.iter().enumerate() {
+        if same_file(path, &a.spec) {
+            bail!(
+                "{flag}: {} is the sweep spec; write the results to another file",
+                path.display()
+            );
+        }
+        if let Some((other, _)) = given[..i].iter().find(|(_, p)| same_file(path, p)) {
+            bail!("{flag}: {} is also the {other} file", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// Whether two paths name the same file (the file need not exist yet).
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (resolved(a), resolved(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// A path made absolute with links resolved: the file's own, or its directory's.
+fn resolved(p: &Path) -> Option<PathBuf> {
+    if let Ok(c) = std::fs::canonicalize(p) {
+        return Some(c);
+    }
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
 }

@@ -1340,7 +1340,8 @@ impl Fms {
             self.segs[most as usize].erase_count,
             self.segs[least as usize].erase_count,
         );
-        if hi <= lo.saturating_add(threshold) {
+        // Any threshold is accepted, so compare without `lo + threshold`, which overflows.
+        if hi.saturating_sub(lo) <= threshold {
             return Ok(());
         }
         self.free.retain(|&s| s != most);

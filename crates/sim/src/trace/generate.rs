@@ -134,6 +134,14 @@ pub fn generator(cfg: &GenConfig) -> Result<Generator, String> {
                     cfg.unit_bytes
                 ));
             }
+            // A record's size is a 32-bit count of sectors.
+            if cfg.unit_bytes / 512 > u64::from(u32::MAX) {
+                return Err(format!(
+                    "unit: {} bytes is too large (a request is at most {} bytes)",
+                    cfg.unit_bytes,
+                    u64::from(u32::MAX) * 512
+                ));
+            }
             let units = cfg.space_bytes / cfg.unit_bytes;
             if units == 0 {
                 return Err(format!(

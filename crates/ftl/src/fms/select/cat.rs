@@ -48,7 +48,13 @@ impl std::str::FromStr for AgeTransform {
             "linear" => Ok(AgeTransform::Linear),
             _ => match s.strip_prefix("clamp:").map(str::parse::<f64>) {
                 Some(Ok(x)) if x > 0.0 => Ok(AgeTransform::Clamp(x)),
-                _ => Err(format!(
+                Some(Ok(_)) => Err(format!(
+                    "CAT age transform '{s}': the clamp X of clamp:X must be > 0"
+                )),
+                Some(Err(_)) => Err(format!(
+                    "CAT age transform '{s}': the clamp X of clamp:X must be a number > 0"
+                )),
+                None => Err(format!(
                     "unknown CAT age transform '{s}' (saturating, log, linear, clamp:X)"
                 )),
             },
@@ -86,5 +92,27 @@ impl Selector for Cat {
             }
             t => cost / (free * t.apply(age / unit).max(MIN_AGE)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AgeTransform;
+
+    #[test]
+    fn parse_age_transforms() {
+        assert_eq!("log".parse::<AgeTransform>(), Ok(AgeTransform::Log));
+        assert_eq!(
+            "clamp:2.5".parse::<AgeTransform>(),
+            Ok(AgeTransform::Clamp(2.5))
+        );
+        for bad in ["clamp:0", "clamp:-1"] {
+            let e = bad.parse::<AgeTransform>().unwrap_err();
+            assert!(e.contains("must be > 0"), "{e}");
+        }
+        let e = "clamp:x".parse::<AgeTransform>().unwrap_err();
+        assert!(e.contains("must be a number > 0"), "{e}");
+        let e = "square".parse::<AgeTransform>().unwrap_err();
+        assert!(e.starts_with("unknown CAT age transform 'square'"), "{e}");
     }
 }

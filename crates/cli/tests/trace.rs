@@ -576,3 +576,40 @@ fn generate_refuses_units_beyond_a_record() {
     fails_with(gen("18446744073709551616", "8TiB"), "--unit");
     fails_with(gen("4KiB", "1.1KiB"), "--space");
 }
+
+/// `sim --csv` or `--plot` naming the trace the run reads is refused before the run; the
+/// trace is left as it was.
+#[test]
+fn sim_outputs_never_overwrite_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.spc");
+    ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&t),
+        "--format",
+        "spc",
+        "--requests",
+        "50",
+        "--space",
+        "8MiB",
+    ]));
+    let before = std::fs::read(&t).unwrap();
+    let workload = format!("trace:{}", path_str(&t));
+    fails_with(
+        flashkit([
+            "sim",
+            "--workload",
+            &workload,
+            "--policy",
+            "greedy",
+            "--csv",
+            path_str(&t),
+        ]),
+        "is the trace being read itself",
+    );
+    assert!(
+        std::fs::read(&t).unwrap() == before,
+        "the trace was modified"
+    );
+}

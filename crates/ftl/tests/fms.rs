@@ -1099,3 +1099,26 @@ proptest::proptest! {
         }
     }
 }
+
+/// A device whose segments all go to the reserve says so, naming what the reserve holds
+/// (it used to blame a `logical_blocks` of 0 that nobody had set).
+#[test]
+fn a_device_with_no_room_for_data_says_why() {
+    let cfg = FmsConfig {
+        block_size: 4096,
+        regions: 8,
+        ..FmsConfig::default()
+    };
+    let r = Fms::format(
+        Nand::payloadless(small("intel-series2plus-24m", 6, 8)).unwrap(),
+        cfg,
+    );
+    let Err(e) = r else {
+        panic!("a 6-segment device cannot hold 8 regions' active segments")
+    };
+    let e = e.to_string();
+    assert!(
+        e.contains("no room for data") && e.contains("high_water"),
+        "{e}"
+    );
+}

@@ -36,6 +36,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if a.repeat == 0 {
         bail!("--repeat: must be at least 1");
     }
+    super::sim::refuse_overwriting_traces(&a.sim)?;
     let jobs = spec(&a.sim)?.expand()?;
     let bar = Progress::jobs(jobs.len() as u64);
     let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());

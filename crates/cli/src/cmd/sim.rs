@@ -259,6 +259,7 @@ pub fn execute(jobs: &[Job]) -> Result<Vec<SimResult>> {
 
 pub fn run(a: SimArgs) -> Result<()> {
     a.plot.check()?;
+    refuse_overwriting_traces(&a)?;
     let jobs = spec(&a)?.expand()?;
     let results = execute(&jobs)?;
     for r in &results {
@@ -281,6 +282,23 @@ pub fn run(a: SimArgs) -> Result<()> {
         return Ok(());
     }
     table(&values, &options)
+}
+
+/// `--csv` or `--plot` naming a trace the grid reads would replace it with results.
+pub fn refuse_overwriting_traces(a: &SimArgs) -> Result<()> {
+    let outputs = [("--csv", &a.report.csv), ("--plot", &a.plot.plot)];
+    for w in &a.workload {
+        let Some(trace) = w.strip_prefix("trace:") else {
+            continue;
+        };
+        for (flag, out) in outputs {
+            if let Some(out) = out.as_deref() {
+                super::common::refuse_same_file(out, Path::new(trace), "trace being read")
+                    .map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `--csv FILE` and `--json` of a grid's results, each with its job (see [`JobResult`]);

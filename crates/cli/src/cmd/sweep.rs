@@ -207,35 +207,18 @@ fn check_outputs(a: &SweepArgs) -> Result<()> {
         .filter_map(|(f, p)| p.map(|p| (*f, p)))
         .collect();
     for (i, (flag, path)) in given.iter().enumerate() {
-        if same_file(path, &a.spec) {
+        if sim::trace::same_file(path, &a.spec) {
             bail!(
                 "{flag}: {} is the sweep spec; write the results to another file",
                 path.display()
             );
         }
-        if let Some((other, _)) = given[..i].iter().find(|(_, p)| same_file(path, p)) {
+        if let Some((other, _)) = given[..i]
+            .iter()
+            .find(|(_, p)| sim::trace::same_file(path, p))
+        {
             bail!("{flag}: {} is also the {other} file", path.display());
         }
     }
     Ok(())
-}
-
-/// Whether two paths name the same file (the file need not exist yet).
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (resolved(a), resolved(b)) {
-        (Some(x), Some(y)) => x == y,
-        _ => a == b,
-    }
-}
-
-/// A path made absolute with links resolved: the file's own, or its directory's.
-fn resolved(p: &Path) -> Option<PathBuf> {
-    if let Ok(c) = std::fs::canonicalize(p) {
-        return Some(c);
-    }
-    let dir = match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
 }

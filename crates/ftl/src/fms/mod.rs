@@ -253,6 +253,13 @@ impl Fms {
         let good = (0..lay.segments).filter(|&s| !nand.is_bad(s)).count() as u64;
         let reserve = 1 + cfg.high_water as u64 + cfg.streams() as u64;
         let auto = good.saturating_sub(reserve) * lay.slots as u64;
+        if auto == 0 && cfg.logical_blocks.is_none() {
+            return Err(DevError::config(format!(
+                "no room for data: {good} good segment(s), {reserve} kept in reserve (1 index, high_water {}, {} active stream(s))",
+                cfg.high_water,
+                cfg.streams()
+            )));
+        }
         let logical = cfg.logical_blocks.unwrap_or(auto);
         if logical == 0 || logical > auto {
             return Err(DevError::config(format!(

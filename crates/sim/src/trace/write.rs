@@ -258,14 +258,31 @@ impl TraceWriter {
     }
 }
 
-/// Whether `a` and `b` are the same existing file: the same device and inode, so links and
-/// different spellings of one path count. False when either does not exist.
+/// Whether `a` and `b` name the same file: for existing files the same device and inode
+/// (links and different spellings of one path count); otherwise the same path once made
+/// absolute with links resolved (two outputs not written yet).
 pub fn same_file(a: &Path, b: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     match (std::fs::metadata(a), std::fs::metadata(b)) {
         (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        (Err(_), Err(_)) => match (resolved(a), resolved(b)) {
+            (Some(x), Some(y)) => x == y,
+            _ => a == b,
+        },
         _ => false,
     }
+}
+
+/// A path made absolute with links resolved: the file's own, or its directory's.
+fn resolved(p: &Path) -> Option<std::path::PathBuf> {
+    if let Ok(c) = std::fs::canonicalize(p) {
+        return Some(c);
+    }
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
 }
 
 /// An error unless `output` is a different file from `input`: writing a file that is being

@@ -316,7 +316,17 @@ impl PayloadlessStore {
 
     /// The kept copy of `ppn`, created if missing (erased, with zeros where opaque
     /// programs went), with bytes `[lo, hi)` about to be written.
+    #[inline]
     fn keep(&mut self, ppn: u64, lo: usize, hi: usize) -> &mut [u8] {
+        if self.kept_at[ppn as usize] >= PARTIAL {
+            self.keep_new(ppn);
+        }
+        self.kept_mut(ppn, lo, hi).expect("just kept")
+    }
+
+    /// Give `ppn`, not kept, a kept copy: erased, with zeros where opaque programs went.
+    #[inline(never)]
+    fn keep_new(&mut self, ppn: u64) {
         let was = self.kept_at[ppn as usize];
         let fill = if was == OPAQUE { 0 } else { 0xFF };
         self.keep_filled(ppn, fill);
@@ -327,7 +337,6 @@ impl PayloadlessStore {
                 }
             }
         }
-        self.kept_mut(ppn, lo, hi).expect("just kept")
     }
 
     /// Give `ppn` a kept copy filled with `fill` unless it has one.
@@ -382,15 +391,47 @@ impl PayloadlessStore {
     }
 
     /// Forget the opaque ranges and kept copy of `ppn` (erased).
+    #[inline]
     fn forget(&mut self, ppn: usize) {
         match self.kept_at[ppn] {
             k if k < PARTIAL => self.free_slots.push(k),
-            PARTIAL => {
-                self.partial.remove(&(ppn as u64));
-            }
+            PARTIAL => self.forget_partial(ppn as u64),
             _ => {}
         }
         self.kept_at[ppn] = NOT_KEPT;
+    }
+
+    // The partly opaque pages' paths, out of line: only blocks smaller than a page take
+    // them, and the simulator's usual programs stay short.
+
+    #[inline(never)]
+    fn forget_partial(&mut self, ppn: u64) {
+        self.partial.remove(&ppn);
+    }
+
+    /// An opaque program over part of a page that is not kept and not all opaque.
+    #[inline(never)]
+    fn program_opaque_partly(&mut self, ppn: u64, lo: u32, hi: u32) {
+        let ps = self.geo.page_size;
+        if self.kept_at[ppn as usize] == NOT_KEPT {
+            self.kept_at[ppn as usize] = PARTIAL;
+            self.partial.insert(ppn, vec![(lo, hi)]);
+            return;
+        }
+        let r = self.partial.get_mut(&ppn).expect("partial page has ranges");
+        add_range(r, lo, hi);
+        if r[..] == [(0, ps)] {
+            self.partial.remove(&ppn);
+            self.kept_at[ppn as usize] = OPAQUE;
+        }
+    }
+
+    /// Whether an opaque range of `PARTIAL` page `ppn` overlaps bytes `[col, end)`.
+    #[inline(never)]
+    fn partly_opaque_in(&self, ppn: u64, col: usize, end: usize) -> bool {
+        self.partial[&ppn]
+            .iter()
+            .any(|&(a, b)| (a as usize) < end && (b as usize) > col)
     }
 }
 
@@ -439,29 +480,17 @@ impl Store for PayloadlessStore {
         Ok(())
     }
     fn program_opaque(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
-        let (lo, hi) = (col, col + len);
-        if let Some(p) = self.kept_mut(ppn, lo as usize, hi as usize) {
-            p[lo as usize..hi as usize].fill(0);
-            return Ok(());
-        }
-        let ps = self.geo.page_size;
-        let k = &mut self.kept_at[ppn as usize];
-        match *k {
-            _ if hi <= lo => {}
-            OPAQUE => {}
-            NOT_KEPT if lo == 0 && hi >= ps => *k = OPAQUE,
-            NOT_KEPT => {
-                *k = PARTIAL;
-                self.partial.insert(ppn, vec![(lo, hi)]);
+        let k = self.kept_at[ppn as usize];
+        if k < PARTIAL {
+            // Kept: the opaque bytes become zeros in place.
+            let (lo, hi) = (col as usize, (col + len) as usize);
+            if let Some(p) = self.kept_mut(ppn, lo, hi) {
+                p[lo..hi].fill(0);
             }
-            _ => {
-                let r = self.partial.get_mut(&ppn).expect("partial page has ranges");
-                add_range(r, lo, hi);
-                if r[..] == [(0, ps)] {
-                    self.partial.remove(&ppn);
-                    self.kept_at[ppn as usize] = OPAQUE;
-                }
-            }
+        } else if k == NOT_KEPT && col == 0 && len >= self.geo.page_size {
+            self.kept_at[ppn as usize] = OPAQUE;
+        } else if k != OPAQUE && len > 0 {
+            self.program_opaque_partly(ppn, col, col + len);
         }
         Ok(())
     }
@@ -508,9 +537,7 @@ impl Store for PayloadlessStore {
                 // Opaque bytes in the range: unknown, the device cannot check them.
                 None if self.kept_at[ppn as usize] == OPAQUE => None,
                 None if self.kept_at[ppn as usize] == PARTIAL
-                    && self.partial[&ppn]
-                        .iter()
-                        .any(|&(a, b)| (a as usize) < end && (b as usize) > col) =>
+                    && self.partly_opaque_in(ppn, col, end) =>
                 {
                     None
                 }

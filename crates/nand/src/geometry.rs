@@ -161,23 +161,21 @@ impl DeviceSpec {
     /// the flat one of `flashkit devices --json` ([`FlatSpec`]).
     pub fn from_toml(text: &str) -> Result<Self> {
         let err = |e: toml::de::Error| NandError::config(e.to_string().replace('\n', " "));
-        let value: toml::Table = toml::from_str(text).map_err(err)?;
-        let spec = if value.contains_key("geometry") || value.contains_key("timing") {
-            DeviceSpec::deserialize(value).map_err(err)?
-        } else {
-            FlatSpec::deserialize(value).map_err(err)?.try_into()?
-        };
-        spec.validate()?;
-        Ok(spec)
+        let table: toml::Table = toml::from_str(text).map_err(err)?;
+        Self::from_value(serde_json::to_value(table).map_err(|e| NandError::config(e.to_string()))?)
     }
 
     /// Parse a JSON device description, nested or flat as [`DeviceSpec::from_toml`].
     pub fn from_json(text: &str) -> Result<Self> {
+        Self::from_value(serde_json::from_str(text).map_err(|e| NandError::config(e.to_string()))?)
+    }
+
+    /// One device, nested or flat.
+    fn from_value(value: serde_json::Value) -> Result<Self> {
         let err = |e: serde_json::Error| NandError::config(e.to_string());
-        let value: serde_json::Value = serde_json::from_str(text).map_err(err)?;
         let Some(obj) = value.as_object() else {
             return Err(NandError::config(
-                "expected one device (a JSON object); `flashkit devices --json` prints a list: save one of its objects",
+                "expected one device (an object); `flashkit devices --json` prints a list: save one of its objects",
             ));
         };
         let spec = if obj.contains_key("geometry") || obj.contains_key("timing") {

@@ -287,6 +287,20 @@ fn device_files_take_the_flat_form_devices_prints() {
     for info in &infos {
         assert_eq!(info, &from_preset);
     }
+    // The simulator reads the same files.
+    for file in [&as_json, &as_toml] {
+        ok(flashkit([
+            "sim",
+            "--device-file",
+            path_str(file),
+            "--policy",
+            "greedy",
+            "--written",
+            "1MiB",
+            "--block-size",
+            "2KiB",
+        ]));
+    }
     // The whole list is not one device; a capacity that contradicts the geometry is wrong.
     let whole = dir.path().join("all.json");
     std::fs::write(&whole, list.to_string()).unwrap();

@@ -170,6 +170,20 @@ impl DeviceSpec {
         Self::from_value(serde_json::from_str(text).map_err(|e| NandError::config(e.to_string()))?)
     }
 
+    /// Read a device description file: TOML, or JSON when its name ends in `.json`.
+    /// Errors do not name the file; callers do.
+    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| NandError::config(e.to_string()))?;
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+        {
+            Self::from_json(&text)
+        } else {
+            Self::from_toml(&text)
+        }
+    }
+
     /// One device, nested or flat.
     fn from_value(value: serde_json::Value) -> Result<Self> {
         let err = |e: serde_json::Error| NandError::config(e.to_string());

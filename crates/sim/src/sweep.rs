@@ -967,22 +967,9 @@ fn origin_of<'a>(dims: &'a [(&KeyDef, Vec<Value>, Origin)], key: &str) -> &'a Or
         .map_or(&Origin::Flag, |d| &d.2)
 }
 
-/// A device description file: TOML, or JSON when the name ends in `.json`.
+/// A device description file (see [`DeviceSpec::from_file`]); errors name the file.
 pub fn load_device_file(path: &Path) -> std::result::Result<DeviceSpec, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let json = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
-    let spec = if json {
-        let s: DeviceSpec =
-            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        s.validate()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        s
-    } else {
-        DeviceSpec::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?
-    };
-    Ok(spec)
+    DeviceSpec::from_file(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn build(

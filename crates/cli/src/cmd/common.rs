@@ -168,17 +168,7 @@ pub fn preset(name: &str) -> Result<DeviceSpec> {
 /// Read a device description from a TOML file (JSON when the name ends in `.json`); errors
 /// name the file.
 pub fn load_device_file(path: &Path) -> Result<DeviceSpec> {
-    let ctx = || format!("device file {}", path.display());
-    let text = std::fs::read_to_string(path).with_context(ctx)?;
-    let is_json = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
-    let spec = if is_json {
-        DeviceSpec::from_json(&text).with_context(ctx)?
-    } else {
-        DeviceSpec::from_toml(&text).with_context(ctx)?
-    };
-    Ok(spec)
+    DeviceSpec::from_file(path).with_context(|| format!("device file {}", path.display()))
 }
 
 /// Parse a block list such as `3,7,10-12` (ranges inclusive) of a device with `blocks`

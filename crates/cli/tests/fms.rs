@@ -154,11 +154,19 @@ fn read_refuses_to_overwrite_the_image() {
     run_ok(&["nand", "format", img, "--device", "intel-series2plus-24m"]);
     run_ok(&["fms", "format", img]);
     let before = std::fs::read(img).unwrap();
-    let out = flashkit(["fms", "read", img, "--length", "4096", "--output", img]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("is the image being read itself"), "{err}");
+    for args in [
+        vec!["fms", "read", img, "--length", "4096", "--output", img],
+        // A report's --csv naming the image would replace it too.
+        vec!["fms", "info", img, "--csv", img],
+        vec!["fms", "format", img, "--csv", img],
+        vec!["nand", "info", img, "--csv", img],
+    ] {
+        let out = flashkit(&args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("is the image being"), "{args:?}: {err}");
+    }
     assert!(
         std::fs::read(img).unwrap() == before,
         "the image was modified"

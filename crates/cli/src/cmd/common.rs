@@ -280,3 +280,14 @@ pub fn refuse_same_file(output: &Path, input: &Path, what: &str) -> Result<()> {
     }
     Ok(())
 }
+
+/// Refuse a `--csv` that names one of the command's input files (image, device file,
+/// trace): writing the report would replace the input.
+pub fn refuse_csv_over(report: &crate::output::ReportArgs, inputs: &[(&Path, &str)]) -> Result<()> {
+    if let Some(csv) = report.csv.as_deref() {
+        for (input, what) in inputs {
+            refuse_same_file(csv, input, what).map_err(|e| anyhow::anyhow!("--csv: {e}"))?;
+        }
+    }
+    Ok(())
+}

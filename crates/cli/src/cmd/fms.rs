@@ -133,6 +133,7 @@ fn mount(path: &Path, m: &MountArgs) -> Result<Fms> {
 }
 
 fn format(a: FormatArgs) -> Result<()> {
+    super::common::refuse_csv_over(&a.report, &[(&a.image, "image being formatted")])?;
     let bs = parse_size(&a.block_size).map_err(|e| anyhow!("--block-size: {e}"))?;
     let bs = u32::try_from(bs).map_err(|_| anyhow!("--block-size: {bs} too large"))?;
     let nand = image::open_device(&a.image)?;
@@ -194,6 +195,7 @@ pub struct FmsInfo {
 }
 
 fn info(a: InfoArgs) -> Result<()> {
+    super::common::refuse_csv_over(&a.report, &[(&a.image, "image being read")])?;
     let fms = mount(&a.image, &a.mount)?;
     let segs = fms.segments();
     let count = |st: SegState| segs.iter().filter(|s| s.state == st).count();

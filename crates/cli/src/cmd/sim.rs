@@ -284,16 +284,23 @@ pub fn run(a: SimArgs) -> Result<()> {
     table(&values, &options)
 }
 
-/// `--csv` or `--plot` naming a trace the grid reads would replace it with results.
+/// `--csv` or `--plot` naming a trace or device file the grid reads would replace it.
 pub fn refuse_overwriting_traces(a: &SimArgs) -> Result<()> {
     let outputs = [("--csv", &a.report.csv), ("--plot", &a.plot.plot)];
-    for w in &a.workload {
-        let Some(trace) = w.strip_prefix("trace:") else {
-            continue;
-        };
+    let device_file = a
+        .device
+        .device_file
+        .iter()
+        .map(|f| (f.as_path(), "device file"));
+    let traces = a
+        .workload
+        .iter()
+        .filter_map(|w| w.strip_prefix("trace:"))
+        .map(|t| (Path::new(t), "trace being read"));
+    for (input, what) in device_file.chain(traces) {
         for (flag, out) in outputs {
             if let Some(out) = out.as_deref() {
-                super::common::refuse_same_file(out, Path::new(trace), "trace being read")
+                super::common::refuse_same_file(out, input, what)
                     .map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
             }
         }

@@ -111,6 +111,9 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
 }
 
 pub fn run(a: TortureArgs) -> Result<()> {
+    if let Some(f) = a.device.device_file.as_deref() {
+        super::common::refuse_csv_over(&a.report, &[(f, "device file")])?;
+    }
     let cfg = config(&a)?;
     let report = if std::io::stderr().is_terminal() {
         let last = Mutex::new(Instant::now());

@@ -78,6 +78,17 @@ fn bad_arguments_are_one_line_errors() {
             "--policy",
         ),
         (vec!["torture"], "no device given"),
+        // More operations than any machine holds: refused, not an allocation abort.
+        (
+            vec![
+                "torture",
+                "--device",
+                "nandsim-256m",
+                "--ops",
+                "1000000000000",
+            ],
+            "ops: 1000000000000 operations",
+        ),
     ] {
         let o = flashkit(&args);
         let err = text(&o.stderr);

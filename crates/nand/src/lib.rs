@@ -28,10 +28,10 @@ mod error;
 mod geometry;
 pub mod image;
 mod store;
-mod table;
+pub mod table;
 
 pub use device::{Counters, Data, FaultPlan, Nand, TornMode, WearStats};
 pub use error::{ColumnRange, ImageError, NandError, PageRange, Result};
 pub use geometry::{presets, DeviceSpec, FlatSpec, Geometry, Timing};
 pub use store::{BadState, BlockInfo, PayloadlessStore, RamStore, Store};
-pub use table::table;
+pub use table::{available_ram, table};

@@ -27,6 +27,15 @@ pub fn check_fits(bytes: u64, what: &str) -> Result<(), String> {
         .ok_or_else(|| too_large(what, bytes as u128))
 }
 
+/// Bytes of memory available for new allocations now (`MemAvailable` of /proc/meminfo);
+/// `None` where the system does not say.
+pub fn available_ram() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -874,6 +874,20 @@ pub fn run_with_progress(
     let t0 = Instant::now();
     let spec = cfg.test_device();
     spec.validate().map_err(|e| format!("device: {e}"))?;
+    // Every worker replays on its own copy of the device in RAM: refuse before the first
+    // copy if they cannot all fit (an out-of-memory kill helps nobody).
+    let workers = if cfg.threads > 0 {
+        cfg.threads
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    };
+    let device_bytes = spec.geometry.pages() * spec.geometry.raw_page_size() as u64;
+    let need = device_bytes.saturating_mul(workers as u64);
+    if let Some(avail) = nand::available_ram().filter(|&a| need > a) {
+        return Err(format!(
+            "device: {workers} worker(s) × {device_bytes} bytes of device in RAM = {need} bytes, more than the {avail} bytes available; use fewer --threads, fewer --segments or a smaller device"
+        ));
+    }
     let probe = Nand::ram(spec.clone()).map_err(|e| format!("device: {e}"))?;
     let fms = Fms::format(probe, cfg.fms.clone()).map_err(|e| format!("FMS: {e}"))?;
     let sectors = fms.sectors();
@@ -881,6 +895,9 @@ pub fn run_with_progress(
     let logical_blocks = fms.logical_blocks();
     drop(fms);
     let spb = (cfg.fms.block_size as usize / SECTOR) as u64;
+    let op_bytes = (cfg.ops as u64).saturating_mul(std::mem::size_of::<Op>() as u64);
+    nand::table::check_fits(op_bytes, "the workload")
+        .map_err(|e| format!("ops: {} operations: {e}", cfg.ops))?;
     let ops = workload(cfg.seed, sectors, spb, cfg.ops);
     let next_tag = ops
         .iter()

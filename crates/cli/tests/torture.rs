@@ -78,6 +78,19 @@ fn bad_arguments_are_one_line_errors() {
             "--policy",
         ),
         (vec!["torture"], "no device given"),
+        // A device that cannot run the workload at all is not a durability violation.
+        (
+            vec![
+                "torture",
+                "--device",
+                "nandsim-256m",
+                "--endurance",
+                "1",
+                "--cuts",
+                "5",
+            ],
+            "cannot run on this configuration even without power cuts",
+        ),
         // More operations than any machine holds: refused, not an allocation abort.
         (
             vec![

@@ -1122,3 +1122,19 @@ fn a_device_with_no_room_for_data_says_why() {
         "{e}"
     );
 }
+
+/// A device whose blocks wear out says so when it runs out of space, instead of "full".
+#[test]
+fn a_worn_out_device_says_so() {
+    let (mut spec, cfg) = nandsim();
+    spec.endurance = 2;
+    let mut f = Fms::format(Nand::payloadless(spec).unwrap(), cfg).unwrap();
+    let n = f.logical_blocks() as u32;
+    let err = (0..n * 200)
+        .find_map(|i| f.write_block(i % (n / 2), None).err())
+        .expect("an endurance of 2 erases cannot last 200 device writes");
+    assert!(
+        matches!(err, DevError::WornOut { bad, .. } if bad > 0),
+        "{err}"
+    );
+}

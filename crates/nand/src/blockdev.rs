@@ -29,6 +29,8 @@ pub enum DevError {
     BadBuffer(Box<BufferSize>),
     #[error("device full: no free space left after cleaning")]
     NoSpace,
+    #[error("device worn out: {bad} of {blocks} erase blocks went bad at the end of their endurance, and no free space is left")]
+    WornOut { bad: u32, blocks: u32 },
     #[error("power lost")]
     PowerLoss,
     #[error("uncorrectable data at sector {lba}")]

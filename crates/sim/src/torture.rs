@@ -498,6 +498,9 @@ struct Ctx {
 /// Outcome of one run (fault-free or cut).
 struct RunOutcome {
     problems: Vec<String>,
+    /// A workload operation failed without any power cut: the configuration cannot run
+    /// the workload at all (a worn-out or too small device), which is not a violation.
+    workload_failed: bool,
     device_ops: u64,
     cleanings: u64,
     erasures: u64,
@@ -681,6 +684,7 @@ fn check_read(ctx: &Ctx, model: &Model, op: &Op, buf: &[u8], problems: &mut Vec<
 fn run_one(ctx: &Ctx, cut: Option<u64>) -> RunOutcome {
     let mut out = RunOutcome {
         problems: Vec::new(),
+        workload_failed: false,
         device_ops: 0,
         cleanings: 0,
         erasures: 0,
@@ -723,7 +727,10 @@ fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<()
                 was_cut = true;
                 break;
             }
-            Err(e) => return Err(format!("workload op {i} ({op:?}): {e}")),
+            Err(e) => {
+                out.workload_failed = cut.is_none();
+                return Err(format!("workload op {i} ({op:?}): {e}"));
+            }
         }
     }
     out.device_ops = fms.nand().op_count();
@@ -920,6 +927,12 @@ pub fn run_with_progress(
 
     let mut failures = Vec::new();
     let base = run_one(&ctx, None);
+    if base.workload_failed {
+        return Err(format!(
+            "the workload cannot run on this configuration even without power cuts: {}",
+            base.problems.join("; ")
+        ));
+    }
     let total_ops = base.device_ops;
     let mut violations = 0;
     if !base.problems.is_empty() {

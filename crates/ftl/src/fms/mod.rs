@@ -694,7 +694,7 @@ impl Fms {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(DevError::NoSpace)
+        Err(self.no_space())
     }
 
     fn program_slot(
@@ -815,7 +815,7 @@ impl Fms {
             }
             return Ok(seg);
         }
-        Err(DevError::NoSpace)
+        Err(self.no_space())
     }
 
     /// Erase a segment and write its header. Returns false if the segment went bad.
@@ -915,7 +915,7 @@ impl Fms {
         while self.free.len() < high {
             if !self.clean_one()? {
                 if self.free.is_empty() {
-                    return Err(DevError::NoSpace);
+                    return Err(self.no_space());
                 }
                 break;
             }
@@ -924,6 +924,20 @@ impl Fms {
             self.level_wear(t)?;
         }
         Ok(())
+    }
+
+    /// Out of space: worn out when blocks went bad in use (program or erase failures at
+    /// the end of their endurance), full otherwise.
+    fn no_space(&self) -> DevError {
+        let blocks = self.nand.geometry().blocks;
+        let bad = (0..blocks)
+            .filter(|&b| self.nand.block_info(b).bad == nand::BadState::Grown)
+            .count() as u32;
+        if bad > 0 {
+            DevError::WornOut { bad, blocks }
+        } else {
+            DevError::NoSpace
+        }
     }
 
     /// Effective water marks: at least 2 and 3. With the borrowing rule of

@@ -107,6 +107,12 @@ fn format_write_read_across_processes_on_nand_and_nor() {
         );
         assert!(info["mount_time_s"].as_f64().unwrap() > 0.0);
         assert_eq!(info["logical_blocks"], formatted_blocks, "{device}");
+        // Every segment is in exactly one of the listed states.
+        let states: u64 = ["free", "used", "active", "dirty", "bad", "index"]
+            .iter()
+            .map(|k| info[format!("{k}_segments")].as_u64().unwrap())
+            .sum();
+        assert_eq!(Some(states), info["segments"].as_u64(), "{device}");
     }
 }
 

@@ -186,6 +186,8 @@ pub struct FmsInfo {
     pub active_segments: usize,
     pub dirty_segments: usize,
     pub bad_segments: usize,
+    /// The segment holding the index log.
+    pub index_segments: usize,
     pub erase_min: u32,
     pub erase_max: u32,
     pub erase_mean: f64,
@@ -219,6 +221,7 @@ fn info(a: InfoArgs) -> Result<()> {
         active_segments: count(SegState::Active),
         dirty_segments: count(SegState::Dirty),
         bad_segments: count(SegState::Bad),
+        index_segments: count(SegState::Index),
         erase_min: wear.min,
         erase_max: wear.max,
         erase_mean: wear.mean,
@@ -248,13 +251,14 @@ fn info(a: InfoArgs) -> Result<()> {
         .add(
             "segments",
             format!(
-                "{} ({} free, {} used, {} active, {} dirty, {} bad)",
+                "{} ({} free, {} used, {} active, {} dirty, {} bad, {} index)",
                 r.segments,
                 r.free_segments,
                 r.used_segments,
                 r.active_segments,
                 r.dirty_segments,
-                r.bad_segments
+                r.bad_segments,
+                r.index_segments
             ),
         )
         .add(

@@ -655,5 +655,5 @@ fn generate_refuses_arrival_times_past_the_clock() {
         .collect();
     assert_eq!(times.len(), 100);
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
-    assert!(times.iter().all(|&t| t >= 0.0 && t <= 9.3e9), "{times:?}");
+    assert!(times.iter().all(|t| (0.0..=9.3e9).contains(t)), "{times:?}");
 }

@@ -336,7 +336,7 @@ fn plots_are_written_with_series_and_labels() {
         "reproduce",
         "chiang1999-fig12",
         "--scale",
-        "0.004",
+        "0.025",
         "--plot",
         path_str(&fig),
     ]));
@@ -409,7 +409,7 @@ fn progress_is_silent_off_a_terminal() {
         "reproduce",
         "dac-fig11",
         "--scale",
-        "0.002",
+        "0.025",
         "--json",
     ]));
     assert!(text(&o.stderr).is_empty());
@@ -713,4 +713,133 @@ fn options_without_effect_are_errors() {
         "greedy",
     ]));
     ok(flashkit(["sim", "--workload", &w, "--policy", "greedy"]));
+}
+
+/// `reproduce` refuses a scale that leaves fewer than 1024 requests (naming --scale and
+/// the size), never raising it; at a smaller scale than 1 every experiment says what it
+/// wrote and that the paper's column is not scaled, the plot's title names the size used,
+/// and no note shows NaN, inf or a growth from 0.
+#[test]
+fn reproduce_scales_honestly() {
+    for (name, what) in [
+        (
+            "chiang1999-table4",
+            "chiang1999-table4 would write 0 bytes (0 requests",
+        ),
+        ("dac-fig12", "dac-fig12 would write 0 bytes"),
+    ] {
+        let err = fails_with(
+            flashkit(["reproduce", name, "--scale", "1e-9", "--json"]),
+            &["--scale 1e-9", what, "at least 1024 requests"],
+        );
+        assert!(!err.contains("4096"), "{err}");
+    }
+    // 1023 requests of dac-fig12's 160 MB: refused, the smallest allowed scale named.
+    fails_with(
+        flashkit(["reproduce", "dac-fig12", "--scale", "0.0249"]),
+        &["1019 requests", "--scale 0.025 or more"],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("t4.svg");
+    for name in [
+        "chiang1999-table4",
+        "dac-fig12",
+        "chiang1999-fig12",
+        "chiang1999-fig13",
+        "chiang1999-fig18",
+        "dac-fig11",
+    ] {
+        let o = ok(flashkit(["reproduce", name, "--scale", "0.025", "--json"]));
+        let v: Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON");
+        let notes: Vec<&str> = v["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .collect();
+        let scale: Vec<&&str> = notes
+            .iter()
+            .filter(|n| n.starts_with("run at --scale 0.025: "))
+            .collect();
+        assert_eq!(scale.len(), 1, "{name}: {notes:?}");
+        assert!(scale[0].contains("not") || scale[0].contains("only at --scale 1"));
+        let written = v["results"][0]["written_bytes"].as_u64().unwrap();
+        let paper: u64 = if name == "dac-fig12" { 160 } else { 192 } << 20;
+        assert_eq!(
+            written,
+            (paper as f64 * 0.025) as u64 / 4096 * 4096,
+            "{name}"
+        );
+        let all = format!("{} {}", v["notes"], v["rows"]);
+        for bad in ["NaN", "nan", "inf", " x0.00"] {
+            assert!(!all.contains(bad), "{name}: {bad} in {all}");
+        }
+    }
+    ok(flashkit([
+        "reproduce",
+        "chiang1999-table4",
+        "--scale",
+        "0.025",
+        "--plot",
+        path_str(&svg),
+    ]));
+    let s = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        s.contains("4.80 MB written"),
+        "plot title names the size used"
+    );
+    assert!(!s.contains("192 MB written"));
+}
+
+/// "A vs B" columns are (A - B) / B: dac-fig11's "On vs Off" is positive when On's cost
+/// is the higher; table4's notes give the paper's text and its Table 4 figures, labelled.
+#[test]
+fn reproduce_labels_say_which_way() {
+    let o = ok(flashkit([
+        "reproduce",
+        "dac-fig11",
+        "--scale",
+        "0.025",
+        "--json",
+    ]));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cols: Vec<&str> = v["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    let col = |n: &str| cols.iter().position(|c| *c == n).unwrap();
+    let (off, on, on2) = (col("cost Off"), col("cost On"), col("cost On*"));
+    let (on_off, on2_on) = (col("On vs Off"), col("On* vs On"));
+    let num = |s: &str| s.trim_end_matches('%').parse::<f64>().unwrap();
+    let mut checked = 0;
+    for r in v["rows"].as_array().unwrap() {
+        let cell = |i: usize| r[i].as_str().unwrap().to_string();
+        for (a, b, d) in [(on, off, on_off), (on2, on, on2_on)] {
+            let (a, b, d) = (num(&cell(a)), num(&cell(b)), cell(d));
+            if b == 0.0 {
+                assert_eq!(d, "n/a");
+                continue;
+            }
+            let want = (a - b) / b * 100.0;
+            // The costs are rounded to 0.1: allow for it, not for a sign.
+            assert!((num(&d) - want).abs() < 0.5, "{d} for {a} vs {b}");
+            if a > b + 0.5 {
+                assert!(d.starts_with('+'), "{d}: {a} is higher than {b}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 0, "no row where A is higher");
+    // At the default scale (no "run at --scale" note).
+    let o = ok(flashkit(["reproduce", "chiang1999-table4"]));
+    let t = text(&o.stdout);
+    assert!(!t.contains("run at --scale"), "{t}");
+    assert!(t.contains("paper's text 54.9%"), "{t}");
+    assert!(t.contains("its Table 4 Pentium rows 53.1%"), "{t}");
+    assert!(
+        t.contains("paper's text 28.9%") && t.contains("rows 27.8%"),
+        "{t}"
+    );
 }

@@ -613,3 +613,47 @@ fn sim_outputs_never_overwrite_the_trace() {
         "the trace was modified"
     );
 }
+
+/// Arrival times that overflow (rate 1e-300) or pass the simulator's clock (rate 1e-9:
+/// about 1e9 s apart) are refused naming --rate and the first record past the limit,
+/// before the output is created; a rate that fits writes times in order.
+#[test]
+fn generate_refuses_arrival_times_past_the_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.disksim");
+    let gen = |rate: &str, requests: &str| {
+        flashkit([
+            "trace",
+            "generate",
+            "--format",
+            "disksim",
+            "--requests",
+            requests,
+            "--rate",
+            rate,
+            path_str(&out),
+        ])
+    };
+    fails_with(
+        gen("1e-300", "3"),
+        "--rate 1e-300: record 2 (of --requests 3)",
+    );
+    fails_with(
+        gen("1e-9", "100000"),
+        "--rate 1e-9: record 2 (of --requests 100000)",
+    );
+    assert!(!out.exists(), "nothing written for a refused rate");
+    // 1 request per 10 s: 9.2e6 s holds about 9.2e5 records, 100 fit, 2e6 do not.
+    fails_with(gen("0.1", "2000000"), "past the 9223372 s");
+    ok(gen("0.1", "100"));
+    let s = json(&ok(flashkit(["trace", "stats", path_str(&out), "--json"])));
+    assert_eq!(s["out_of_order"], 0, "{s}");
+    let times: Vec<f64> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(times.len(), 100);
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    assert!(times.iter().all(|t| (0.0..=9.3e9).contains(t)), "{times:?}");
+}

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use sim::driver::{Arrival, Op, Request, SimConfig};
-use sim::trace::generate::{generator, GenConfig, GenWorkload, ROOT_READ_FRACTION};
+use sim::trace::generate::{generator, GenConfig, GenWorkload, MAX_TIME_S, ROOT_READ_FRACTION};
 use sim::trace::stats::trace_stats;
 use sim::trace::{
     convert, detect_format, requests, Format, Record, TimeUnit, TraceMap, TraceOptions,
@@ -877,4 +877,30 @@ fn stats_classes_locality_sequentiality_interarrival() {
     assert!((s.duration_s - 0.2).abs() < 1e-9);
     let small: u64 = s.size_histogram.iter().take(4).map(|b| b.writes).sum();
     assert_eq!(small, 100);
+}
+
+/// The generator refuses arrival times that are not finite or pass the simulator's
+/// clock, naming the first such record; the last time of an accepted stream is in range
+/// and the times never go backwards.
+#[test]
+fn generator_refuses_times_past_the_clock() {
+    let cfg = |rate: f64, requests: u64| GenConfig {
+        rate,
+        requests,
+        ..Default::default()
+    };
+    for (rate, n) in [(1e-300, 3), (1e-9, 100), (1.0, 10_000_000)] {
+        let e = generator(&cfg(rate, n)).err().expect("refused");
+        assert!(e.starts_with("--rate "), "{e}");
+        assert!(e.contains(&format!("(of --requests {n})")), "{e}");
+    }
+    let e = generator(&cfg(1e-300, 3)).err().expect("refused");
+    assert!(e.starts_with("--rate 1e-300: record 2 "), "{e}");
+    // One record has no gap: any rate holds it.
+    assert_eq!(generator(&cfg(1e-300, 1)).unwrap().count(), 1);
+    let recs: Vec<Record> = generator(&cfg(0.2, 1_000)).unwrap().collect();
+    assert_eq!(recs.len(), 1_000);
+    assert!(recs.windows(2).all(|w| w[0].time_ns <= w[1].time_ns));
+    let last = recs.last().unwrap().time_ns as f64 / 1e9;
+    assert!(last > 1_000.0 && last <= MAX_TIME_S, "{last}");
 }

@@ -173,16 +173,59 @@ pub fn generator(cfg: &GenConfig) -> Result<Generator, String> {
             Kind::Media(Box::new(Media::new(space, cfg.seed)))
         }
     };
+    let time_rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0x7173_0000_0002);
+    check_times(time_rng.clone(), cfg.rate, cfg.requests)?;
     Ok(Generator {
         kind,
         left: cfg.requests,
         read_fraction: rf,
         op_rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0x0dd5_eed0_0001),
-        time_rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0x7173_0000_0002),
+        time_rng,
         t_s: 0.0,
         rate: cfg.rate,
         first: true,
     })
+}
+
+/// The latest arrival time a generated record may have, in seconds: the simulator's
+/// clock (picoseconds, `u64::MAX / 2` of them, the limit `flashkit sim` checks arrivals
+/// against) holds about 9.2e6 s. Every output format holds this much: times are whole
+/// microseconds, so the largest is about 9.2e12 µs, exact in an f64 and in 64-bit
+/// nanoseconds (the msr format's ticks reach past 2262 only after about 7.5e9 s).
+pub const MAX_TIME_S: f64 = (u64::MAX / 2) as f64 / 1e12;
+
+/// One step of the arrival process: the gap to the next arrival, in seconds.
+fn gap_s(rng: &mut Xoshiro256PlusPlus, rate: f64) -> f64 {
+    let u: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
+    -u.ln() / rate
+}
+
+/// Refuse a rate and request count whose arrival times do not all fit: the time stream
+/// has its own generator, so running a copy of it gives exactly the times the records
+/// will have (the first record is at 0).
+fn check_times(mut rng: Xoshiro256PlusPlus, rate: f64, requests: u64) -> Result<(), String> {
+    let mut t = 0.0f64;
+    for n in 2..=requests {
+        t += gap_s(&mut rng, rate);
+        if !(t.is_finite() && t <= MAX_TIME_S) {
+            return Err(format!(
+                "--rate {}: record {n} (of --requests {requests}) would arrive {t:.3e} s after \
+                 the first, past the {MAX_TIME_S:.0} s that the simulator's clock and the trace \
+                 formats hold (raise --rate or lower --requests)",
+                short(rate)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A number as typed: "1000", "0.5", "1e-300" (not 300 digits).
+pub fn short(v: f64) -> String {
+    if v != 0.0 && !(1e-4..1e15).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
 }
 
 impl Iterator for Generator {
@@ -194,9 +237,10 @@ impl Iterator for Generator {
         }
         self.left -= 1;
         if !self.first {
-            let u: f64 = self.time_rng.gen_range(f64::MIN_POSITIVE..1.0);
-            self.t_s += -u.ln() / self.rate;
+            self.t_s += gap_s(&mut self.time_rng, self.rate);
         }
+        // Checked by `check_times` for every record.
+        debug_assert!(self.t_s <= MAX_TIME_S);
         self.first = false;
         // Whole microseconds, so every format (fio's are µs) holds the times exactly.
         let time_ns = (self.t_s * 1e6).round() as i64 * 1_000;

@@ -725,9 +725,10 @@ fn array_items(src: &str) -> Option<Vec<String>> {
 }
 
 /// The most jobs one grid may hold. Every job is built (its config and canonical options,
-/// a few KiB each) before the first runs, and a sweep's results are kept for its table and
-/// plot; 100 000 jobs take well under a GiB and a few seconds to expand, while a grid of
-/// millions would exhaust memory or run for weeks, which is never what a spec meant.
+/// some KiB each) before the first runs, and a sweep's results are kept for its table and
+/// plot; 100 000 jobs take about 650 MiB and 8 s to expand (a `--dry-run` measured on 2
+/// cores), while a grid of millions would exhaust memory or run for weeks, which is never
+/// what a spec meant.
 pub const MAX_GRID_JOBS: u64 = 100_000;
 
 /// The most worker threads a sweep may ask for (`--jobs`): far above any core count, and

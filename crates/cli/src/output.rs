@@ -75,6 +75,36 @@ impl PlotArgs {
         Ok(())
     }
 
+    /// Check the axes against a grid before it runs: `--x` must be an option that varies
+    /// (`keys`, the varying options; a constant x puts every point at one place), each
+    /// `--y` a metric of the results.
+    pub fn check_grid(&self, keys: &[&str]) -> Result<()> {
+        if self.plot.is_none() {
+            return Ok(());
+        }
+        if let Some(x) = &self.x {
+            let k = x.replace('-', "_");
+            if !keys.contains(&k.as_str()) {
+                let vary = if keys.is_empty() {
+                    "nothing does".to_string()
+                } else {
+                    format!("varying: {}", keys.join(", "))
+                };
+                anyhow::bail!(
+                    "--x: '{x}' has one value in this grid, nothing to plot along ({vary})"
+                );
+            }
+        }
+        let metrics = sim::driver::SimResult::METRICS;
+        if let Some(y) = self.y.iter().find(|y| !metrics.contains(&y.as_str())) {
+            anyhow::bail!(
+                "--y: '{y}' is not a numeric metric (metrics: {})",
+                metrics.join(", ")
+            );
+        }
+        Ok(())
+    }
+
     /// Whether any plot option was given.
     pub fn is_given(&self) -> bool {
         self.plot.is_some() || self.x.is_some() || !self.y.is_empty()

@@ -843,3 +843,260 @@ fn reproduce_labels_say_which_way() {
         "{t}"
     );
 }
+
+/// No output may name a file the grid reads: a trace workload or a device file (they
+/// were replaced by the results after the run).
+#[test]
+fn outputs_never_replace_the_files_the_grid_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.msr");
+    ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&trace),
+        "--format",
+        "msr",
+        "--requests",
+        "200",
+        "--space",
+        "4MiB",
+    ]));
+    let before = std::fs::read(&trace).unwrap();
+    let spec = dir.path().join("u2.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "workload = \"trace:{}\"\npolicy = \"greedy\"\n",
+            path_str(&trace)
+        ),
+    )
+    .unwrap();
+    for flag in ["--csv", "--out"] {
+        fails_with(
+            flashkit(["sweep", path_str(&spec), flag, path_str(&trace)]),
+            &[
+                flag,
+                "t.msr",
+                "is a trace the sweep reads (",
+                "u2.toml:1: workload)",
+            ],
+        );
+    }
+    // Through another spelling of the same path, and as the plot.
+    let other = dir.path().join(".").join("t.msr");
+    fails_with(
+        flashkit(["sweep", path_str(&spec), "--csv", path_str(&other)]),
+        &["--csv", "is a trace the sweep reads"],
+    );
+    let svg = dir.path().join("t.svg");
+    let spec2 = dir.path().join("v.toml");
+    std::fs::write(
+        &spec2,
+        format!(
+            "workload = [\"random\", \"trace:{}\"]\npolicy = \"greedy\"\nwritten = \"256KiB\"\n",
+            path_str(&svg)
+        ),
+    )
+    .unwrap();
+    fails_with(
+        flashkit(["sweep", path_str(&spec2), "--plot", path_str(&svg)]),
+        &[
+            "--plot",
+            "is a trace the sweep reads (",
+            "v.toml:1: workload)",
+        ],
+    );
+    assert_eq!(
+        std::fs::read(&trace).unwrap(),
+        before,
+        "the trace is intact"
+    );
+
+    // A device file the grid reads (refused before it is even read).
+    let dev = dir.path().join("dev.toml");
+    std::fs::write(&dev, "# a device description\n").unwrap();
+    let spec3 = dir.path().join("d.toml");
+    std::fs::write(
+        &spec3,
+        format!(
+            "device_file = \"{}\"\npolicy = \"greedy\"\nwritten = \"256KiB\"\n",
+            path_str(&dev)
+        ),
+    )
+    .unwrap();
+    let dev_before = std::fs::read(&dev).unwrap();
+    fails_with(
+        flashkit(["sweep", path_str(&spec3), "--out", path_str(&dev)]),
+        &[
+            "--out",
+            "is a device file the sweep reads (",
+            "d.toml:1: device_file)",
+        ],
+    );
+    assert_eq!(std::fs::read(&dev).unwrap(), dev_before);
+}
+
+/// A grid too large is refused from its list lengths, before anything is built (it used
+/// to abort allocating 491520000000000 bytes, even with --dry-run).
+#[test]
+fn huge_grids_are_refused_before_expanding() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("big.toml");
+    let list: Vec<String> = (1..=200).map(|i| i.to_string()).collect();
+    let list = format!("[{}]", list.join(", "));
+    std::fs::write(
+        &spec,
+        format!(
+            "policy = \"cat\"\nseed = {list}\nlow_water = {list}\nhigh_water = {list}\nwear_threshold = {list}\nendurance = {list}\n"
+        ),
+    )
+    .unwrap();
+    for extra in [&[][..], &["--dry-run"][..]] {
+        let mut args = vec!["sweep", path_str(&spec)];
+        args.extend(extra);
+        fails_with(
+            flashkit(args),
+            &[
+                "big.toml: grid too large: 320000000000 jobs",
+                "endurance 200 x wear_threshold 200 x low_water 200 x high_water 200 x seed 200",
+                "at most 100000",
+            ],
+        );
+    }
+}
+
+/// Plot options are checked before any job runs, and a plot that still fails keeps the
+/// results (the CSV is written first).
+#[test]
+fn plot_errors_come_before_the_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("s.toml");
+    std::fs::write(&spec, SPEC).unwrap();
+    let out = dir.path().join("r.jsonl");
+    let csv = dir.path().join("r.csv");
+    let svg = dir.path().join("z.svg");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "sweep",
+            path_str(&spec),
+            "--out",
+            path_str(&out),
+            "--csv",
+            path_str(&csv),
+        ];
+        args.extend(extra);
+        flashkit(args)
+    };
+    fails_with(
+        run(&["--plot", path_str(&svg), "--y", "erasure"]),
+        &["--y", "'erasure' is not a numeric metric", "erasures"],
+    );
+    let missing = dir.path().join("no").join("dir").join("z.png");
+    fails_with(
+        run(&["--plot", path_str(&missing)]),
+        &["plot", "z.png", "cannot write it"],
+    );
+    // An x that does not vary would draw every point at one place.
+    let one = dir.path().join("one.toml");
+    std::fs::write(
+        &one,
+        "policy = [\"greedy\", \"cat\"]\nwritten = \"256KiB\"\n",
+    )
+    .unwrap();
+    fails_with(
+        flashkit([
+            "sweep",
+            path_str(&one),
+            "--plot",
+            path_str(&svg),
+            "--x",
+            "written",
+        ]),
+        &[
+            "--x: 'written' has one value in this grid",
+            "varying: policy",
+        ],
+    );
+    // None of these ran a job or wrote a file.
+    assert!(!out.exists() && !csv.exists() && !svg.exists());
+    // A plot that fails only after the runs (a metric these policies leave empty): the
+    // CSV and the results are still written.
+    fails_with(
+        run(&["--plot", path_str(&svg), "--y", "policy_greedy_share"]),
+        &["--y", "policy_greedy_share"],
+    );
+    assert_eq!(lines(&out).len(), 12);
+    assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 13);
+}
+
+#[test]
+fn thread_counts_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("s.toml");
+    std::fs::write(&spec, "policy = \"greedy\"\nwritten = \"256KiB\"\n").unwrap();
+    fails_with(
+        flashkit(["sweep", path_str(&spec), "--jobs", "100000"]),
+        &["--jobs: 100000 threads is too many (at most 1024)"],
+    );
+    // At the limit, one job: one thread, done at once.
+    let start = std::time::Instant::now();
+    ok(flashkit(["sweep", path_str(&spec), "--jobs", "1024"]));
+    assert!(start.elapsed() < std::time::Duration::from_secs(60));
+}
+
+/// Options that changed nothing and values quoted as written.
+#[test]
+fn hot_half_life_and_readonly_separation_need_an_effect() {
+    fails_with(
+        flashkit([
+            "sim",
+            "--written",
+            "256KiB",
+            "--policy",
+            "cat",
+            "--redistribution",
+            "m1",
+            "--hot-half-life",
+            "5",
+        ]),
+        &["--hot-half-life: has no effect", "m3 and m6"],
+    );
+    fails_with(
+        flashkit([
+            "sim",
+            "--written",
+            "256KiB",
+            "--policy",
+            "cat",
+            "--no-readonly-separation",
+        ]),
+        &[
+            "--no-readonly-separation: has no effect",
+            "readonly_fraction is 0",
+        ],
+    );
+    ok(flashkit([
+        "sim",
+        "--written",
+        "256KiB",
+        "--policy",
+        "cat",
+        "--hot-half-life",
+        "5",
+        "--readonly-fraction",
+        "0.2",
+        "--no-readonly-separation",
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("s.toml");
+    std::fs::write(&spec, "policy = \"cat\"\nseed = [1, 1.0]\n").unwrap();
+    fails_with(
+        flashkit(["sweep", path_str(&spec), "--dry-run"]),
+        &["s.toml:2: seed: '1.0' is not a whole number"],
+    );
+    std::fs::write(&spec, "policy = \"cat\"\nwritten = 1.5e6\n").unwrap();
+    fails_with(
+        flashkit(["sweep", path_str(&spec), "--dry-run"]),
+        &["s.toml:2: written: '1.5e6' is a float", "\"1.5MiB\""],
+    );
+}

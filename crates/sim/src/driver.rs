@@ -177,6 +177,48 @@ pub struct SimResult {
     pub trace: Option<crate::trace::TraceRunInfo>,
 }
 
+impl SimResult {
+    /// The numeric fields of a result (what a plot can draw on its y axis), so a plot's
+    /// metrics are checked before any job runs. `policy_greedy_share` is numeric for the
+    /// adaptive policy only. A test keeps this list equal to the serialized fields.
+    pub const METRICS: &'static [&'static str] = &[
+        "regions",
+        "region_threshold_s",
+        "block_size",
+        "fill",
+        "written_bytes",
+        "unit_bytes",
+        "readonly_fraction",
+        "wear_threshold",
+        "seed",
+        "write_erase_ratio",
+        "erasures",
+        "blocks_copied",
+        "cleaning_cost",
+        "wear_stddev",
+        "wear_min",
+        "wear_max",
+        "user_writes",
+        "flash_writes",
+        "write_amplification",
+        "device_time_s",
+        "throughput_bytes_per_s",
+        "policy_greedy_share",
+        "wear_swaps",
+        "ram_bytes",
+        "mount_time_s",
+        "requests",
+        "mean_latency_us",
+        "p50_latency_us",
+        "p99_latency_us",
+        "max_latency_us",
+        "blocks_per_segment",
+        "logical_blocks",
+        "user_reads",
+        "trims",
+    ];
+}
+
 /// Where the requests come from: a synthetic generator or a trace.
 enum Source {
     Synthetic { w: Workload, sectors: u32 },

@@ -71,7 +71,29 @@ pub fn check_target(path: &Path) -> Result<()> {
             path.display()
         );
     }
+    check_writable(path)?;
     ensure_font()
+}
+
+/// That `path` can be written, checked before the runs whose results it will show: an
+/// existing file is opened for writing (not truncated), a new one is created and removed.
+fn check_writable(path: &Path) -> Result<()> {
+    let fail = |e: std::io::Error| anyhow::anyhow!("plot {}: cannot write it: {e}", path.display());
+    if path.exists() {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(fail)?;
+        return Ok(());
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(fail)?;
+    // Best effort: the probe is empty and the plot will replace it anyway.
+    let _ = std::fs::remove_file(path);
+    Ok(())
 }
 
 fn extension(path: &Path) -> String {

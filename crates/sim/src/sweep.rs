@@ -49,7 +49,8 @@ pub enum Origin {
 pub enum Scalar {
     Text(String),
     Int(i64),
-    Float(f64),
+    /// A float and, from a file, its text as written (`1.0`, `1.5e6`) for messages.
+    Float(f64, Option<String>),
     Bool(bool),
 }
 
@@ -58,7 +59,9 @@ impl Scalar {
         match self {
             Scalar::Text(s) => s.trim().to_string(),
             Scalar::Int(i) => i.to_string(),
-            Scalar::Float(f) => f.to_string(),
+            Scalar::Float(_, Some(raw)) => raw.trim().to_string(),
+            // Debug keeps the point: 1.0, not 1.
+            Scalar::Float(f, None) => format!("{f:?}"),
             Scalar::Bool(b) => b.to_string(),
         }
     }
@@ -597,7 +600,7 @@ fn canonical(def: &KeyDef, s: &Scalar) -> std::result::Result<Value, String> {
         match s {
             Scalar::Int(i) if *i >= 0 => Ok(Value::from(*i as u64)),
             Scalar::Int(i) => Err(format!("{i} must not be negative")),
-            Scalar::Float(_) | Scalar::Bool(_) => Err(format!("'{t}' is not a whole number")),
+            Scalar::Float(..) | Scalar::Bool(_) => Err(format!("'{t}' is not a whole number")),
             Scalar::Text(_) => t
                 .parse::<u64>()
                 .map(Value::from)
@@ -607,7 +610,7 @@ fn canonical(def: &KeyDef, s: &Scalar) -> std::result::Result<Value, String> {
     let float = |t: &str| -> std::result::Result<Value, String> {
         let f = match s {
             Scalar::Int(i) => *i as f64,
-            Scalar::Float(f) => *f,
+            Scalar::Float(f, _) => *f,
             Scalar::Bool(_) => return Err(format!("'{t}' is not a number")),
             Scalar::Text(_) => t
                 .parse::<f64>()
@@ -637,6 +640,12 @@ fn canonical(def: &KeyDef, s: &Scalar) -> std::result::Result<Value, String> {
         Kind::Size => match s {
             Scalar::Int(i) if *i >= 0 => Value::from(*i as u64),
             Scalar::Text(_) => Value::from(parse_size(&text)?),
+            Scalar::Float(..) => {
+                return Err(format!(
+                    "'{text}' is a float; a size is a whole number of bytes (4096) or a \
+                     string with a unit (\"1.5MiB\", \"192MiB\")"
+                ))
+            }
             _ => return Err(format!("'{text}' is not a size (e.g. 4096, 4KiB, 192MiB)")),
         },
         Kind::Float => float(&text)?,
@@ -651,7 +660,7 @@ fn canonical(def: &KeyDef, s: &Scalar) -> std::result::Result<Value, String> {
         Kind::OptDuration if none => Value::Null,
         Kind::OptDuration => match s {
             Scalar::Int(i) => Value::from(check_duration_s(*i as f64)?),
-            Scalar::Float(f) => Value::from(check_duration_s(*f)?),
+            Scalar::Float(f, _) => Value::from(check_duration_s(*f)?),
             Scalar::Text(_) => Value::from(parse_duration_s(&text)?),
             Scalar::Bool(_) => return Err(format!("'{text}' is not a duration")),
         },
@@ -667,6 +676,65 @@ struct Entry {
     origin: Origin,
 }
 
+/// The items of a TOML array as written (`[1, 1.0, "a,b"]` gives `1`, `1.0`, `"a,b"`),
+/// for messages that quote a value; `None` when `src` is not a flat array this simple
+/// scanner understands.
+fn array_items(src: &str) -> Option<Vec<String>> {
+    let inner = src.trim().strip_prefix('[')?.strip_suffix(']')?;
+    let mut items = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    let mut comment = false;
+    for c in inner.chars() {
+        if comment {
+            comment = c != '\n';
+            continue;
+        }
+        match quote {
+            Some(q) => {
+                cur.push(c);
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' && q == '"' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '"' | '\'' => {
+                    quote = Some(c);
+                    cur.push(c);
+                }
+                '#' => comment = true,
+                '[' | ']' | '{' | '}' => return None,
+                ',' => items.push(std::mem::take(&mut cur).trim().to_string()),
+                _ => cur.push(c),
+            },
+        }
+    }
+    if quote.is_some() {
+        return None;
+    }
+    let last = cur.trim();
+    if !last.is_empty() {
+        items.push(last.to_string());
+    }
+    Some(items)
+}
+
+/// The most jobs one grid may hold. Every job is built (its config and canonical options,
+/// some KiB each) before the first runs, and a sweep's results are kept for its table and
+/// plot; 100 000 jobs take about 650 MiB and 8 s to expand (a `--dry-run` measured on 2
+/// cores), while a grid of millions would exhaust memory or run for weeks, which is never
+/// what a spec meant.
+pub const MAX_GRID_JOBS: u64 = 100_000;
+
+/// The most worker threads a sweep may ask for (`--jobs`): far above any core count, and
+/// low enough that spawning them cannot exhaust the system.
+pub const MAX_THREADS: usize = 1024;
+
 /// A grid: for each key given, its list of values (keys not given take their default).
 #[derive(Default)]
 pub struct Spec {
@@ -677,6 +745,8 @@ pub struct Spec {
 /// for a sweep file.
 fn located(key: &str, origin: &Origin, msg: impl std::fmt::Display) -> anyhow::Error {
     match origin {
+        // The one boolean whose flag turns it off.
+        Origin::Flag if key == "readonly_separation" => anyhow!("--no-readonly-separation: {msg}"),
         Origin::Flag => anyhow!("--{}: {msg}", key.replace('_', "-")),
         Origin::File { path, line } => anyhow!("{}:{line}: {key}: {msg}", path.display()),
     }
@@ -756,6 +826,37 @@ impl Spec {
         )
     }
 
+    /// The files the grid reads, with the key and where it was given: trace workloads
+    /// (`trace:FILE`, also inside `phases:` should phases ever hold traces) and device
+    /// files. Outputs must not name them.
+    pub fn inputs(&self) -> Vec<(&'static str, PathBuf, Origin)> {
+        let mut out = Vec::new();
+        for (key, e) in &self.entries {
+            for v in &e.values {
+                let Some(s) = v.as_str() else { continue };
+                match *key {
+                    "workload" => {
+                        let Ok(w) = WorkloadSpec::parse(s) else {
+                            continue;
+                        };
+                        let parts = match w {
+                            WorkloadSpec::Phases(p) => p,
+                            w => vec![w],
+                        };
+                        for p in parts {
+                            if let WorkloadSpec::Trace(t) = p {
+                                out.push((*key, t.path.clone(), e.origin.clone()));
+                            }
+                        }
+                    }
+                    "device_file" => out.push((*key, PathBuf::from(s), e.origin.clone())),
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+
     /// Whether a key was given.
     pub fn has(&self, key: &str) -> bool {
         keydef(key).is_some_and(|d| self.entries.contains_key(d.name))
@@ -780,22 +881,22 @@ impl Spec {
                     e.message().split_whitespace().collect::<Vec<_>>().join(" ")
                 )
             })?;
-        let mut entries: Vec<(usize, String, toml::Value)> = table
+        let mut entries: Vec<(usize, String, std::ops::Range<usize>, toml::Value)> = table
             .into_iter()
-            .map(|(k, v)| (line_of(v.span().start), k, v.into_inner()))
+            .map(|(k, v)| (line_of(v.span().start), k, v.span(), v.into_inner()))
             .collect();
         entries.sort_by_key(|e| e.0);
         let mut spec = Spec::new();
-        for (line, key, value) in entries {
+        for (line, key, span, value) in entries {
             let origin = Origin::File {
                 path: path.to_path_buf(),
                 line,
             };
-            let scalar = |v: &toml::Value| -> Result<Scalar> {
+            let scalar = |v: &toml::Value, raw: Option<&str>| -> Result<Scalar> {
                 Ok(match v {
                     toml::Value::String(s) => Scalar::Text(s.clone()),
                     toml::Value::Integer(i) => Scalar::Int(*i),
-                    toml::Value::Float(f) => Scalar::Float(*f),
+                    toml::Value::Float(f) => Scalar::Float(*f, raw.map(String::from)),
                     toml::Value::Boolean(b) => Scalar::Bool(*b),
                     toml::Value::Datetime(_) => {
                         return Err(located(&key, &origin, "dates are not values here"))
@@ -812,11 +913,18 @@ impl Spec {
                     }
                 })
             };
+            let src = text.get(span.clone()).unwrap_or_default();
             let values = match &value {
                 toml::Value::Array(items) => {
-                    items.iter().map(scalar).collect::<Result<Vec<_>>>()?
+                    // The items as written, when the array could be split (messages only).
+                    let raw = array_items(src).filter(|r| r.len() == items.len());
+                    items
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| scalar(v, raw.as_ref().map(|r| r[i].as_str())))
+                        .collect::<Result<Vec<_>>>()?
                 }
-                v => vec![scalar(v)?],
+                v => vec![scalar(v, Some(src))?],
             };
             spec.set(&key, values, origin)?;
         }
@@ -839,15 +947,59 @@ impl Spec {
         }
     }
 
-    /// The number of jobs the grid holds.
-    pub fn len(&self) -> usize {
+    /// Each key's number of values (defaults included), in grid order.
+    fn dims(&self) -> Vec<(&'static str, usize)> {
         KEYS.iter()
             .map(|d| {
-                self.entries
+                let n = self
+                    .entries
                     .get(d.name)
-                    .map_or_else(|| d.default.split(',').count(), |e| e.values.len())
+                    .map_or_else(|| d.default.split(',').count(), |e| e.values.len());
+                (d.name, n)
             })
-            .product()
+            .collect()
+    }
+
+    /// The number of jobs the grid holds (`usize::MAX` when the product overflows).
+    pub fn len(&self) -> usize {
+        self.dims()
+            .iter()
+            .try_fold(1usize, |acc, (_, n)| acc.checked_mul(*n))
+            .unwrap_or(usize::MAX)
+    }
+
+    /// Refuse a grid above [`MAX_GRID_JOBS`] before anything is built: the error names the
+    /// spec and every list of several values.
+    fn check_size(&self) -> Result<()> {
+        let dims = self.dims();
+        let total = dims
+            .iter()
+            .try_fold(1u64, |acc, (_, n)| acc.checked_mul(*n as u64));
+        if total.is_some_and(|t| t <= MAX_GRID_JOBS) {
+            return Ok(());
+        }
+        let lists: Vec<String> = dims
+            .iter()
+            .filter(|(_, n)| *n > 1)
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        let count = match total {
+            Some(t) => format!("{t} jobs"),
+            None => format!("more than {} jobs", u64::MAX),
+        };
+        let source = self
+            .entries
+            .values()
+            .find_map(|e| match &e.origin {
+                Origin::File { path, .. } => Some(format!("{}: ", path.display())),
+                Origin::Flag => None,
+            })
+            .unwrap_or_default();
+        Err(anyhow!(
+            "{source}grid too large: {count} ({}), at most {MAX_GRID_JOBS}; split it into \
+             smaller sweeps",
+            lists.join(" x ")
+        ))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -856,6 +1008,7 @@ impl Spec {
 
     /// Expand the grid (product of every key's values, [`KEYS`] order, last key fastest).
     pub fn expand(&self) -> Result<Vec<Job>> {
+        self.check_size()?;
         let mut dims: Vec<(&KeyDef, Vec<Value>, Origin)> = Vec::new();
         for def in KEYS {
             let (v, o) = self.values_of(def)?;
@@ -957,7 +1110,31 @@ fn no_effect(key: &str, value: &Value, options: &BTreeMap<String, Value>) -> Opt
             Some("it applies to DAC (regions > 1) only")
         }
         "redistribution" if dac => Some("DAC regions (regions > 1) replace the redistribution"),
+        "hot_half_life"
+            if dac || !matches!(redistribution(options), Some(r) if r.uses_hot_degree()) =>
+        {
+            Some(
+                "hot degrees are used only by the m3 and m6 redistributions (not with DAC regions)",
+            )
+        }
+        "readonly_separation"
+            if options.get("readonly_fraction").and_then(Value::as_f64) == Some(0.0) =>
+        {
+            Some("there is no read-only data (readonly_fraction is 0)")
+        }
         _ => None,
+    }
+}
+
+/// The redistribution a job uses (`paper` resolved by its policy).
+fn redistribution(options: &BTreeMap<String, Value>) -> Option<Redistribution> {
+    let text = |k: &str| options.get(k).and_then(Value::as_str).unwrap_or_default();
+    match text("redistribution") {
+        "paper" => text("policy")
+            .parse::<Policy>()
+            .ok()
+            .map(crate::reproduce::paper_pairing),
+        r => r.parse().ok(),
     }
 }
 
@@ -1217,10 +1394,12 @@ where
     F: Fn(usize, Result<SimResult>) + Sync,
 {
     use rayon::prelude::*;
-    let mut b = rayon::ThreadPoolBuilder::new();
-    if let Some(n) = threads {
-        b = b.num_threads(n.max(1));
-    }
+    // Never more threads than jobs (nor than MAX_THREADS).
+    let n = threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .min(jobs.len())
+        .clamp(1, MAX_THREADS);
+    let b = rayon::ThreadPoolBuilder::new().num_threads(n);
     let pool = b.build().context("thread pool")?;
     pool.install(|| {
         jobs.par_iter()
@@ -1520,6 +1699,30 @@ mod tests {
         assert!(e.contains("region_threshold: has no effect"), "{e}");
         let e = err("regions = 4\nredistribution = \"m1\"\n");
         assert!(e.contains("redistribution: has no effect"), "{e}");
+        let e = err("policy = \"cat\"\nredistribution = \"m1\"\nhot_half_life = 5\n");
+        assert!(
+            e.starts_with("s.toml:3: hot_half_life: has no effect"),
+            "{e}"
+        );
+        // The paper pairing of greedy is m1; DAC replaces the redistribution.
+        let e = err("policy = \"greedy\"\nhot_half_life = 5\n");
+        assert!(e.contains("hot_half_life: has no effect"), "{e}");
+        let e = err("policy = \"cat\"\nregions = 2\nhot_half_life = 5\n");
+        assert!(e.contains("hot_half_life: has no effect"), "{e}");
+        let e = err("readonly_separation = false\n");
+        assert!(
+            e.starts_with(
+                "s.toml:1: readonly_separation: has no effect: there is no read-only data"
+            ),
+            "{e}"
+        );
+        let mut s = Spec::new();
+        s.set_flag("readonly_separation", &["false"]).unwrap();
+        let e = s.expand().err().unwrap().to_string();
+        assert!(
+            e.starts_with("--no-readonly-separation: has no effect"),
+            "{e}"
+        );
         let mut s = Spec::new();
         s.set_flag("workload", &["trace:t.csv"]).unwrap();
         s.set_flag("written", &["1MiB"]).unwrap();
@@ -1533,12 +1736,115 @@ mod tests {
             "policy = [\"greedy\", \"cost-benefit\"]\ncb_age = \"invalidation\"\n",
             "cat_age = \"log\"\n",
             "workload = \"trace:t.csv\"\n",
+            "policy = \"cat\"\nhot_half_life = 5\n",
+            "policy = \"greedy\"\nredistribution = [\"m1\", \"m3\"]\nhot_half_life = 5\n",
+            "readonly_fraction = [0, 0.2]\nreadonly_separation = false\n",
         ] {
             spec(ok)
                 .unwrap()
                 .expand()
                 .unwrap_or_else(|e| panic!("{ok}: {e}"));
         }
+    }
+
+    #[test]
+    fn metrics_are_the_numeric_result_fields() {
+        let jobs = spec("written = \"256KiB\"\npolicy = \"adaptive\"\nwear_threshold = 50\n")
+            .unwrap()
+            .expand()
+            .unwrap();
+        let r = serde_json::to_value(crate::driver::run(&jobs[0].config).unwrap()).unwrap();
+        let obj = r.as_object().unwrap();
+        let numeric: std::collections::BTreeSet<&str> = obj
+            .iter()
+            .filter(|(_, v)| v.is_number())
+            .map(|(k, _)| k.as_str())
+            .collect();
+        let listed: std::collections::BTreeSet<&str> = SimResult::METRICS
+            .iter()
+            .copied()
+            .filter(|k| *k != "region_threshold_s")
+            .collect();
+        assert_eq!(numeric, listed);
+        assert!(obj.contains_key("region_threshold_s"));
+    }
+
+    #[test]
+    fn grid_size_checked_before_expanding() {
+        let values: Vec<String> = (1..=200).map(|i| i.to_string()).collect();
+        let list = format!("[{}]", values.join(", "));
+        let text = format!(
+            "seed = {list}\nlow_water = {list}\nhigh_water = {list}\nadaptive_window = {list}\nwear_threshold = {list}\n"
+        );
+        let s = spec(&text).unwrap();
+        assert_eq!(s.len(), 4 * 200usize.pow(5));
+        let e = s.expand().err().unwrap().to_string();
+        assert!(
+            e.starts_with("s.toml: grid too large: 1280000000000 jobs (policy 4 x wear_threshold 200 x low_water 200 x high_water 200 x adaptive_window 200 x seed 200), at most 100000"),
+            "{e}"
+        );
+        // Overflowing products are refused too, not wrapped.
+        let big: Vec<String> = (1..=5000).map(|i| i.to_string()).collect();
+        let list = format!("[{}]", big.join(", "));
+        let keys = [
+            "seed",
+            "low_water",
+            "high_water",
+            "adaptive_window",
+            "wear_threshold",
+            "blocks",
+        ];
+        let text: String = keys.iter().map(|k| format!("{k} = {list}\n")).collect();
+        let e = spec(&text).unwrap().expand().err().unwrap().to_string();
+        assert!(e.contains("more than 18446744073709551615 jobs"), "{e}");
+        // At the limit is fine (counted, not built here).
+        let s = spec("seed = [1, 2]\n").unwrap();
+        assert!(s.check_size().is_ok());
+    }
+
+    #[test]
+    fn values_are_quoted_as_written() {
+        let e = spec("seed = [1, 1.0]\n").err().unwrap().to_string();
+        assert!(e.contains("'1.0' is not a whole number"), "{e}");
+        let e = spec("seed = 2.50\n").err().unwrap().to_string();
+        assert!(e.contains("'2.50' is not a whole number"), "{e}");
+        let e = spec("written = 1.5e6\n").err().unwrap().to_string();
+        assert!(
+            e.starts_with("s.toml:1: written: '1.5e6' is a float; a size is a whole number"),
+            "{e}"
+        );
+        let e = spec("written = [\"1MiB\", # c, d\n 1.5e6]\n")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("'1.5e6' is a float"), "{e}");
+        assert_eq!(
+            array_items("[1, \"a,b\", 'c]', 2.0e3 ]"),
+            Some(vec![
+                "1".into(),
+                "\"a,b\"".into(),
+                "'c]'".into(),
+                "2.0e3".into()
+            ])
+        );
+        // From flags, floats keep their point.
+        assert_eq!(Scalar::Float(1.0, None).text(), "1.0");
+    }
+
+    #[test]
+    fn inputs_name_traces_and_device_files() {
+        let s = spec(
+            "workload = [\"trace:t.msr\", \"random\"]\ndevice_file = [\"none\", \"d.toml\"]\n",
+        )
+        .unwrap();
+        let files: Vec<(&str, PathBuf)> = s.inputs().into_iter().map(|(k, p, _)| (k, p)).collect();
+        assert_eq!(
+            files,
+            vec![
+                ("device_file", PathBuf::from("d.toml")),
+                ("workload", PathBuf::from("t.msr"))
+            ]
+        );
     }
 
     #[test]

@@ -261,6 +261,9 @@ pub fn run(a: SimArgs) -> Result<()> {
     a.plot.check()?;
     refuse_overwriting_traces(&a)?;
     let jobs = spec(&a)?.expand()?;
+    a.plot.check_grid(&varying(
+        &jobs.iter().map(|j| &j.options).collect::<Vec<_>>(),
+    ))?;
     let results = execute(&jobs)?;
     for r in &results {
         if let Some(t) = r.trace.as_ref().filter(|t| t.skipped_bad_lines > 0) {

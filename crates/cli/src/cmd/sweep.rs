@@ -27,7 +27,7 @@ pub struct SweepArgs {
     /// last line is dropped); any other content is refused and left untouched.
     #[arg(long, value_name = "FILE.jsonl")]
     pub out: Option<PathBuf>,
-    /// Worker threads (default: all cores).
+    /// Worker threads (default: all cores; at most 1024, and never more than jobs).
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
     /// Print the jobs of the grid (id and options) without running them.
@@ -40,14 +40,22 @@ pub struct SweepArgs {
 }
 
 pub fn run(a: SweepArgs) -> Result<()> {
-    if a.jobs == Some(0) {
-        bail!("--jobs: must be at least 1");
+    match a.jobs {
+        Some(0) => bail!("--jobs: must be at least 1"),
+        Some(n) if n > sim::sweep::MAX_THREADS => bail!(
+            "--jobs: {n} threads is too many (at most {})",
+            sim::sweep::MAX_THREADS
+        ),
+        _ => {}
     }
     a.plot.check()?;
-    check_outputs(&a)?;
-    let jobs = Spec::from_toml_file(&a.spec)?.expand()?;
+    let spec = Spec::from_toml_file(&a.spec)?;
+    check_outputs(&a, &spec)?;
+    let jobs = spec.expand()?;
+    let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
+    // The plot's axes are checked before any job runs, so a typo costs no results.
+    a.plot.check_grid(&keys)?;
     if a.dry_run {
-        let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
         let mut out = std::io::stdout().lock();
         for j in &jobs {
             writeln!(out, "{}  {}", j.id, describe(&j.options, &keys))?;
@@ -134,7 +142,6 @@ pub fn run(a: SweepArgs) -> Result<()> {
 
     // Every job of the grid, in order.
     let mut failures: Vec<String> = Vec::new();
-    let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
     // A failed job by the spec file and, when the grid has several jobs, its values.
     let label = |job: &sim::sweep::Job| {
         if keys.is_empty() {
@@ -158,17 +165,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
         .iter()
         .map(|r| Value::Object(r.result.clone()))
         .collect();
-    if !records.is_empty() {
-        let rows = plot_rows(&options, &results);
-        let title = format!(
-            "flashkit sweep {}",
-            a.spec
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        );
-        a.plot.draw(&rows, &title)?;
-    }
+    // The CSV before the plot: a plot that fails must not lose the results.
     if let Some(path) = &a.report.csv {
         let rows: Vec<JobResult<_>> = records
             .iter()
@@ -179,6 +176,17 @@ pub fn run(a: SweepArgs) -> Result<()> {
             })
             .collect();
         write_results_csv(path, &rows, &keys)?;
+    }
+    if !records.is_empty() {
+        let rows = plot_rows(&options, &results);
+        let title = format!(
+            "flashkit sweep {}",
+            a.spec
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        );
+        a.plot.draw(&rows, &title)?;
     }
     if !a.report.json {
         table(&results, &options)?;
@@ -194,9 +202,11 @@ pub fn run(a: SweepArgs) -> Result<()> {
     Ok(())
 }
 
-/// The files a sweep writes (`--out`, `--csv`, `--plot`) must be neither its spec nor one
-/// another: writing one would destroy the other.
-fn check_outputs(a: &SweepArgs) -> Result<()> {
+/// The files a sweep writes (`--out`, `--csv`, `--plot`) must be neither its spec, nor a
+/// file the grid reads (a `trace:FILE` workload, a `device_file`), nor one another:
+/// writing one would destroy the other.
+fn check_outputs(a: &SweepArgs, spec: &Spec) -> Result<()> {
+    let inputs = spec.inputs();
     let outputs = [
         ("--out", a.out.as_deref()),
         ("--csv", a.report.csv.as_deref()),
@@ -211,6 +221,24 @@ fn check_outputs(a: &SweepArgs) -> Result<()> {
             bail!(
                 "{flag}: {} is the sweep spec; write the results to another file",
                 path.display()
+            );
+        }
+        if let Some((key, input, origin)) = inputs
+            .iter()
+            .find(|(_, input, _)| sim::trace::same_file(path, input))
+        {
+            let at = match origin {
+                sim::sweep::Origin::File { path, line } => format!("{}:{line}: ", path.display()),
+                sim::sweep::Origin::Flag => String::new(),
+            };
+            let what = if *key == "workload" {
+                "a trace"
+            } else {
+                "a device file"
+            };
+            bail!(
+                "{flag}: {} is {what} the sweep reads ({at}{key}); write the results to another file",
+                input.display()
             );
         }
         if let Some((other, _)) = given[..i]

@@ -471,10 +471,7 @@ impl Fms {
     /// update, so the others do not keep them.
     #[inline]
     fn uses_hot_degree(&self) -> bool {
-        matches!(
-            self.cfg.redistribution,
-            Redistribution::M3 | Redistribution::M6
-        )
+        self.cfg.redistribution.uses_hot_degree()
     }
 
     #[inline]

@@ -50,6 +50,12 @@ impl Redistribution {
             Redistribution::M4 | Redistribution::M5 | Redistribution::M6
         )
     }
+
+    /// Whether it reads hot degrees (only M3 and M6; the others make `hot_half_life`
+    /// pointless).
+    pub fn uses_hot_degree(self) -> bool {
+        matches!(self, Redistribution::M3 | Redistribution::M6)
+    }
 }
 
 impl std::str::FromStr for Redistribution {

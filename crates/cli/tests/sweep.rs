@@ -1100,3 +1100,29 @@ fn hot_half_life_and_readonly_separation_need_an_effect() {
         &["s.toml:2: written: '1.5e6' is a float", "\"1.5MiB\""],
     );
 }
+
+/// A `--csv` that cannot be written is refused before any job runs (it used to fail after
+/// all of them, losing the results).
+#[test]
+fn unwritable_csv_is_refused_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("missing-dir").join("r.csv");
+    let spec = dir.path().join("s.toml");
+    std::fs::write(&spec, "policy = \"greedy\"\nwritten = \"1MiB\"\n").unwrap();
+    fails_with(
+        flashkit(["sweep", path_str(&spec), "--csv", path_str(&csv)]),
+        &["--csv", "cannot write it"],
+    );
+    fails_with(
+        flashkit([
+            "sim",
+            "--policy",
+            "greedy",
+            "--written",
+            "1MiB",
+            "--csv",
+            path_str(&csv),
+        ]),
+        &["--csv", "cannot write it"],
+    );
+}

@@ -71,14 +71,16 @@ pub fn check_target(path: &Path) -> Result<()> {
             path.display()
         );
     }
-    check_writable(path)?;
+    check_writable(path, "plot")?;
     ensure_font()
 }
 
-/// That `path` can be written, checked before the runs whose results it will show: an
+/// That `path` can be written, checked before the runs whose results it will hold: an
 /// existing file is opened for writing (not truncated), a new one is created and removed.
-fn check_writable(path: &Path) -> Result<()> {
-    let fail = |e: std::io::Error| anyhow::anyhow!("plot {}: cannot write it: {e}", path.display());
+/// Errors start with `what` (a flag or "plot").
+pub fn check_writable(path: &Path, what: &str) -> Result<()> {
+    let fail =
+        |e: std::io::Error| anyhow::anyhow!("{what} {}: cannot write it: {e}", path.display());
     if path.exists() {
         std::fs::OpenOptions::new()
             .write(true)

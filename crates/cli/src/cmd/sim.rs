@@ -289,6 +289,10 @@ pub fn run(a: SimArgs) -> Result<()> {
 
 /// `--csv` or `--plot` naming a trace or device file the grid reads would replace it.
 pub fn refuse_overwriting_traces(a: &SimArgs) -> Result<()> {
+    // A CSV that cannot be written would fail only after every run.
+    if let Some(csv) = a.report.csv.as_deref() {
+        sim::plot::check_writable(csv, "--csv")?;
+    }
     let outputs = [("--csv", &a.report.csv), ("--plot", &a.plot.plot)];
     let device_file = a
         .device

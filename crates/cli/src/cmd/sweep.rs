@@ -216,6 +216,10 @@ fn check_outputs(a: &SweepArgs, spec: &Spec) -> Result<()> {
         .iter()
         .filter_map(|(f, p)| p.map(|p| (*f, p)))
         .collect();
+    // A CSV that cannot be written would fail only after every job ran.
+    if let Some(csv) = a.report.csv.as_deref() {
+        sim::plot::check_writable(csv, "--csv")?;
+    }
     for (i, (flag, path)) in given.iter().enumerate() {
         if sim::trace::same_file(path, &a.spec) {
             bail!(

@@ -36,8 +36,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if a.repeat == 0 {
         bail!("--repeat: must be at least 1");
     }
-    super::sim::refuse_overwriting_traces(&a.sim)?;
-    let jobs = spec(&a.sim)?.expand()?;
+    let spec = spec(&a.sim)?;
+    super::sim::check_outputs(&a.sim, &spec)?;
+    let jobs = spec.expand()?;
     let bar = Progress::jobs(jobs.len() as u64);
     let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
     let mut results: Vec<SpeedResult> = Vec::new();

@@ -291,3 +291,61 @@ pub fn refuse_csv_over(report: &crate::output::ReportArgs, inputs: &[(&Path, &st
     }
     Ok(())
 }
+
+/// The files a grid run writes (`outputs`: flag and path) must be writable (a `--csv`
+/// that cannot be written would fail only after every job ran) and be neither the spec
+/// file, nor a file the grid reads (a `trace:FILE` workload, a `device_file`), nor one
+/// another: writing one would destroy the other. Checked before anything runs.
+pub fn check_outputs(
+    outputs: &[(&str, Option<&Path>)],
+    spec: &sim::sweep::Spec,
+    spec_file: Option<&Path>,
+) -> Result<()> {
+    let given: Vec<(&str, &Path)> = outputs
+        .iter()
+        .filter_map(|(f, p)| p.map(|p| (*f, p)))
+        .collect();
+    if let Some((flag, csv)) = given.iter().find(|(f, _)| *f == "--csv") {
+        sim::plot::check_writable(csv, flag)?;
+    }
+    let inputs = spec.inputs();
+    for (i, (flag, path)) in given.iter().enumerate() {
+        if spec_file.is_some_and(|s| sim::trace::same_file(path, s)) {
+            bail!(
+                "{flag}: {} is the sweep spec; write the results to another file",
+                path.display()
+            );
+        }
+        if let Some((key, input, origin)) = inputs
+            .iter()
+            .find(|(_, input, _)| sim::trace::same_file(path, input))
+        {
+            let at = match origin {
+                sim::sweep::Origin::File { path, line } => format!("{}:{line}: ", path.display()),
+                sim::sweep::Origin::Flag => String::new(),
+            };
+            let (noun, what) = if *key == "workload" {
+                ("trace being read", "a trace")
+            } else {
+                ("device file", "a device file")
+            };
+            match spec_file {
+                // Given by flags: the words of every other command's check.
+                None => {
+                    refuse_same_file(path, input, noun).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?
+                }
+                Some(_) => bail!(
+                    "{flag}: {} is {what} the sweep reads ({at}{key}); write the results to another file",
+                    input.display()
+                ),
+            }
+        }
+        if let Some((other, _)) = given[..i]
+            .iter()
+            .find(|(_, p)| sim::trace::same_file(path, p))
+        {
+            bail!("{flag}: {} is also the {other} file", path.display());
+        }
+    }
+    Ok(())
+}

@@ -259,8 +259,9 @@ pub fn execute(jobs: &[Job]) -> Result<Vec<SimResult>> {
 
 pub fn run(a: SimArgs) -> Result<()> {
     a.plot.check()?;
-    refuse_overwriting_traces(&a)?;
-    let jobs = spec(&a)?.expand()?;
+    let spec = spec(&a)?;
+    check_outputs(&a, &spec)?;
+    let jobs = spec.expand()?;
     a.plot.check_grid(&varying(
         &jobs.iter().map(|j| &j.options).collect::<Vec<_>>(),
     ))?;
@@ -287,32 +288,16 @@ pub fn run(a: SimArgs) -> Result<()> {
     table(&values, &options)
 }
 
-/// `--csv` or `--plot` naming a trace or device file the grid reads would replace it.
-pub fn refuse_overwriting_traces(a: &SimArgs) -> Result<()> {
-    // A CSV that cannot be written would fail only after every run.
-    if let Some(csv) = a.report.csv.as_deref() {
-        sim::plot::check_writable(csv, "--csv")?;
-    }
-    let outputs = [("--csv", &a.report.csv), ("--plot", &a.plot.plot)];
-    let device_file = a
-        .device
-        .device_file
-        .iter()
-        .map(|f| (f.as_path(), "device file"));
-    let traces = a
-        .workload
-        .iter()
-        .filter_map(|w| w.strip_prefix("trace:"))
-        .map(|t| (Path::new(t), "trace being read"));
-    for (input, what) in device_file.chain(traces) {
-        for (flag, out) in outputs {
-            if let Some(out) = out.as_deref() {
-                super::common::refuse_same_file(out, input, what)
-                    .map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
-            }
-        }
-    }
-    Ok(())
+/// The grid's outputs against its inputs (see [`super::common::check_outputs`]).
+pub fn check_outputs(a: &SimArgs, spec: &Spec) -> Result<()> {
+    super::common::check_outputs(
+        &[
+            ("--csv", a.report.csv.as_deref()),
+            ("--plot", a.plot.plot.as_deref()),
+        ],
+        spec,
+        None,
+    )
 }
 
 /// `--csv FILE` and `--json` of a grid's results, each with its job (see [`JobResult`]);

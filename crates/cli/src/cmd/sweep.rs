@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
@@ -50,7 +50,15 @@ pub fn run(a: SweepArgs) -> Result<()> {
     }
     a.plot.check()?;
     let spec = Spec::from_toml_file(&a.spec)?;
-    check_outputs(&a, &spec)?;
+    super::common::check_outputs(
+        &[
+            ("--out", a.out.as_deref()),
+            ("--csv", a.report.csv.as_deref()),
+            ("--plot", a.plot.plot.as_deref()),
+        ],
+        &spec,
+        Some(&a.spec),
+    )?;
     let jobs = spec.expand()?;
     let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
     // The plot's axes are checked before any job runs, so a typo costs no results.
@@ -198,59 +206,6 @@ pub fn run(a: SweepArgs) -> Result<()> {
             jobs.len(),
             failures[0]
         );
-    }
-    Ok(())
-}
-
-/// The files a sweep writes (`--out`, `--csv`, `--plot`) must be neither its spec, nor a
-/// file the grid reads (a `trace:FILE` workload, a `device_file`), nor one another:
-/// writing one would destroy the other.
-fn check_outputs(a: &SweepArgs, spec: &Spec) -> Result<()> {
-    let inputs = spec.inputs();
-    let outputs = [
-        ("--out", a.out.as_deref()),
-        ("--csv", a.report.csv.as_deref()),
-        ("--plot", a.plot.plot.as_deref()),
-    ];
-    let given: Vec<(&str, &Path)> = outputs
-        .iter()
-        .filter_map(|(f, p)| p.map(|p| (*f, p)))
-        .collect();
-    // A CSV that cannot be written would fail only after every job ran.
-    if let Some(csv) = a.report.csv.as_deref() {
-        sim::plot::check_writable(csv, "--csv")?;
-    }
-    for (i, (flag, path)) in given.iter().enumerate() {
-        if sim::trace::same_file(path, &a.spec) {
-            bail!(
-                "{flag}: {} is the sweep spec; write the results to another file",
-                path.display()
-            );
-        }
-        if let Some((key, input, origin)) = inputs
-            .iter()
-            .find(|(_, input, _)| sim::trace::same_file(path, input))
-        {
-            let at = match origin {
-                sim::sweep::Origin::File { path, line } => format!("{}:{line}: ", path.display()),
-                sim::sweep::Origin::Flag => String::new(),
-            };
-            let what = if *key == "workload" {
-                "a trace"
-            } else {
-                "a device file"
-            };
-            bail!(
-                "{flag}: {} is {what} the sweep reads ({at}{key}); write the results to another file",
-                input.display()
-            );
-        }
-        if let Some((other, _)) = given[..i]
-            .iter()
-            .find(|(_, p)| sim::trace::same_file(path, p))
-        {
-            bail!("{flag}: {} is also the {other} file", path.display());
-        }
     }
     Ok(())
 }

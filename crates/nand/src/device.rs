@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::error::{ColumnRange, NandError, PageRange, Result};
 use crate::geometry::{DeviceSpec, Geometry};
 use crate::store::{BadState, BlockInfo, Store};
+use crate::table::config_table;
 
 /// Data-area argument of a program operation.
 #[derive(Clone, Copy, Debug)]
@@ -191,10 +192,9 @@ impl Nand {
             program_byte: (t.program_ns_per_byte * PS_PER_NS).round() as u64,
             erase: (t.erase_us * PS_PER_US).round() as u64,
         };
-        let table = |n: u64, what: &str| crate::table(n, 0u32, what).map_err(NandError::config);
         let mut write_ptr = Vec::new();
         if geo.in_order {
-            write_ptr = table(geo.blocks as u64, "the write pointers")?;
+            write_ptr = config_table(geo.blocks as u64, 0, "the write pointers")?;
             for (b, wp) in write_ptr.iter_mut().enumerate() {
                 let first = geo.first_page(b as u32);
                 *wp = (0..geo.pages_per_block)
@@ -203,8 +203,7 @@ impl Nand {
                     .map_or(0, |i| i + 1);
             }
         }
-        let mut bad = crate::table(geo.blocks as u64, false, "the bad-block flags")
-            .map_err(NandError::config)?;
+        let mut bad = config_table(geo.blocks as u64, false, "the bad-block flags")?;
         for (b, bad) in bad.iter_mut().enumerate() {
             *bad = store.block_info(b as u32).bad != BadState::Good;
         }

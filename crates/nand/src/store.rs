@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use crate::device::Data;
 use crate::error::Result;
 use crate::geometry::Geometry;
-use crate::NandError;
+use crate::table::config_table as table;
 
 /// Why a block is bad.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
@@ -256,11 +256,6 @@ pub struct PayloadlessStore {
 const NOT_KEPT: u32 = u32::MAX;
 const OPAQUE: u32 = u32::MAX - 1;
 const PARTIAL: u32 = u32::MAX - 2;
-
-/// A geometry-sized table, or a configuration error when it cannot be allocated.
-fn table<T: Clone>(n: u64, fill: T, what: &str) -> Result<Vec<T>> {
-    crate::table::table(n, fill, what).map_err(NandError::config)
-}
 
 /// Add `[lo, hi)` to sorted, disjoint `ranges`, merging what touches it.
 fn add_range(ranges: &mut Vec<(u32, u32)>, lo: u32, hi: u32) {

@@ -17,6 +17,11 @@ pub fn table<T: Clone>(n: u64, fill: T, what: &str) -> Result<Vec<T>, String> {
     Ok(v)
 }
 
+/// [`table`] with the device model's error: a configuration error.
+pub(crate) fn config_table<T: Clone>(n: u64, fill: T, what: &str) -> crate::Result<Vec<T>> {
+    table(n, fill, what).map_err(crate::NandError::config)
+}
+
 /// Whether this machine could allocate `bytes` bytes now (reserved, never touched, and
 /// released at once); the error names `what`.
 pub fn check_fits(bytes: u64, what: &str) -> Result<(), String> {

@@ -324,46 +324,39 @@ impl PayloadlessStore {
     fn keep_new(&mut self, ppn: u64) {
         let was = self.kept_at[ppn as usize];
         let fill = if was == OPAQUE { 0 } else { 0xFF };
-        self.keep_filled(ppn, fill);
+        let ps = self.geo.page_size as usize;
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                // A free slot is 0xFF outside its dirty range.
+                let (a, b) = match fill {
+                    0xFF => self.dirty[s as usize],
+                    _ => (0, ps as u32),
+                };
+                if a < b {
+                    let base = s as usize * ps;
+                    self.arena[base + a as usize..base + b as usize].fill(fill);
+                }
+                s
+            }
+            None => {
+                let s = (self.arena.len() / ps) as u32;
+                self.arena.resize(self.arena.len() + ps, fill);
+                self.dirty.push((0, 0));
+                s
+            }
+        };
+        // A page filled with zeros is dirty all over.
+        self.dirty[slot as usize] = match fill {
+            0xFF => (ps as u32, 0),
+            _ => (0, ps as u32),
+        };
+        self.kept_at[ppn as usize] = slot;
         if was == PARTIAL {
             for (a, b) in self.partial.remove(&ppn).unwrap_or_default() {
                 if let Some(p) = self.kept_mut(ppn, a as usize, b as usize) {
                     p[a as usize..b as usize].fill(0);
                 }
             }
-        }
-    }
-
-    /// Give `ppn` a kept copy filled with `fill` unless it has one.
-    fn keep_filled(&mut self, ppn: u64, fill: u8) {
-        let ps = self.geo.page_size as usize;
-        if self.kept_at[ppn as usize] >= PARTIAL {
-            let slot = match self.free_slots.pop() {
-                Some(s) => {
-                    // A free slot is 0xFF outside its dirty range.
-                    let (a, b) = match fill {
-                        0xFF => self.dirty[s as usize],
-                        _ => (0, ps as u32),
-                    };
-                    if a < b {
-                        let base = s as usize * ps;
-                        self.arena[base + a as usize..base + b as usize].fill(fill);
-                    }
-                    s
-                }
-                None => {
-                    let s = (self.arena.len() / ps) as u32;
-                    self.arena.resize(self.arena.len() + ps, fill);
-                    self.dirty.push((0, 0));
-                    s
-                }
-            };
-            // A page filled with zeros is dirty all over.
-            self.dirty[slot as usize] = match fill {
-                0xFF => (ps as u32, 0),
-                _ => (0, ps as u32),
-            };
-            self.kept_at[ppn as usize] = slot;
         }
     }
 
@@ -490,7 +483,7 @@ impl Store for PayloadlessStore {
         Ok(())
     }
     fn data_known(&self, ppn: u64) -> bool {
-        self.kept_at[ppn as usize] < OPAQUE && self.kept_at[ppn as usize] != PARTIAL
+        self.kept_at[ppn as usize] < PARTIAL
     }
     fn erase(&mut self, block: u32) -> Result<()> {
         let first = self.geo.first_page(block) as usize;

@@ -584,6 +584,54 @@ fn adaptive_uses_greedy_for_uniform_and_cat_for_skewed_writes() {
     assert!(skewed < 0.2, "90/10 writes: greedy share {skewed}");
 }
 
+/// The hot-degree table (8 bytes a block) is kept, and counted in `ram_bytes`, only where
+/// something reads it: M3 or M6 without DAC regions (the regions replace the methods).
+/// Trims and remounts work without it.
+#[test]
+fn hot_degrees_are_kept_only_where_read() {
+    let (spec, base) = intel();
+    let ram = |redistribution: Redistribution, regions: u8| {
+        let cfg = FmsConfig {
+            redistribution,
+            regions,
+            ..base.clone()
+        };
+        let mut f = format(&spec, &cfg);
+        let n = f.logical_blocks() as u32;
+        for l in 0..n {
+            f.write_block(l, Some(&[l as u8; 4096])).unwrap();
+        }
+        f.trim_block(1).unwrap();
+        f.write_block(2, Some(&[7; 4096])).unwrap();
+        let mut f = remount(f, &cfg);
+        let mut buf = vec![1u8; 4096];
+        f.read_block(1, Some(&mut buf)).unwrap();
+        assert_eq!(buf, vec![0u8; 4096], "trimmed block after remount");
+        f.read_block(2, Some(&mut buf)).unwrap();
+        assert_eq!(buf, vec![7u8; 4096], "rewritten block after remount");
+        f.trim_block(2).unwrap();
+        (f.ram_bytes(), f.logical_blocks())
+    };
+    // Each method with hot degrees beside one without, with the same streams (and so the
+    // same number of logical blocks).
+    for (with_hot, without) in [
+        (Redistribution::M3, Redistribution::M2),
+        (Redistribution::M6, Redistribution::M5),
+    ] {
+        let (plain, n) = ram(without, 1);
+        assert_eq!(
+            ram(with_hot, 1),
+            (plain + 8 * n, n),
+            "{with_hot} keeps hot degrees"
+        );
+        assert_eq!(
+            ram(with_hot, 4),
+            ram(without, 4),
+            "{with_hot} with DAC regions"
+        );
+    }
+}
+
 // ---- mount errors -------------------------------------------------------------------------
 
 fn corrupt_message(r: Result<Fms, DevError>) -> String {

@@ -220,6 +220,8 @@ pub struct Fms {
     adaptive: Option<Adaptive>,
     dac: Dac,
     hot: HotDegree,
+    /// Whether `hot` is kept (M3 or M6 without DAC regions); empty otherwise.
+    keeps_hot: bool,
     update_sum: u64,
     mapped: u64,
     write_clock: u64,
@@ -269,6 +271,8 @@ impl Fms {
         }
         let n = logical as usize;
         let half_life = cfg.hot_half_life.unwrap_or(logical as f64 / 2.0);
+        // Hot degrees are kept only where something reads them (see `keeps_hot`).
+        let keeps_hot = cfg.regions == 1 && cfg.redistribution.uses_hot_degree();
         let adaptive = (cfg.policy == Policy::Adaptive)
             .then(|| Adaptive::new(n, cfg.adaptive_window, cfg.adaptive_threshold));
         Ok(Fms {
@@ -278,7 +282,8 @@ impl Fms {
                 threshold_ps: cfg.region_threshold_ps,
             },
             adaptive,
-            hot: HotDegree::new(n, half_life),
+            hot: HotDegree::new(if keeps_hot { n } else { 0 }, half_life),
+            keeps_hot,
             active: vec![NONE; cfg.streams()],
             nand,
             lay,
@@ -467,11 +472,12 @@ impl Fms {
 
     // ---- block-level I/O -------------------------------------------------------------------
 
-    /// Only M3 and M6 read hot degrees; the decayed counts cost exponentials on every
-    /// update, so the others do not keep them.
+    /// Only M3 and M6 read hot degrees, and only without DAC regions (the regions replace
+    /// the redistribution method); the decayed counts cost a table and exponentials on
+    /// every update, so other configurations do not keep them.
     #[inline]
     fn uses_hot_degree(&self) -> bool {
-        self.cfg.redistribution.uses_hot_degree()
+        self.keeps_hot
     }
 
     #[inline]
@@ -624,7 +630,9 @@ impl Fms {
         self.update_sum -= self.updates[i] as u64;
         self.updates[i] = 0;
         self.mapped -= 1;
-        self.hot.set(lbn, 0.0, self.write_clock);
+        if self.uses_hot_degree() {
+            self.hot.set(lbn, 0.0, self.write_clock);
+        }
         self.stats.trims += 1;
         Ok(())
     }

@@ -200,7 +200,9 @@ pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
         f.write_ps[lbn] = t;
         f.region_ps[lbn] = t;
         f.readonly[lbn] |= b.rec.readonly;
-        f.hot.set(l, b.rec.updates as f64, 0);
+        if f.keeps_hot {
+            f.hot.set(l, b.rec.updates as f64, 0);
+        }
     }
 
     // DAC: a closed segment belongs to the region most of its live blocks are in (the

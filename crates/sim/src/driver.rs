@@ -219,6 +219,26 @@ impl SimResult {
     ];
 }
 
+/// The latest arrival a run accepts, in picoseconds after the workload's start (the end
+/// of the pre-fill): half the picosecond clock (u64, about 213 days), so the requests' own
+/// device time, and the format and pre-fill before them, have the other half. Trace time
+/// stamps count from the trace's first record, so a trace is accepted or refused whatever
+/// device and pre-fill it runs on; `trace generate` writes only times that pass
+/// [`arrival_in_range`].
+pub const MAX_ARRIVAL_PS: f64 = (u64::MAX / 2) as f64;
+
+/// Whether an arrival `after_ps` picoseconds after the workload's start is in the
+/// simulator's clock range (see [`MAX_ARRIVAL_PS`]).
+pub fn arrival_in_range(after_ps: f64) -> bool {
+    after_ps < MAX_ARRIVAL_PS
+}
+
+/// The picoseconds after the workload's start at which a trace record `time_ns` after the
+/// trace's first record arrives (how the driver reads trace time stamps).
+pub fn trace_arrival_ps(time_ns: i64) -> f64 {
+    time_ns as f64 / 1e9 * 1e12
+}
+
 /// Where the requests come from: a synthetic generator or a trace.
 enum Source {
     Synthetic { w: Workload, sectors: u32 },
@@ -327,9 +347,6 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         units,
     } = prepare(cfg)?;
 
-    // Arrivals must leave the picosecond clock (u64, about 213 days) room for the
-    // requests' own device time.
-    const CLOCK_LIMIT_PS: f64 = (u64::MAX / 2) as f64;
     let s0 = fms.stats().clone();
     let t0 = fms.nand().clock_ps();
     let mut idle_ps = 0u64;
@@ -364,29 +381,31 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
                 None => break,
             },
         };
-        // Arrival: the configured process, or the request's own time (traces).
+        // Arrival: the configured process, or the request's own time (traces), as
+        // (picoseconds on the device's clock, picoseconds after the workload's start).
         let arrival = match (&cfg.arrival, req.arrival_s) {
             (Arrival::Poisson { rate }, _) => {
                 let u: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
                 arrival_ps += -u.ln() / rate * 1e12;
-                Some(arrival_ps)
+                Some((arrival_ps, arrival_ps - t0 as f64))
             }
-            (Arrival::Trace, Some(t)) => Some(t0 as f64 + t * 1e12),
+            (Arrival::Trace, Some(t)) => Some((t0 as f64 + t * 1e12, t * 1e12)),
             (Arrival::Trace, None) | (Arrival::Closed, _) => None,
         };
-        if let Some(a) = arrival.filter(|&a| a >= CLOCK_LIMIT_PS) {
+        if let Some((_, after)) = arrival.filter(|a| !arrival_in_range(a.1)) {
             bail!(
                 "{}: request {} arrives {:.0} s into the run, past the simulator's clock range ({:.0} s of device time){}",
                 cfg.workload.label(),
                 lat.hist.len() + 1,
-                (a - t0 as f64) / 1e12,
-                CLOCK_LIMIT_PS / 1e12,
+                after / 1e12,
+                MAX_ARRIVAL_PS / 1e12,
                 match cfg.arrival {
                     Arrival::Poisson { .. } => ": raise the --arrival rate or write less",
                     _ => "",
                 }
             );
         }
+        let arrival = arrival.map(|a| a.0);
         let now = fms.nand().clock_ps();
         let issued = match arrival {
             Some(a) if (now as f64) < a => {

@@ -904,3 +904,51 @@ fn generator_refuses_times_past_the_clock() {
     let last = recs.last().unwrap().time_ns as f64 / 1e9;
     assert!(last > 1_000.0 && last <= MAX_TIME_S, "{last}");
 }
+
+/// A generated trace whose last record arrives just inside the generator's limit runs in
+/// `sim` on any device and pre-fill: the limit counts from the workload's start (after the
+/// pre-fill), as trace times count from the first record. The simulator used to add the
+/// pre-fill's device time (minutes on the Intel card) before checking, and refused it.
+#[test]
+fn traces_generated_near_the_time_limit_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = |rate: f64| GenConfig {
+        requests: 50,
+        space_bytes: 5529 * 4096,
+        rate,
+        ..Default::default()
+    };
+    // Times scale with 1 / rate for the same draws: place the last record 10 s before the
+    // limit (up to the rounding of the sums).
+    let last_at_1 = generator(&cfg(1.0)).unwrap().last().unwrap().time_ns as f64 / 1e9;
+    let recs: Vec<Record> = generator(&cfg(last_at_1 / (MAX_TIME_S - 10.0)))
+        .unwrap()
+        .collect();
+    let last = recs.last().unwrap().time_ns as f64 / 1e9;
+    assert!(last > MAX_TIME_S - 20.0 && last < MAX_TIME_S, "{last}");
+    let p = dir.path().join("near.disksim");
+    write_file(&p, Format::Disksim, &recs, false);
+    let mut c = SimConfig::flagship();
+    c.workload = WorkloadSpec::Trace(Box::new(TraceSpec::new(&p)));
+    c.arrival = Arrival::Trace;
+    let r = sim::run(&c).unwrap();
+    assert_eq!(r.requests, 50);
+    // One record past the limit is refused, naming its time after the workload's start.
+    let mut far = recs.clone();
+    far.push(rec(
+        (MAX_TIME_S * 1e9) as i64 + 5_000_000_000,
+        Op::Write,
+        0,
+        8,
+    ));
+    write_file(&p, Format::Disksim, &far, false);
+    let e = format!("{:#}", sim::run(&c).unwrap_err());
+    assert!(
+        e.contains("request 51 arrives 9223377 s into the run"),
+        "{e}"
+    );
+    assert!(
+        e.contains("past the simulator's clock range (9223372 s"),
+        "{e}"
+    );
+}

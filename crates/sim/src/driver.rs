@@ -170,7 +170,9 @@ pub struct SimResult {
     pub max_latency_us: f64,
     pub blocks_per_segment: u32,
     pub logical_blocks: u64,
-    /// Blocks read and trimmed by the workload (traces).
+    /// Blocks read and trimmed by the workload (traces). `user_reads` counts the blocks its
+    /// read requests cover, not the FMS's reads of the rest of a block that a write
+    /// covers only partly (those are timed but are not the workload's).
     pub user_reads: u64,
     pub trims: u64,
     /// What was read from the trace (trace workloads only).
@@ -237,6 +239,15 @@ pub fn arrival_in_range(after_ps: f64) -> bool {
 /// trace's first record arrives (how the driver reads trace time stamps).
 pub fn trace_arrival_ps(time_ns: i64) -> f64 {
     time_ns as f64 / 1e9 * 1e12
+}
+
+/// How many `sectors_per_block`-sector blocks the request of `sectors` sectors at `lba`
+/// touches.
+fn blocks_covered(lba: u64, sectors: u32, sectors_per_block: u64) -> u64 {
+    if sectors == 0 {
+        return 0;
+    }
+    (lba + sectors as u64 - 1) / sectors_per_block - lba / sectors_per_block + 1
 }
 
 /// Where the requests come from: a synthetic generator or a trace.
@@ -353,6 +364,10 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
     let mut arrival_ps = t0 as f64;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0xa77_1a1);
     let sectors = cfg.unit_bytes / 512;
+    let sectors_per_block = bs / 512;
+    // Blocks the workload's read requests cover (the FMS also reads the rest of a block
+    // that a write or trim covers only partly, but those reads are not the workload's).
+    let mut user_reads = 0u64;
     let mut lat = Latency::new();
     let mut source = match &cfg.workload {
         WorkloadSpec::Trace(t) => Source::Trace(Box::new(crate::trace::requests(
@@ -418,7 +433,10 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         };
         match req.op {
             Op::Write => fms.write(req.lba, req.sectors, None),
-            Op::Read => fms.read(req.lba, req.sectors, None),
+            Op::Read => {
+                user_reads += blocks_covered(req.lba, req.sectors, sectors_per_block);
+                fms.read(req.lba, req.sectors, None)
+            }
             Op::Trim => fms.trim(req.lba, req.sectors),
         }
         .with_context(|| {
@@ -512,7 +530,7 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         max_latency_us: lat.hist.max() as f64,
         blocks_per_segment: slots,
         logical_blocks: logical,
-        user_reads: s1.user_reads - s0.user_reads,
+        user_reads,
         trims: s1.trims - s0.trims,
         trace: trace_info,
     })

@@ -1017,16 +1017,50 @@ fn plot_errors_come_before_the_runs() {
             "varying: policy",
         ],
     );
-    // None of these ran a job or wrote a file.
-    assert!(!out.exists() && !csv.exists() && !svg.exists());
-    // A plot that fails only after the runs (a metric these policies leave empty): the
-    // CSV and the results are still written.
+    // A metric no job of the grid reports (these policies leave it null): it used to
+    // fail only when drawing, after every job had run.
     fails_with(
         run(&["--plot", path_str(&svg), "--y", "policy_greedy_share"]),
-        &["--y", "policy_greedy_share"],
+        &[
+            "--y: 'policy_greedy_share' has no value in any run of this grid",
+            "adaptive policy only",
+        ],
     );
-    assert_eq!(lines(&out).len(), 12);
-    assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 13);
+    fails_with(
+        flashkit([
+            "sim",
+            "--written",
+            "256KiB",
+            "--policy",
+            "greedy,cat",
+            "--plot",
+            path_str(&svg),
+            "--y",
+            "erasures,wear_threshold",
+        ]),
+        &[
+            "--y: 'wear_threshold' has no value",
+            "only with a wear threshold",
+        ],
+    );
+    // None of these ran a job or wrote a file.
+    assert!(!out.exists() && !csv.exists() && !svg.exists());
+    // One adaptive job is enough: its points are drawn.
+    let some = dir.path().join("some.toml");
+    std::fs::write(
+        &some,
+        "policy = [\"greedy\", \"adaptive\"]\nwritten = \"256KiB\"\n",
+    )
+    .unwrap();
+    ok(flashkit([
+        "sweep",
+        path_str(&some),
+        "--plot",
+        path_str(&svg),
+        "--y",
+        "policy_greedy_share",
+    ]));
+    assert!(svg.exists());
 }
 
 #[test]

@@ -219,6 +219,30 @@ impl SimResult {
         "user_reads",
         "trims",
     ];
+
+    /// Whether a run of `cfg` reports `metric` (one of [`SimResult::METRICS`]) as a
+    /// number: `policy_greedy_share` only under the adaptive policy, `region_threshold_s`
+    /// and `wear_threshold` only when they are set (otherwise null). A test keeps this
+    /// equal to the serialized results.
+    pub fn has_metric(cfg: &SimConfig, metric: &str) -> bool {
+        match metric {
+            "policy_greedy_share" => cfg.fms.policy == ftl::fms::select::Policy::Adaptive,
+            "region_threshold_s" => cfg.fms.region_threshold_ps.is_some(),
+            "wear_threshold" => cfg.fms.wear_threshold.is_some(),
+            m => SimResult::METRICS.contains(&m),
+        }
+    }
+
+    /// What a run needs to report `metric` as a number, for the metrics that are null in
+    /// some runs (see [`SimResult::has_metric`]).
+    pub fn metric_needs(metric: &str) -> Option<&'static str> {
+        match metric {
+            "policy_greedy_share" => Some("it is reported for the adaptive policy only"),
+            "region_threshold_s" => Some("it is reported only with a region threshold"),
+            "wear_threshold" => Some("it is reported only with a wear threshold"),
+            _ => None,
+        }
+    }
 }
 
 /// The latest arrival a run accepts, in picoseconds after the workload's start (the end

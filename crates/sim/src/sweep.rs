@@ -1769,6 +1769,41 @@ mod tests {
         assert!(obj.contains_key("region_threshold_s"));
     }
 
+    /// `SimResult::has_metric` says which metrics a run reports as numbers, so a plot of
+    /// one that no job of a grid has is refused before the grid runs.
+    #[test]
+    fn has_metric_is_what_the_results_have() {
+        let jobs = spec(
+            "written = \"256KiB\"\npolicy = [\"greedy\", \"adaptive\"]\n\
+             regions = [1, 2]\nregion_threshold = [\"none\", \"30m\"]\n\
+             wear_threshold = [\"none\", 50]\n",
+        )
+        .unwrap()
+        .expand()
+        .unwrap();
+        assert_eq!(jobs.len(), 16);
+        for j in &jobs {
+            let r = serde_json::to_value(crate::driver::run(&j.config).unwrap()).unwrap();
+            for m in SimResult::METRICS {
+                assert_eq!(
+                    SimResult::has_metric(&j.config, m),
+                    r[*m].is_number(),
+                    "{m} in {:?}",
+                    j.options
+                );
+                assert_eq!(
+                    SimResult::metric_needs(m).is_some(),
+                    [
+                        "policy_greedy_share",
+                        "region_threshold_s",
+                        "wear_threshold"
+                    ]
+                    .contains(m)
+                );
+            }
+        }
+    }
+
     #[test]
     fn grid_size_checked_before_expanding() {
         let values: Vec<String> = (1..=200).map(|i| i.to_string()).collect();

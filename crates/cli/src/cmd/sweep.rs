@@ -62,7 +62,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
     let jobs = spec.expand()?;
     let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
     // The plot's axes are checked before any job runs, so a typo costs no results.
-    a.plot.check_grid(&keys)?;
+    a.plot.check_grid(&keys, &jobs)?;
     if a.dry_run {
         let mut out = std::io::stdout().lock();
         for j in &jobs {

@@ -220,6 +220,52 @@ impl SimResult {
         "trims",
     ];
 
+    /// Every field, in the order a result serializes them (`sim --json`, the columns of
+    /// `--csv`); a sweep's CSV, made from results read back as JSON objects, orders its
+    /// columns by it too. A test keeps it equal to the serialized order.
+    pub const FIELDS: &'static [&'static str] = &[
+        "device",
+        "workload",
+        "policy",
+        "redistribution",
+        "regions",
+        "region_threshold_s",
+        "block_size",
+        "fill",
+        "written_bytes",
+        "unit_bytes",
+        "arrival",
+        "readonly_fraction",
+        "wear_threshold",
+        "seed",
+        "write_erase_ratio",
+        "erasures",
+        "blocks_copied",
+        "cleaning_cost",
+        "wear_stddev",
+        "wear_min",
+        "wear_max",
+        "user_writes",
+        "flash_writes",
+        "write_amplification",
+        "device_time_s",
+        "throughput_bytes_per_s",
+        "policy_greedy_share",
+        "wear_swaps",
+        "ram_bytes",
+        "mount_time_s",
+        "requests",
+        "mean_latency_us",
+        "p50_latency_us",
+        "p99_latency_us",
+        "max_latency_us",
+        "blocks_per_segment",
+        "logical_blocks",
+        "user_reads",
+        "trims",
+        "trace",
+    ];
+
     /// Whether a run of `cfg` reports `metric` (one of [`SimResult::METRICS`]) as a
     /// number: `policy_greedy_share` only under the adaptive policy, `region_threshold_s`
     /// and `wear_threshold` only when they are set (otherwise null). A test keeps this

@@ -382,7 +382,24 @@ pub fn prepare(cfg: &SimConfig) -> Result<Prepared> {
     }
     let units = writable_blocks * bs / cfg.unit_bytes as u64;
     if units == 0 {
-        bail!("fill: nothing writable to run the workload on (raise --fill)");
+        let ro = if ro_blocks > 0 {
+            format!(", {ro_blocks} of them read-only (--readonly-fraction)")
+        } else {
+            String::new()
+        };
+        bail!(
+            "fill: {} of {capacity} bytes is {fill_blocks} blocks of {bs} bytes{ro}, leaving \
+             {} writable bytes, less than one {}-byte request (--unit): raise --fill{}",
+            cfg.fill,
+            writable_blocks * bs,
+            cfg.unit_bytes,
+            match (ro_blocks > 0, cfg.unit_bytes as u64 > bs) {
+                (true, true) => ", or lower --readonly-fraction or --unit",
+                (true, false) => " or lower --readonly-fraction",
+                (false, true) => " or lower --unit",
+                (false, false) => "",
+            }
+        );
     }
     Ok(Prepared {
         fms,

@@ -85,3 +85,35 @@ fn user_reads_are_the_workloads_reads_only() {
     assert_eq!(r.requests, 6);
     assert_eq!(r.user_reads, 5);
 }
+
+/// A pre-fill too small for one request says what is missing: it used to say "raise
+/// --fill" also when the request size or the read-only fraction was the cause.
+#[test]
+fn too_little_to_write_names_the_cause() {
+    let err = |fill: f64, unit: u32, ro: f64| {
+        let mut cfg = SimConfig::flagship();
+        cfg.fill = fill;
+        cfg.unit_bytes = unit;
+        cfg.written_bytes = unit as u64;
+        cfg.readonly_fraction = ro;
+        format!("{:#}", run(&cfg).unwrap_err())
+    };
+    let e = err(0.001, 65536, 0.0);
+    assert!(
+        e.starts_with("fill: 0.001 of 25165824 bytes is 6 blocks of 4096 bytes, leaving 24576 writable bytes, less than one 65536-byte request (--unit)"),
+        "{e}"
+    );
+    assert!(e.ends_with("raise --fill or lower --unit"), "{e}");
+    let e = err(0.01, 4096, 0.999);
+    assert!(e.contains("61 blocks of 4096 bytes, 61 of them read-only (--readonly-fraction), leaving 0 writable bytes"), "{e}");
+    assert!(
+        e.ends_with("raise --fill or lower --readonly-fraction"),
+        "{e}"
+    );
+    let e = err(0.0001, 4096, 0.0);
+    assert!(
+        e.contains("is 0 blocks of 4096 bytes, leaving 0 writable bytes"),
+        "{e}"
+    );
+    assert!(e.ends_with("raise --fill"), "{e}");
+}

@@ -1264,3 +1264,48 @@ fn sweep_and_sim_write_the_same_csv() {
     assert_eq!(a.lines().count(), 9);
     assert_eq!(a, b);
 }
+
+/// `reproduce --csv` to a file that cannot be written is refused before the experiment
+/// runs (as `sim` and `sweep` do), not by the CSV writer after every run.
+#[test]
+fn reproduce_checks_its_csv_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("no").join("dir").join("t4.csv");
+    let err = fails_with(
+        flashkit([
+            "reproduce",
+            "chiang1999-table4",
+            "--scale",
+            "0.025",
+            "--csv",
+            path_str(&csv),
+        ]),
+        &["--csv", "t4.csv: cannot write it"],
+    );
+    assert!(!err.contains("cannot write CSV"), "{err}");
+    // A bad scale is found by the experiment, after the outputs were checked.
+    fails_with(
+        flashkit([
+            "reproduce",
+            "dac-fig12",
+            "--scale",
+            "1e-9",
+            "--csv",
+            path_str(&csv),
+        ]),
+        &["--csv", "cannot write it"],
+    );
+    let ok_csv = dir.path().join("t4.csv");
+    ok(flashkit([
+        "reproduce",
+        "chiang1999-table4",
+        "--scale",
+        "0.025",
+        "--csv",
+        path_str(&ok_csv),
+    ]));
+    assert_eq!(
+        std::fs::read_to_string(&ok_csv).unwrap().lines().count(),
+        10
+    );
+}

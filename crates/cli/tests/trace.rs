@@ -687,3 +687,26 @@ fn convert_stopped_by_an_error_leaves_no_partial_output() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "kept\n");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
 }
+
+/// `trace stats --csv` to a file that cannot be written is refused before the trace is
+/// read (a long read for a large trace), not by the CSV writer after it.
+#[test]
+fn stats_checks_its_csv_before_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.fio");
+    std::fs::write(&t, "fio version 3 iolog\n0 f write 0 4096\n").unwrap();
+    let csv = dir.path().join("no").join("dir").join("s.csv");
+    fails_with(
+        flashkit(["trace", "stats", path_str(&t), "--csv", path_str(&csv)]),
+        "--csv ",
+    );
+    let good = dir.path().join("s.csv");
+    ok(flashkit([
+        "trace",
+        "stats",
+        path_str(&t),
+        "--csv",
+        path_str(&good),
+    ]));
+    assert_eq!(std::fs::read_to_string(&good).unwrap().lines().count(), 2);
+}

@@ -359,3 +359,40 @@ fn results_are_deterministic() {
         assert_eq!(one, par[i], "{:?}", jobs[i].options);
     }
 }
+
+/// `erasures` is exactly the growth of the segments' erase counts: every erase of the
+/// cleaner, the index log and wear levelling is counted once (DAC regions, wear levelling
+/// and read-only data included). The workload is driven here as the driver does, so the
+/// segments can be read after it.
+#[test]
+fn erasures_are_the_growth_of_the_erase_counts() {
+    use ftl::BlockDevice;
+    let text = "blocks = 96\npolicy = [\"greedy\", \"cat\", \"adaptive\"]\nregions = [1, 4]\n\
+                wear_threshold = [\"none\", 2]\nreadonly_fraction = [0, 0.3]\n\
+                fill = [0.6, 0.85]\nunit = [2048, 4096]\n\
+                device = [\"intel-series2plus-24m\", \"nandsim-256m\", \"mlc2-2g\"]\n";
+    let sum = |f: &ftl::fms::Fms| {
+        f.segments()
+            .iter()
+            .map(|s| s.erase_count as u64)
+            .sum::<u64>()
+    };
+    let mut checked = 0;
+    for j in jobs(text) {
+        let Ok(p) = prepare(&j.config) else {
+            continue;
+        };
+        let mut fms = p.fms;
+        let (e0, c0) = (fms.stats().erasures, sum(&fms));
+        let spb = j.config.unit_bytes / 512;
+        let w = sim::Workload::new(&j.config.workload, p.units, 10_000, 1);
+        for u in w {
+            fms.write(u * spb as u64, spb, None).unwrap();
+        }
+        let (e1, c1) = (fms.stats().erasures, sum(&fms));
+        assert!(e1 > e0, "{:?}", j.options);
+        assert_eq!(e1 - e0, c1 - c0, "{:?}", j.options);
+        checked += 1;
+    }
+    assert!(checked >= 150, "{checked}");
+}

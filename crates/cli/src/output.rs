@@ -77,8 +77,8 @@ impl PlotArgs {
 
     /// Check the axes against a grid before it runs: `--x` must be an option that varies
     /// (`keys`, the varying options; a constant x puts every point at one place), each
-    /// `--y` a metric of the results.
-    pub fn check_grid(&self, keys: &[&str]) -> Result<()> {
+    /// `--y` a metric that some job of the grid (`jobs`) reports as a number.
+    pub fn check_grid(&self, keys: &[&str], jobs: &[sim::sweep::Job]) -> Result<()> {
         if self.plot.is_none() {
             return Ok(());
         }
@@ -95,12 +95,21 @@ impl PlotArgs {
                 );
             }
         }
-        let metrics = sim::driver::SimResult::METRICS;
+        use sim::driver::SimResult;
+        let metrics = SimResult::METRICS;
         if let Some(y) = self.y.iter().find(|y| !metrics.contains(&y.as_str())) {
             anyhow::bail!(
                 "--y: '{y}' is not a numeric metric (metrics: {})",
                 metrics.join(", ")
             );
+        }
+        for y in &self.y {
+            if !jobs.iter().any(|j| SimResult::has_metric(&j.config, y)) {
+                anyhow::bail!(
+                    "--y: '{y}' has no value in any run of this grid ({}), nothing to draw",
+                    SimResult::metric_needs(y).unwrap_or("no run reports it")
+                );
+            }
         }
         Ok(())
     }

@@ -657,3 +657,56 @@ fn generate_refuses_arrival_times_past_the_clock() {
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
     assert!(times.iter().all(|t| (0.0..=9.3e9).contains(t)), "{times:?}");
 }
+
+/// `trace convert` stopped by a malformed input line leaves no partial output (nor a
+/// temporary file) and does not touch an output that was already there.
+#[test]
+fn convert_stopped_by_an_error_leaves_no_partial_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.fio");
+    std::fs::write(
+        &bad,
+        "fio version 3 iolog\n0 f write 0 4096\n1 f write 4096 4096\n2 f write x 4096\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out.msr");
+    let convert = || {
+        flashkit([
+            "trace",
+            "convert",
+            path_str(&bad),
+            path_str(&out),
+            "--to",
+            "msr",
+        ])
+    };
+    fails_with(convert(), "bad.fio:4: offset 'x'");
+    assert!(!out.exists());
+    std::fs::write(&out, "kept\n").unwrap();
+    fails_with(convert(), "bad.fio:4: offset 'x'");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "kept\n");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+}
+
+/// `trace stats --csv` to a file that cannot be written is refused before the trace is
+/// read (a long read for a large trace), not by the CSV writer after it.
+#[test]
+fn stats_checks_its_csv_before_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.fio");
+    std::fs::write(&t, "fio version 3 iolog\n0 f write 0 4096\n").unwrap();
+    let csv = dir.path().join("no").join("dir").join("s.csv");
+    fails_with(
+        flashkit(["trace", "stats", path_str(&t), "--csv", path_str(&csv)]),
+        "--csv ",
+    );
+    let good = dir.path().join("s.csv");
+    ok(flashkit([
+        "trace",
+        "stats",
+        path_str(&t),
+        "--csv",
+        path_str(&good),
+    ]));
+    assert_eq!(std::fs::read_to_string(&good).unwrap().lines().count(), 2);
+}

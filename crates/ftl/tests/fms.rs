@@ -303,6 +303,50 @@ fn payloadless_run_matches_ram_run() {
     }
 }
 
+/// Reads and trims, whole and partial, cost the same device time with and without
+/// payloads: a partial trim reads the block before writing it back with the trimmed
+/// sectors zeroed in storage mode, and the payload-less store did the write only.
+#[test]
+fn payloadless_trims_and_reads_match_ram_run() {
+    for (spec, cfg) in [intel(), nandsim(), mlc2(), intel_sub_page(1024)] {
+        let mut ram = format(&spec, &cfg);
+        let mut sim = Fms::format(Nand::payloadless(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        let sectors = ram.sectors();
+        let spb = cfg.block_size as u64 / SECTOR as u64;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        let mut buf = Vec::new();
+        for _ in 0..ram.logical_blocks() * 6 {
+            let lba = rng.gen_range(0..sectors);
+            let count = rng.gen_range(1..=2 * spb).min(sectors - lba) as u32;
+            buf.resize(count as usize * SECTOR, 0);
+            match rng.gen_range(0..10) {
+                0..=5 => {
+                    rng.fill_bytes(&mut buf);
+                    ram.write(lba, count, Some(&buf)).unwrap();
+                    sim.write(lba, count, None).unwrap();
+                }
+                6..=7 => {
+                    ram.read(lba, count, Some(&mut buf)).unwrap();
+                    sim.read(lba, count, None).unwrap();
+                }
+                _ => {
+                    ram.trim(lba, count).unwrap();
+                    sim.trim(lba, count).unwrap();
+                }
+            }
+        }
+        let what = format!("{} {}", spec.name, cfg.block_size);
+        let (rc, sc) = (ram.nand().counters(), sim.nand().counters());
+        assert_eq!(
+            (rc.programs, rc.erases, rc.page_reads),
+            (sc.programs, sc.erases, sc.page_reads),
+            "{what}"
+        );
+        assert_eq!(ram.nand().clock_ps(), sim.nand().clock_ps(), "{what}");
+        assert_eq!(ram.tables_digest(), sim.tables_digest(), "{what}");
+    }
+}
+
 // ---- cleaning behaviour -------------------------------------------------------------------
 
 #[test]

@@ -23,7 +23,8 @@ fn config(policy: Policy) -> SimConfig {
 }
 
 fn prepared(policy: Policy) -> Steady {
-    steady(&config(policy), WARM_BYTES).unwrap()
+    // The flagship's one-phase workload: as many timed requests as criterion asks for.
+    steady(&config(policy), WARM_BYTES, u64::MAX).unwrap()
 }
 
 /// Flash block writes (user writes + copies) one measured iteration makes.

@@ -170,7 +170,9 @@ pub struct SimResult {
     pub max_latency_us: f64,
     pub blocks_per_segment: u32,
     pub logical_blocks: u64,
-    /// Blocks read and trimmed by the workload (traces).
+    /// Blocks read and trimmed by the workload (traces). `user_reads` counts the blocks its
+    /// read requests cover, not the FMS's reads of the rest of a block that a write
+    /// covers only partly (those are timed but are not the workload's).
     pub user_reads: u64,
     pub trims: u64,
     /// What was read from the trace (trace workloads only).
@@ -217,6 +219,105 @@ impl SimResult {
         "user_reads",
         "trims",
     ];
+
+    /// Every field, in the order a result serializes them (`sim --json`, the columns of
+    /// `--csv`); a sweep's CSV, made from results read back as JSON objects, orders its
+    /// columns by it too. A test keeps it equal to the serialized order.
+    pub const FIELDS: &'static [&'static str] = &[
+        "device",
+        "workload",
+        "policy",
+        "redistribution",
+        "regions",
+        "region_threshold_s",
+        "block_size",
+        "fill",
+        "written_bytes",
+        "unit_bytes",
+        "arrival",
+        "readonly_fraction",
+        "wear_threshold",
+        "seed",
+        "write_erase_ratio",
+        "erasures",
+        "blocks_copied",
+        "cleaning_cost",
+        "wear_stddev",
+        "wear_min",
+        "wear_max",
+        "user_writes",
+        "flash_writes",
+        "write_amplification",
+        "device_time_s",
+        "throughput_bytes_per_s",
+        "policy_greedy_share",
+        "wear_swaps",
+        "ram_bytes",
+        "mount_time_s",
+        "requests",
+        "mean_latency_us",
+        "p50_latency_us",
+        "p99_latency_us",
+        "max_latency_us",
+        "blocks_per_segment",
+        "logical_blocks",
+        "user_reads",
+        "trims",
+        "trace",
+    ];
+
+    /// Whether a run of `cfg` reports `metric` (one of [`SimResult::METRICS`]) as a
+    /// number: `policy_greedy_share` only under the adaptive policy, `region_threshold_s`
+    /// and `wear_threshold` only when they are set (otherwise null). A test keeps this
+    /// equal to the serialized results.
+    pub fn has_metric(cfg: &SimConfig, metric: &str) -> bool {
+        match metric {
+            "policy_greedy_share" => cfg.fms.policy == ftl::fms::select::Policy::Adaptive,
+            "region_threshold_s" => cfg.fms.region_threshold_ps.is_some(),
+            "wear_threshold" => cfg.fms.wear_threshold.is_some(),
+            m => SimResult::METRICS.contains(&m),
+        }
+    }
+
+    /// What a run needs to report `metric` as a number, for the metrics that are null in
+    /// some runs (see [`SimResult::has_metric`]).
+    pub fn metric_needs(metric: &str) -> Option<&'static str> {
+        match metric {
+            "policy_greedy_share" => Some("it is reported for the adaptive policy only"),
+            "region_threshold_s" => Some("it is reported only with a region threshold"),
+            "wear_threshold" => Some("it is reported only with a wear threshold"),
+            _ => None,
+        }
+    }
+}
+
+/// The latest arrival a run accepts, in picoseconds after the workload's start (the end
+/// of the pre-fill): half the picosecond clock (u64, about 213 days), so the requests' own
+/// device time, and the format and pre-fill before them, have the other half. Trace time
+/// stamps count from the trace's first record, so a trace is accepted or refused whatever
+/// device and pre-fill it runs on; `trace generate` writes only times that pass
+/// [`arrival_in_range`].
+pub const MAX_ARRIVAL_PS: f64 = (u64::MAX / 2) as f64;
+
+/// Whether an arrival `after_ps` picoseconds after the workload's start is in the
+/// simulator's clock range (see [`MAX_ARRIVAL_PS`]).
+pub fn arrival_in_range(after_ps: f64) -> bool {
+    after_ps < MAX_ARRIVAL_PS
+}
+
+/// The picoseconds after the workload's start at which a trace record `time_ns` after the
+/// trace's first record arrives (how the driver reads trace time stamps).
+pub fn trace_arrival_ps(time_ns: i64) -> f64 {
+    time_ns as f64 / 1e9 * 1e12
+}
+
+/// How many `sectors_per_block`-sector blocks the request of `sectors` sectors at `lba`
+/// touches.
+fn blocks_covered(lba: u64, sectors: u32, sectors_per_block: u64) -> u64 {
+    if sectors == 0 {
+        return 0;
+    }
+    (lba + sectors as u64 - 1) / sectors_per_block - lba / sectors_per_block + 1
 }
 
 /// Where the requests come from: a synthetic generator or a trace.
@@ -281,7 +382,24 @@ pub fn prepare(cfg: &SimConfig) -> Result<Prepared> {
     }
     let units = writable_blocks * bs / cfg.unit_bytes as u64;
     if units == 0 {
-        bail!("fill: nothing writable to run the workload on (raise --fill)");
+        let ro = if ro_blocks > 0 {
+            format!(", {ro_blocks} of them read-only (--readonly-fraction)")
+        } else {
+            String::new()
+        };
+        bail!(
+            "fill: {} of {capacity} bytes is {fill_blocks} blocks of {bs} bytes{ro}, leaving \
+             {} writable bytes, less than one {}-byte request (--unit): raise --fill{}",
+            cfg.fill,
+            writable_blocks * bs,
+            cfg.unit_bytes,
+            match (ro_blocks > 0, cfg.unit_bytes as u64 > bs) {
+                (true, true) => ", or lower --readonly-fraction or --unit",
+                (true, false) => " or lower --readonly-fraction",
+                (false, true) => " or lower --unit",
+                (false, false) => "",
+            }
+        );
     }
     Ok(Prepared {
         fms,
@@ -327,15 +445,16 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         units,
     } = prepare(cfg)?;
 
-    // Arrivals must leave the picosecond clock (u64, about 213 days) room for the
-    // requests' own device time.
-    const CLOCK_LIMIT_PS: f64 = (u64::MAX / 2) as f64;
     let s0 = fms.stats().clone();
     let t0 = fms.nand().clock_ps();
     let mut idle_ps = 0u64;
     let mut arrival_ps = t0 as f64;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0xa77_1a1);
     let sectors = cfg.unit_bytes / 512;
+    let sectors_per_block = bs / 512;
+    // Blocks the workload's read requests cover (the FMS also reads the rest of a block
+    // that a write or trim covers only partly, but those reads are not the workload's).
+    let mut user_reads = 0u64;
     let mut lat = Latency::new();
     let mut source = match &cfg.workload {
         WorkloadSpec::Trace(t) => Source::Trace(Box::new(crate::trace::requests(
@@ -364,29 +483,31 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
                 None => break,
             },
         };
-        // Arrival: the configured process, or the request's own time (traces).
+        // Arrival: the configured process, or the request's own time (traces), as
+        // (picoseconds on the device's clock, picoseconds after the workload's start).
         let arrival = match (&cfg.arrival, req.arrival_s) {
             (Arrival::Poisson { rate }, _) => {
                 let u: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
                 arrival_ps += -u.ln() / rate * 1e12;
-                Some(arrival_ps)
+                Some((arrival_ps, arrival_ps - t0 as f64))
             }
-            (Arrival::Trace, Some(t)) => Some(t0 as f64 + t * 1e12),
+            (Arrival::Trace, Some(t)) => Some((t0 as f64 + t * 1e12, t * 1e12)),
             (Arrival::Trace, None) | (Arrival::Closed, _) => None,
         };
-        if let Some(a) = arrival.filter(|&a| a >= CLOCK_LIMIT_PS) {
+        if let Some((_, after)) = arrival.filter(|a| !arrival_in_range(a.1)) {
             bail!(
                 "{}: request {} arrives {:.0} s into the run, past the simulator's clock range ({:.0} s of device time){}",
                 cfg.workload.label(),
                 lat.hist.len() + 1,
-                (a - t0 as f64) / 1e12,
-                CLOCK_LIMIT_PS / 1e12,
+                after / 1e12,
+                MAX_ARRIVAL_PS / 1e12,
                 match cfg.arrival {
                     Arrival::Poisson { .. } => ": raise the --arrival rate or write less",
                     _ => "",
                 }
             );
         }
+        let arrival = arrival.map(|a| a.0);
         let now = fms.nand().clock_ps();
         let issued = match arrival {
             Some(a) if (now as f64) < a => {
@@ -399,7 +520,10 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         };
         match req.op {
             Op::Write => fms.write(req.lba, req.sectors, None),
-            Op::Read => fms.read(req.lba, req.sectors, None),
+            Op::Read => {
+                user_reads += blocks_covered(req.lba, req.sectors, sectors_per_block);
+                fms.read(req.lba, req.sectors, None)
+            }
             Op::Trim => fms.trim(req.lba, req.sectors),
         }
         .with_context(|| {
@@ -493,7 +617,7 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         max_latency_us: lat.hist.max() as f64,
         blocks_per_segment: slots,
         logical_blocks: logical,
-        user_reads: s1.user_reads - s0.user_reads,
+        user_reads,
         trims: s1.trims - s0.trims,
         trace: trace_info,
     })

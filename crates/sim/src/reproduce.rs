@@ -1066,43 +1066,48 @@ fn dac_fig11(o: &Options) -> Result<Report> {
             ]);
         }
     }
+    // The paper's reductions (% less cleaning cost), smallest and largest over the
+    // localities; the notes print them as "vs" changes like the table's columns.
     let paper_dac = [(1.9, 28.5), (0.5, 61.5), (0.8, 65.6), (0.6, 65.6)];
     let paper_th = [(0.3, 12.5), (0.4, 12.5), (0.6, 12.5), (0.6, 11.9)];
-    // The range over the localities; "n/a" if any has no base (a cost of 0).
+    // The range over the localities of "B vs A", signed as in the columns; "n/a" if any
+    // has no base (a cost of 0).
     let range = |v: Vec<Option<f64>>| match v.into_iter().collect::<Option<Vec<f64>>>() {
         Some(v) if !v.is_empty() => {
             let (mn, mx) = v
                 .iter()
                 .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
-            format!("{mn:.1}~{mx:.1}%")
+            format!("{mn:+.1}~{mx:+.1}%")
         }
         _ => "n/a".into(),
     };
+    let vs = |b: f64, a: f64| pct_less(b, a).map(|less| -less);
     let mut notes = Vec::new();
     for (pi, p) in Policy::ALL.iter().enumerate() {
         let dac: Vec<Option<f64>> = (0..nl)
-            .map(|li| pct_less(at(pi, li, 1).cleaning_cost, at(pi, li, 0).cleaning_cost))
+            .map(|li| vs(at(pi, li, 1).cleaning_cost, at(pi, li, 0).cleaning_cost))
             .collect();
         let th: Vec<Option<f64>> = (0..nl)
-            .map(|li| pct_less(at(pi, li, 2).cleaning_cost, at(pi, li, 1).cleaning_cost))
+            .map(|li| vs(at(pi, li, 2).cleaning_cost, at(pi, li, 1).cleaning_cost))
             .collect();
         notes.push(format!(
-            "{}: DAC On below Off by {} (paper {}~{}%), On* below On by {} (paper {}~{}%); \
+            "{}: cost On vs Off {} (paper -{}~-{}%), On* vs On {} (paper -{}~-{}%); \
              50/50 -> 95/5 cost Off {}, On {}",
             p.name(),
             range(dac),
-            paper_dac[pi].0,
             paper_dac[pi].1,
+            paper_dac[pi].0,
             range(th),
-            paper_th[pi].0,
             paper_th[pi].1,
+            paper_th[pi].0,
             change(at(pi, 0, 0).cleaning_cost, at(pi, nl - 1, 0).cleaning_cost),
             change(at(pi, 0, 1).cleaning_cost, at(pi, nl - 1, 1).cleaning_cost),
         ));
     }
     notes.push(
         "paper: as locality increases the cost rises sharply without DAC and falls sharply with it; \
-         the 84-minute threshold lowers it further; a negative percentage means ours went the other way"
+         the 84-minute threshold lowers it further (every \"vs\" of the paper is negative, less \
+         cost); a positive percentage means ours went the other way"
             .into(),
     );
     scale_note(&mut notes, o, written, 192 << 20);
@@ -1183,6 +1188,46 @@ mod tests {
         }
         let e = scaled("t4", 192 << 20, &at(1e-9)).unwrap_err().to_string();
         assert!(e.starts_with("--scale 1e-9: t4 would write 0 bytes"), "{e}");
+    }
+
+    /// dac-fig11's notes give the same signed "vs" as its columns (they used to say "On
+    /// below Off by" with the opposite sign beside a column "On vs Off").
+    #[test]
+    fn dac_fig11_notes_agree_with_its_columns() {
+        let r = dac_fig11(&at(0.0209)).unwrap();
+        let col = |name: &str| r.columns.iter().position(|c| c == name).unwrap();
+        let (on_off, th_on) = (col("On vs Off"), col("On* vs On"));
+        for p in Policy::ALL {
+            let rows: Vec<&Vec<String>> = r.rows.iter().filter(|row| row[1] == p.name()).collect();
+            let span = |c: usize| {
+                let v: Vec<f64> = rows
+                    .iter()
+                    .map(|row| row[c].trim_end_matches('%').parse::<f64>().unwrap())
+                    .collect();
+                let (mn, mx) = v
+                    .iter()
+                    .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+                (mn, mx)
+            };
+            let note = r
+                .notes
+                .iter()
+                .find(|n| n.starts_with(&format!("{}: ", p.name())))
+                .unwrap();
+            for (label, c) in [("On vs Off ", on_off), ("On* vs On ", th_on)] {
+                let (mn, mx) = span(c);
+                let at = note.find(label).unwrap_or_else(|| panic!("{note}")) + label.len();
+                let range = note[at..].split(' ').next().unwrap();
+                let (a, b) = range.trim_end_matches('%').split_once('~').unwrap();
+                let (a, b) = (a.parse::<f64>().unwrap(), b.parse::<f64>().unwrap());
+                // The columns are rounded to 0.1 as the note is.
+                assert!(
+                    (a - mn).abs() < 0.051 && (b - mx).abs() < 0.051,
+                    "{note}: {mn} {mx}"
+                );
+            }
+            assert!(!note.contains("below"), "{note}");
+        }
     }
 
     #[test]

@@ -37,8 +37,11 @@ impl Steady {
     }
 }
 
-/// Prepare `cfg` and run `warm_bytes` of its workload, untimed.
-pub fn steady(cfg: &SimConfig, warm_bytes: u64) -> Result<Steady> {
+/// Prepare `cfg` and run `warm_bytes` of its workload, untimed, leaving `timed` requests
+/// of it to issue. The workload is the one a `sim` run writing the warm-up and the timed
+/// requests would issue: a `phases:` workload is split over both together (the timed part
+/// used to be its first phase only, whatever the phases).
+pub fn steady(cfg: &SimConfig, warm_bytes: u64, timed: u64) -> Result<Steady> {
     if matches!(cfg.workload, WorkloadSpec::Trace(_)) {
         bail!("workload: bench runs synthetic workloads only (a trace is finite)");
     }
@@ -50,7 +53,8 @@ pub fn steady(cfg: &SimConfig, warm_bytes: u64) -> Result<Steady> {
         );
     }
     let Prepared { fms, units, .. } = prepare(cfg)?;
-    let workload = Workload::new(&cfg.workload, units, u64::MAX, cfg.seed);
+    let total = (warm_bytes / unit).saturating_add(timed);
+    let workload = Workload::new(&cfg.workload, units, total, cfg.seed);
     let mut s = Steady {
         fms,
         workload,
@@ -105,7 +109,7 @@ pub fn measure(cfg: &SimConfig, warm_bytes: u64, repeat: u32) -> Result<SpeedRes
     let mut times = Vec::new();
     let mut counts = (0, 0, 0);
     for _ in 0..repeat {
-        let mut s = steady(cfg, warm_bytes)?;
+        let mut s = steady(cfg, warm_bytes, requests)?;
         let s0 = s.fms.stats().clone();
         let ops0 = s.fms.nand().counters().operations();
         let t = Instant::now();

@@ -1309,6 +1309,29 @@ impl Record {
     }
 }
 
+/// A result read back as a JSON object, serialized with its fields in
+/// [`SimResult::FIELDS`] order (then any others, as they come), so a sweep's CSV has the
+/// columns of `sim --csv` in the same order.
+pub struct InFieldOrder<'a>(pub &'a serde_json::Map<String, Value>);
+
+impl Serialize for InFieldOrder<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let known = SimResult::FIELDS
+            .iter()
+            .filter_map(|k| self.0.get_key_value(*k));
+        let others = self
+            .0
+            .iter()
+            .filter(|(k, _)| !SimResult::FIELDS.contains(&k.as_str()));
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in known.chain(others) {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
 /// The records already in a sweep's JSON-lines results file, by job id, for resuming the
 /// sweep of `jobs`. Every complete line must be a result of one of `jobs` (blank lines
 /// aside): anything else (another sweep's results, a spec, a report) is an error naming
@@ -1747,6 +1770,32 @@ mod tests {
         }
     }
 
+    /// `SimResult::FIELDS` is the serialized order of a result's fields, and
+    /// `InFieldOrder` gives a result read back as JSON that order.
+    #[test]
+    fn fields_are_the_serialized_order() {
+        let jobs = spec("written = \"256KiB\"\npolicy = \"adaptive\"\n")
+            .unwrap()
+            .expand()
+            .unwrap();
+        let r = crate::driver::run(&jobs[0].config).unwrap();
+        let text = serde_json::to_string(&r).unwrap();
+        let Value::Object(map) = serde_json::to_value(&r).unwrap() else {
+            panic!("an object");
+        };
+        assert_eq!(map.len(), SimResult::FIELDS.len());
+        let at: Vec<usize> = SimResult::FIELDS
+            .iter()
+            .map(|f| text.find(&format!("\"{f}\":")).unwrap())
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{text}");
+        assert_eq!(
+            serde_json::to_string(&InFieldOrder(&map)).unwrap(),
+            text,
+            "read back and ordered"
+        );
+    }
+
     #[test]
     fn metrics_are_the_numeric_result_fields() {
         let jobs = spec("written = \"256KiB\"\npolicy = \"adaptive\"\nwear_threshold = 50\n")
@@ -1767,6 +1816,41 @@ mod tests {
             .collect();
         assert_eq!(numeric, listed);
         assert!(obj.contains_key("region_threshold_s"));
+    }
+
+    /// `SimResult::has_metric` says which metrics a run reports as numbers, so a plot of
+    /// one that no job of a grid has is refused before the grid runs.
+    #[test]
+    fn has_metric_is_what_the_results_have() {
+        let jobs = spec(
+            "written = \"256KiB\"\npolicy = [\"greedy\", \"adaptive\"]\n\
+             regions = [1, 2]\nregion_threshold = [\"none\", \"30m\"]\n\
+             wear_threshold = [\"none\", 50]\n",
+        )
+        .unwrap()
+        .expand()
+        .unwrap();
+        assert_eq!(jobs.len(), 16);
+        for j in &jobs {
+            let r = serde_json::to_value(crate::driver::run(&j.config).unwrap()).unwrap();
+            for m in SimResult::METRICS {
+                assert_eq!(
+                    SimResult::has_metric(&j.config, m),
+                    r[*m].is_number(),
+                    "{m} in {:?}",
+                    j.options
+                );
+                assert_eq!(
+                    SimResult::metric_needs(m).is_some(),
+                    [
+                        "policy_greedy_share",
+                        "region_threshold_s",
+                        "wear_threshold"
+                    ]
+                    .contains(m)
+                );
+            }
+        }
     }
 
     #[test]

@@ -95,7 +95,7 @@ impl WorkloadSpec {
         match self {
             WorkloadSpec::Sequential => "sequential".into(),
             WorkloadSpec::Random => "random".into(),
-            WorkloadSpec::HotCold { x, y } => format!("hotcold:{}/{}", x * 100.0, y * 100.0),
+            WorkloadSpec::HotCold { x, y } => format!("hotcold:{}/{}", percent(*x), percent(*y)),
             WorkloadSpec::Phases(p) => format!(
                 "phases:{}",
                 p.iter().map(|w| w.label()).collect::<Vec<_>>().join(",")
@@ -103,6 +103,18 @@ impl WorkloadSpec {
             WorkloadSpec::Trace(t) => format!("trace:{}", t.path.display()),
         }
     }
+}
+
+/// A fraction parsed from a percentage (`p / 100`) as the shortest percentage that parses
+/// back to it: `57` for 0.57, where `0.57 * 100` prints 56.99999999999999.
+fn percent(f: f64) -> String {
+    for digits in 0..17 {
+        let s = format!("{:.*}", digits, f * 100.0);
+        if s.parse::<f64>().map(|p| p / 100.0) == Ok(f) {
+            return s;
+        }
+    }
+    format!("{}", f * 100.0)
 }
 
 /// Split "hotcold:90/10,random" at commas (no nesting, so plain split).
@@ -340,6 +352,26 @@ mod tests {
         );
         assert!(WorkloadSpec::parse("hotcold:90").is_err());
         assert!(WorkloadSpec::parse("zipf").is_err());
+    }
+
+    /// A hot/cold workload is labelled with the percentages as given, not with the float
+    /// noise of `fraction * 100` (`hotcold:57/43` used to read `hotcold:56.99999999999999/43`
+    /// in results, option values and job ids), and the label parses back to it.
+    #[test]
+    fn hot_cold_labels_are_the_percentages_given() {
+        let mut given: Vec<String> = (0..=100)
+            .flat_map(|x| (1..100).map(move |y| format!("hotcold:{x}/{y}")))
+            .collect();
+        given.extend(
+            ["99.9/0.1", "12.5/87.5", "0.5/33.3", "66.67/1.25"].map(|p| format!("hotcold:{p}")),
+        );
+        for g in &given {
+            let w = WorkloadSpec::parse(g).unwrap();
+            assert_eq!(&w.label(), g);
+            assert_eq!(WorkloadSpec::parse(&w.label()).unwrap(), w);
+        }
+        let p = WorkloadSpec::parse("phases:hotcold:57/43,random").unwrap();
+        assert_eq!(p.label(), "phases:hotcold:57/43,random");
     }
 
     #[test]

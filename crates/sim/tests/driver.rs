@@ -37,3 +37,83 @@ fn arrivals_past_the_clock_range_are_errors() {
     cfg.arrival = Arrival::Poisson { rate: 1.0 };
     assert!(run(&cfg).is_ok());
 }
+
+/// `user_reads` counts the blocks the workload reads: a write or trim that covers part of
+/// a block makes the FMS read the rest of it, but that read is not the workload's. It used
+/// to be counted, so write-only runs with requests smaller than a block reported reads.
+#[test]
+fn user_reads_are_the_workloads_reads_only() {
+    use sim::driver::Op;
+    use sim::trace::{Format, Record, TraceSpec, TraceWriter};
+    // Write-only synthetic runs with requests smaller than, larger than and not aligned
+    // to the block.
+    for unit in [512u32, 1024, 6144] {
+        let mut cfg = SimConfig::flagship();
+        cfg.written_bytes = 6 << 20;
+        cfg.unit_bytes = unit;
+        let r = run(&cfg).unwrap();
+        assert_eq!(r.user_reads, 0, "unit {unit}");
+        assert!(r.user_writes >= cfg.written_bytes / 4096, "unit {unit}");
+    }
+    // A trace: partial writes and a partial trim read nothing of the workload's; reads of
+    // 1, 8 (unaligned: two blocks) and 16 sectors are 1 + 2 + 2 blocks.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("partial.fio");
+    let rec = |op, lba, sectors| Record {
+        time_ns: 0,
+        op,
+        lba,
+        sectors,
+    };
+    let recs = [
+        rec(Op::Write, 1, 2),
+        rec(Op::Write, 12, 8),
+        rec(Op::Trim, 3, 1),
+        rec(Op::Read, 0, 1),
+        rec(Op::Read, 4, 8),
+        rec(Op::Read, 16, 16),
+    ];
+    let mut w = TraceWriter::create(&p, Format::Fio, false).unwrap();
+    for r in &recs {
+        w.write(r).unwrap();
+    }
+    w.finish().unwrap();
+    let mut cfg = SimConfig::flagship();
+    cfg.workload = sim::WorkloadSpec::Trace(Box::new(TraceSpec::new(&p)));
+    cfg.arrival = sim::driver::Arrival::Closed;
+    let r = run(&cfg).unwrap();
+    assert_eq!(r.requests, 6);
+    assert_eq!(r.user_reads, 5);
+}
+
+/// A pre-fill too small for one request says what is missing: it used to say "raise
+/// --fill" also when the request size or the read-only fraction was the cause.
+#[test]
+fn too_little_to_write_names_the_cause() {
+    let err = |fill: f64, unit: u32, ro: f64| {
+        let mut cfg = SimConfig::flagship();
+        cfg.fill = fill;
+        cfg.unit_bytes = unit;
+        cfg.written_bytes = unit as u64;
+        cfg.readonly_fraction = ro;
+        format!("{:#}", run(&cfg).unwrap_err())
+    };
+    let e = err(0.001, 65536, 0.0);
+    assert!(
+        e.starts_with("fill: 0.001 of 25165824 bytes is 6 blocks of 4096 bytes, leaving 24576 writable bytes, less than one 65536-byte request (--unit)"),
+        "{e}"
+    );
+    assert!(e.ends_with("raise --fill or lower --unit"), "{e}");
+    let e = err(0.01, 4096, 0.999);
+    assert!(e.contains("61 blocks of 4096 bytes, 61 of them read-only (--readonly-fraction), leaving 0 writable bytes"), "{e}");
+    assert!(
+        e.ends_with("raise --fill or lower --readonly-fraction"),
+        "{e}"
+    );
+    let e = err(0.0001, 4096, 0.0);
+    assert!(
+        e.contains("is 0 blocks of 4096 bytes, leaving 0 writable bytes"),
+        "{e}"
+    );
+    assert!(e.ends_with("raise --fill"), "{e}");
+}

@@ -904,3 +904,110 @@ fn generator_refuses_times_past_the_clock() {
     let last = recs.last().unwrap().time_ns as f64 / 1e9;
     assert!(last > 1_000.0 && last <= MAX_TIME_S, "{last}");
 }
+
+/// A generated trace whose last record arrives just inside the generator's limit runs in
+/// `sim` on any device and pre-fill: the limit counts from the workload's start (after the
+/// pre-fill), as trace times count from the first record. The simulator used to add the
+/// pre-fill's device time (minutes on the Intel card) before checking, and refused it.
+#[test]
+fn traces_generated_near_the_time_limit_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = |rate: f64| GenConfig {
+        requests: 50,
+        space_bytes: 5529 * 4096,
+        rate,
+        ..Default::default()
+    };
+    // Times scale with 1 / rate for the same draws: place the last record 10 s before the
+    // limit (up to the rounding of the sums).
+    let last_at_1 = generator(&cfg(1.0)).unwrap().last().unwrap().time_ns as f64 / 1e9;
+    let recs: Vec<Record> = generator(&cfg(last_at_1 / (MAX_TIME_S - 10.0)))
+        .unwrap()
+        .collect();
+    let last = recs.last().unwrap().time_ns as f64 / 1e9;
+    assert!(last > MAX_TIME_S - 20.0 && last < MAX_TIME_S, "{last}");
+    let p = dir.path().join("near.disksim");
+    write_file(&p, Format::Disksim, &recs, false);
+    let mut c = SimConfig::flagship();
+    c.workload = WorkloadSpec::Trace(Box::new(TraceSpec::new(&p)));
+    c.arrival = Arrival::Trace;
+    let r = sim::run(&c).unwrap();
+    assert_eq!(r.requests, 50);
+    // One record past the limit is refused, naming its time after the workload's start.
+    let mut far = recs.clone();
+    far.push(rec(
+        (MAX_TIME_S * 1e9) as i64 + 5_000_000_000,
+        Op::Write,
+        0,
+        8,
+    ));
+    write_file(&p, Format::Disksim, &far, false);
+    let e = format!("{:#}", sim::run(&c).unwrap_err());
+    assert!(
+        e.contains("request 51 arrives 9223377 s into the run"),
+        "{e}"
+    );
+    assert!(
+        e.contains("past the simulator's clock range (9223372 s"),
+        "{e}"
+    );
+}
+
+/// A trace output that stops on an error leaves no partial file, and a file it would
+/// have replaced stays as it was: the output is written under a temporary name beside it
+/// and renamed when complete.
+#[test]
+fn outputs_stopped_by_an_error_leave_no_partial_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = || {
+        let mut v: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let bad = write(
+        dir.path(),
+        "bad.fio",
+        "fio version 3 iolog\n0 f write 0 4096\n1 f write 4096 4096\n2 f write x 4096\n",
+    );
+    let out = dir.path().join("out.spc");
+    let e = convert(&bad, &out, Format::Spc, false, &opts(None)).unwrap_err();
+    assert!(e.to_string().contains("bad.fio:4"), "{e}");
+    assert_eq!(names(), ["bad.fio"]);
+    // An existing output is left as it was.
+    std::fs::write(&out, "old\n").unwrap();
+    convert(&bad, &out, Format::Spc, true, &opts(None)).unwrap_err();
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "old\n");
+    assert_eq!(names(), ["bad.fio", "out.spc"]);
+    // A writer given a record its format cannot hold (as `trace generate` may be), then
+    // dropped, leaves nothing.
+    let msr = dir.path().join("gen.msr");
+    let mut w = TraceWriter::create(&msr, Format::Msr, false).unwrap();
+    w.write(&rec(0, Op::Write, 0, 8)).unwrap();
+    w.write(&rec(1, Op::Write, BYTE_OFFSET_MAX_END_SECTOR, 8))
+        .unwrap_err();
+    drop(w);
+    assert_eq!(names(), ["bad.fio", "out.spc"]);
+    // Finished outputs get their names, replacing the old file, through a link too.
+    let good = write(
+        dir.path(),
+        "good.fio",
+        "fio version 3 iolog\n0 f write 0 4096\n",
+    );
+    convert(&good, &out, Format::Spc, false, &opts(None)).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "0,0,4096,w,0.000000\n"
+    );
+    let link = dir.path().join("link.spc");
+    std::os::unix::fs::symlink(&out, &link).unwrap();
+    convert(&good, &link, Format::Disksim, false, &opts(None)).unwrap();
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "0.000000 0 0 8 0\n");
+    assert_eq!(names(), ["bad.fio", "good.fio", "link.spc", "out.spc"]);
+}

@@ -17,7 +17,8 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub sim: SimArgs,
     /// Workload bytes written after the pre-fill and before timing starts, to reach
-    /// steady-state cleaning.
+    /// steady-state cleaning (a phases: workload is split over the warm-up and the timed
+    /// writes together, as in a `sim` run writing both).
     #[arg(long, default_value = "80MiB", help_heading = "Bench")]
     pub warm: String,
     /// Repetitions per configuration, each on a freshly prepared FMS; the fastest counts.

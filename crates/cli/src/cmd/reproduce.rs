@@ -40,8 +40,13 @@ pub fn run(a: ReproduceArgs) -> Result<()> {
     if !(a.scale > 0.0 && a.scale <= 100.0) {
         bail!("--scale: {} must be in (0, 100]", a.scale);
     }
+    // Outputs are checked before the runs, so a bad one costs no results.
+    let name = a.name.as_deref().unwrap_or_default();
     if let Some(p) = &a.plot {
         sim::plot::check_target(p)?;
+    }
+    if let Some(csv) = &a.report.csv {
+        sim::plot::check_writable(csv, "--csv")?;
     }
     let bar = Arc::new(Progress::jobs(0));
     let b = bar.clone();
@@ -53,17 +58,18 @@ pub fn run(a: ReproduceArgs) -> Result<()> {
             b.set(done as u64);
         }))),
     };
-    let rep = sim::reproduce::run(a.name.as_deref().unwrap_or_default(), &opts);
+    let rep = sim::reproduce::run(name, &opts);
     bar.finish();
     let rep = rep?;
+    // The CSV before the plot: a plot that fails must not lose the results.
+    if let Some(path) = &a.report.csv {
+        output::write_csv(path, &rep.results)?;
+    }
     if let Some(path) = &a.plot {
         match &rep.chart {
             Some(c) => c.render(path)?,
             None => bail!("--plot: {} has no figure", rep.name),
         }
-    }
-    if let Some(path) = &a.report.csv {
-        output::write_csv(path, &rep.results)?;
     }
     if a.report.json {
         return output::print_json(&rep);

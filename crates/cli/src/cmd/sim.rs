@@ -262,9 +262,10 @@ pub fn run(a: SimArgs) -> Result<()> {
     let spec = spec(&a)?;
     check_outputs(&a, &spec)?;
     let jobs = spec.expand()?;
-    a.plot.check_grid(&varying(
-        &jobs.iter().map(|j| &j.options).collect::<Vec<_>>(),
-    ))?;
+    a.plot.check_grid(
+        &varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>()),
+        &jobs,
+    )?;
     let results = execute(&jobs)?;
     for r in &results {
         if let Some(t) = r.trace.as_ref().filter(|t| t.skipped_bad_lines > 0) {

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde_json::Value;
-use sim::sweep::{load_done, OrderedWriter, Record, Spec};
+use sim::sweep::{load_done, InFieldOrder, OrderedWriter, Record, Spec};
 
 use super::sim::{describe, plot_rows, table, varying, write_results_csv, JobResult};
 use crate::output::{PlotArgs, ReportArgs};
@@ -62,7 +62,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
     let jobs = spec.expand()?;
     let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
     // The plot's axes are checked before any job runs, so a typo costs no results.
-    a.plot.check_grid(&keys)?;
+    a.plot.check_grid(&keys, &jobs)?;
     if a.dry_run {
         let mut out = std::io::stdout().lock();
         for j in &jobs {
@@ -173,14 +173,17 @@ pub fn run(a: SweepArgs) -> Result<()> {
         .iter()
         .map(|r| Value::Object(r.result.clone()))
         .collect();
-    // The CSV before the plot: a plot that fails must not lose the results.
+    // The CSV before the plot: a plot that fails must not lose the results. Its columns
+    // in the order of `sim --csv` (the results were read back as JSON objects).
     if let Some(path) = &a.report.csv {
+        let ordered: Vec<InFieldOrder> = records.iter().map(|r| InFieldOrder(&r.result)).collect();
         let rows: Vec<JobResult<_>> = records
             .iter()
-            .map(|r| JobResult {
+            .zip(&ordered)
+            .map(|(r, o)| JobResult {
                 job: &r.job,
                 options: &r.options,
-                result: &r.result,
+                result: o,
             })
             .collect();
         write_results_csv(path, &rows, &keys)?;

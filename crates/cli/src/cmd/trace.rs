@@ -186,8 +186,10 @@ fn stats(a: StatsArgs) -> Result<()> {
         None => None,
     };
     if let Some(csv) = &a.report.csv {
-        // The CSV is written after the trace is read: it would replace the trace.
+        // The CSV is written after the trace is read: it would replace the trace, and one
+        // that cannot be written would cost the whole read.
         sim::trace::refuse_same_file(&a.file, csv)?;
+        sim::plot::check_writable(csv, "--csv")?;
     }
     let st = trace_stats(&a.file, &opts, space)?;
     if let Some(path) = &a.report.csv {

@@ -1483,6 +1483,8 @@ impl BlockDevice for Fms {
                     tmp[(first as usize) * SECTOR..((first + n) as usize) * SECTOR].fill(0);
                     self.write_block(lbn, Some(&tmp))?;
                 } else {
+                    // The same device work as with payloads: read, then write back.
+                    self.read_block(lbn, None)?;
                     self.write_block(lbn, None)?;
                 }
             }

@@ -187,12 +187,30 @@ pub fn generator(cfg: &GenConfig) -> Result<Generator, String> {
     })
 }
 
-/// The latest arrival time a generated record may have, in seconds: the simulator's
-/// clock (picoseconds, `u64::MAX / 2` of them, the limit `flashkit sim` checks arrivals
-/// against) holds about 9.2e6 s. Every output format holds this much: times are whole
-/// microseconds, so the largest is about 9.2e12 µs, exact in an f64 and in 64-bit
-/// nanoseconds (the msr format's ticks reach past 2262 only after about 7.5e9 s).
-pub const MAX_TIME_S: f64 = (u64::MAX / 2) as f64 / 1e12;
+/// About the latest arrival time a generated record may have, in seconds: the simulator
+/// accepts arrivals up to [`crate::driver::MAX_ARRIVAL_PS`] (about 9.2e6 s) after the
+/// start of its workload, and a trace's times count from its first record, so a generated
+/// trace runs whatever device and pre-fill `flashkit sim` puts before it. Each record's
+/// time, in the whole microseconds it is written in, is checked with the driver's own
+/// [`crate::driver::arrival_in_range`]. Every output format holds this much: the largest
+/// time is about 9.2e12 µs, exact in an f64 and in 64-bit nanoseconds (the msr format's
+/// ticks reach past 2262 only after about 7.5e9 s).
+pub const MAX_TIME_S: f64 = crate::driver::MAX_ARRIVAL_PS / 1e12;
+
+/// A record's time stamp: whole microseconds, so every format (fio's are µs) holds the
+/// times exactly.
+fn time_ns_of(t_s: f64) -> i64 {
+    (t_s * 1e6).round() as i64 * 1_000
+}
+
+/// Whether `flashkit sim` accepts a record at `t_s` seconds after the first one (as
+/// written: in whole microseconds).
+fn time_fits(t_s: f64) -> bool {
+    // The first two tests keep `time_ns_of` far from overflowing 64 bits.
+    t_s.is_finite()
+        && t_s <= 2.0 * MAX_TIME_S
+        && crate::driver::arrival_in_range(crate::driver::trace_arrival_ps(time_ns_of(t_s)))
+}
 
 /// One step of the arrival process: the gap to the next arrival, in seconds.
 fn gap_s(rng: &mut Xoshiro256PlusPlus, rate: f64) -> f64 {
@@ -207,7 +225,7 @@ fn check_times(mut rng: Xoshiro256PlusPlus, rate: f64, requests: u64) -> Result<
     let mut t = 0.0f64;
     for n in 2..=requests {
         t += gap_s(&mut rng, rate);
-        if !(t.is_finite() && t <= MAX_TIME_S) {
+        if !time_fits(t) {
             return Err(format!(
                 "--rate {}: record {n} (of --requests {requests}) would arrive {t:.3e} s after \
                  the first, past the {MAX_TIME_S:.0} s that the simulator's clock and the trace \
@@ -240,10 +258,9 @@ impl Iterator for Generator {
             self.t_s += gap_s(&mut self.time_rng, self.rate);
         }
         // Checked by `check_times` for every record.
-        debug_assert!(self.t_s <= MAX_TIME_S);
+        debug_assert!(time_fits(self.t_s));
         self.first = false;
-        // Whole microseconds, so every format (fio's are µs) holds the times exactly.
-        let time_ns = (self.t_s * 1e6).round() as i64 * 1_000;
+        let time_ns = time_ns_of(self.t_s);
         let read = self.read_fraction > 0.0 && self.op_rng.gen_bool(self.read_fraction);
         let (op, lba, sectors) = match &mut self.kind {
             Kind::Synthetic { w, unit } => {

@@ -5,7 +5,7 @@
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -52,9 +52,63 @@ pub struct WriteSummary {
     pub clamped_times: u64,
 }
 
+/// A file being written under a temporary name in its directory, renamed to its own name
+/// by [`Staged::commit`] and removed if dropped before, so an output that stops on an
+/// error (a record its format cannot hold, a malformed input line) leaves no partial file
+/// behind, and a file it would replace stays as it was.
+struct Staged {
+    tmp: PathBuf,
+    dest: PathBuf,
+    committed: bool,
+}
+
+impl Staged {
+    /// Where to stage `path`: `None` to write it in place (a device, FIFO or other special
+    /// file such as `/dev/stdout`, which cannot be replaced by a rename). A link to a
+    /// regular file stages its target, so the link stays a link.
+    fn plan(path: &Path) -> Option<Staged> {
+        let dest = match std::fs::symlink_metadata(path) {
+            Err(_) => path.to_path_buf(),
+            Ok(m) if m.file_type().is_file() => path.to_path_buf(),
+            Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(path) {
+                Ok(t) if t.is_file() => t,
+                _ => return None,
+            },
+            Ok(_) => return None,
+        };
+        let dir = match dest.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = dest.file_name()?.to_string_lossy().into_owned();
+        Some(Staged {
+            tmp: dir.join(format!(".{name}.flashkit-{}.tmp", std::process::id())),
+            dest,
+            committed: false,
+        })
+    }
+
+    fn commit(mut self) -> io::Result<()> {
+        std::fs::rename(&self.tmp, &self.dest)?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
 /// Writes [`Record`]s in one format.
 pub struct TraceWriter {
     out: Out,
+    /// The temporary file a [`TraceWriter::create`]d output is written to until
+    /// [`TraceWriter::finish`].
+    staged: Option<Staged>,
     file: String,
     fmt: Format,
     seq: u64,
@@ -66,18 +120,32 @@ pub struct TraceWriter {
 }
 
 impl TraceWriter {
-    /// Create `path` (gzip-compressed when `gzip`).
+    /// Create `path` (gzip-compressed when `gzip`). The trace is written to a temporary
+    /// file beside it and takes its name only when [`TraceWriter::finish`] succeeds: a
+    /// writer dropped before (on an error) leaves no partial `path`, and an existing
+    /// `path` untouched. Special files (`/dev/stdout`, FIFOs) are written in place.
     pub fn create(path: &Path, fmt: Format, gzip: bool) -> Result<TraceWriter, TraceError> {
         let name = path.display().to_string();
-        let f = File::create(path)
-            .map_err(|e| TraceError::new(&name, None, format!("cannot create: {e}")))?;
+        let cannot = |e: io::Error| TraceError::new(&name, None, format!("cannot create: {e}"));
+        let staged = Staged::plan(path);
+        if let Some(s) = staged.as_ref().filter(|s| s.dest.exists()) {
+            // A file the user may not write is not replaced by the rename either.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&s.dest)
+                .map_err(cannot)?;
+        }
+        let target = staged.as_ref().map_or(path, |s| s.tmp.as_path());
+        let f = File::create(target).map_err(cannot)?;
         let w = BufWriter::with_capacity(256 << 10, f);
         let out = if gzip {
             Out::Gz(Box::new(GzEncoder::new(w, Compression::default())))
         } else {
             Out::Plain(w)
         };
-        TraceWriter::start(out, name, fmt)
+        let mut w = TraceWriter::start(out, name, fmt)?;
+        w.staged = staged;
+        Ok(w)
     }
 
     /// Write to any stream (`name` is used in error messages).
@@ -92,6 +160,7 @@ impl TraceWriter {
     fn start(out: Out, file: String, fmt: Format) -> Result<TraceWriter, TraceError> {
         let mut w = TraceWriter {
             out,
+            staged: None,
             file,
             fmt,
             seq: 0,
@@ -241,7 +310,8 @@ impl TraceWriter {
         Ok(())
     }
 
-    /// Write the trailer (fio's `close`), flush, and finish the gzip stream.
+    /// Write the trailer (fio's `close`), flush, finish the gzip stream, and give a
+    /// created file its name.
     pub fn finish(mut self) -> Result<WriteSummary, TraceError> {
         if self.fmt == Format::Fio {
             self.line = format!("{} {FIO_FILE} close\n", self.last_us);
@@ -253,6 +323,9 @@ impl TraceWriter {
             Out::Plain(mut w) => w.flush().map_err(err)?,
             Out::Gz(g) => g.finish().map_err(err)?.flush().map_err(err)?,
             Out::Other(mut w) => w.flush().map_err(err)?,
+        }
+        if let Some(s) = self.staged.take() {
+            s.commit().map_err(err)?;
         }
         Ok(self.summary)
     }

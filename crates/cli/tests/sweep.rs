@@ -1045,21 +1045,40 @@ fn plot_errors_come_before_the_runs() {
     );
     // None of these ran a job or wrote a file.
     assert!(!out.exists() && !csv.exists() && !svg.exists());
-    // One adaptive job is enough: its points are drawn.
+    // An adaptive run too short to clean made no choice: nothing to draw (its results
+    // are kept).
     let some = dir.path().join("some.toml");
     std::fs::write(
         &some,
         "policy = [\"greedy\", \"adaptive\"]\nwritten = \"256KiB\"\n",
     )
     .unwrap();
-    ok(flashkit([
-        "sweep",
-        path_str(&some),
-        "--plot",
-        path_str(&svg),
-        "--y",
-        "policy_greedy_share",
-    ]));
+    let plot = |spec: &Path| {
+        flashkit([
+            "sweep",
+            path_str(spec),
+            "--out",
+            path_str(&out),
+            "--plot",
+            path_str(&svg),
+            "--y",
+            "policy_greedy_share",
+        ])
+    };
+    fails_with(
+        plot(&some),
+        &["--y: 'policy_greedy_share' has no value in any run, nothing to draw"],
+    );
+    assert_eq!(lines(&out).len(), 2);
+    assert!(!svg.exists());
+    // One adaptive job that cleans is enough: its points are drawn.
+    std::fs::remove_file(&out).unwrap();
+    std::fs::write(
+        &some,
+        "policy = [\"greedy\", \"adaptive\"]\nwritten = \"1MiB\"\nblocks = 32\nfill = 0.75\n",
+    )
+    .unwrap();
+    ok(plot(&some));
     assert!(svg.exists());
 }
 

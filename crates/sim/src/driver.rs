@@ -267,7 +267,8 @@ impl SimResult {
     ];
 
     /// Whether a run of `cfg` reports `metric` (one of [`SimResult::METRICS`]) as a
-    /// number: `policy_greedy_share` only under the adaptive policy, `region_threshold_s`
+    /// number: `policy_greedy_share` only under the adaptive policy (and null there too in a
+    /// run too short to clean, which made no choice), `region_threshold_s`
     /// and `wear_threshold` only when they are set (otherwise null). A test keeps this
     /// equal to the serialized results.
     pub fn has_metric(cfg: &SimConfig, metric: &str) -> bool {
@@ -542,6 +543,18 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         Source::Trace(t) => Some(t.info()),
         Source::Synthetic { .. } => None,
     };
+    if let Some(t) = trace_info.as_ref().filter(|_| lat.hist.is_empty()) {
+        // Nothing to measure: every figure would be 0 or undefined.
+        let why = if t.skipped_bad_lines + t.skipped_zero_size + t.skipped_other_device == 0 {
+            "the trace has no records".to_string()
+        } else {
+            format!(
+                "every record was skipped: {} malformed, {} of size 0, {} on another disk or ASU",
+                t.skipped_bad_lines, t.skipped_zero_size, t.skipped_other_device
+            )
+        };
+        bail!("{}: no requests to simulate ({why})", t.path);
+    }
     let s1 = fms.stats().clone();
     let busy_ps = fms.nand().clock_ps() - t0 - idle_ps;
 

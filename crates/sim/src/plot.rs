@@ -611,6 +611,11 @@ pub fn auto_chart(
         let ok = rows
             .iter()
             .any(|r| r.metrics.get(y).is_some_and(|v| v.is_number()));
+        if !ok && rows.iter().any(|r| r.metrics.get(y).is_some()) {
+            // Reported, but null in every run (e.g. the adaptive policy's share in runs
+            // too short to clean, which made no choice).
+            bail!("--y: '{y}' has no value in any run, nothing to draw");
+        }
         if !ok {
             let names: Vec<String> = rows[0]
                 .metrics

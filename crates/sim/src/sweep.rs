@@ -1798,7 +1798,10 @@ mod tests {
 
     #[test]
     fn metrics_are_the_numeric_result_fields() {
-        let jobs = spec("written = \"256KiB\"\npolicy = \"adaptive\"\nwear_threshold = 50\n")
+        // A small device, so the run cleans (adaptive reports a share once it has chosen).
+        let jobs = spec(
+            "written = \"1MiB\"\nblocks = 32\nfill = 0.75\npolicy = \"adaptive\"\nwear_threshold = 50\n",
+        )
             .unwrap()
             .expand()
             .unwrap();
@@ -1823,7 +1826,7 @@ mod tests {
     #[test]
     fn has_metric_is_what_the_results_have() {
         let jobs = spec(
-            "written = \"256KiB\"\npolicy = [\"greedy\", \"adaptive\"]\n\
+            "written = \"1MiB\"\nblocks = 32\nfill = 0.75\npolicy = [\"greedy\", \"adaptive\"]\n\
              regions = [1, 2]\nregion_threshold = [\"none\", \"30m\"]\n\
              wear_threshold = [\"none\", 50]\n",
         )

@@ -117,3 +117,21 @@ fn too_little_to_write_names_the_cause() {
     );
     assert!(e.ends_with("raise --fill"), "{e}");
 }
+
+/// An adaptive run too short to clean made no greedy-or-CAT choice: its share is null
+/// ("-" in the table), not 0 %; once it cleans the share is a number.
+#[test]
+fn adaptive_share_is_null_until_the_first_cleaning() {
+    use ftl::fms::select::Policy;
+    let mut cfg = SimConfig::flagship();
+    cfg.fms.policy = Policy::Adaptive;
+    cfg.fill = 0.6;
+    cfg.written_bytes = 256 << 10;
+    let r = run(&cfg).unwrap();
+    assert_eq!(r.erasures, 0);
+    assert_eq!(r.policy_greedy_share, None);
+    cfg.written_bytes = 16 << 20;
+    let r = run(&cfg).unwrap();
+    assert!(r.erasures > 0);
+    assert!(r.policy_greedy_share.is_some());
+}

@@ -1011,3 +1011,30 @@ fn outputs_stopped_by_an_error_leave_no_partial_file() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "0.000000 0 0 8 0\n");
     assert_eq!(names(), ["bad.fio", "good.fio", "link.spc", "out.spc"]);
 }
+
+/// A trace without a request to simulate (empty, or every record skipped) is an error
+/// naming the file, not a result whose figures are all 0 or undefined.
+#[test]
+fn traces_without_requests_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = SimConfig::flagship();
+    let empty = write(dir.path(), "empty.disksim", "");
+    let mut t = TraceSpec::new(&empty);
+    t.options.format = Some(Format::Disksim);
+    c.workload = WorkloadSpec::Trace(Box::new(t));
+    let e = format!("{:#}", sim::run(&c).unwrap_err());
+    assert!(
+        e.contains("empty.disksim: no requests to simulate (the trace has no records)"),
+        "{e}"
+    );
+    // Every record on another device.
+    let other = write(dir.path(), "other.disksim", "0.0 0 8 8 0\n0.1 0 16 8 0\n");
+    let mut t = TraceSpec::new(&other);
+    t.options.disk = Some(1);
+    c.workload = WorkloadSpec::Trace(Box::new(t));
+    let e = format!("{:#}", sim::run(&c).unwrap_err());
+    assert!(
+        e.contains("other.disksim: no requests to simulate (every record was skipped: 0 malformed, 0 of size 0, 2 on another disk or ASU)"),
+        "{e}"
+    );
+}

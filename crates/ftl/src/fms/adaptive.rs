@@ -84,13 +84,11 @@ impl Adaptive {
     }
 
     /// Share of cleanings that used greedy.
-    pub fn greedy_share(&self) -> f64 {
+    /// The share of cleanings that chose greedy; `None` before the first cleaning (no
+    /// choice made yet: 0 of 0 is not 0 %).
+    pub fn greedy_share(&self) -> Option<f64> {
         let t = self.greedy_choices + self.cat_choices;
-        if t == 0 {
-            0.0
-        } else {
-            self.greedy_choices as f64 / t as f64
-        }
+        (t > 0).then(|| self.greedy_choices as f64 / t as f64)
     }
 
     pub fn ram_bytes(&self) -> u64 {
@@ -139,6 +137,13 @@ mod tests {
         assert!(!a.choose_greedy());
         assert_eq!(a.greedy_choices, 1);
         assert_eq!(a.cat_choices, 3);
-        assert!((a.greedy_share() - 0.25).abs() < 1e-12);
+        assert!((a.greedy_share().unwrap() - 0.25).abs() < 1e-12);
+    }
+
+    /// Before its first cleaning the policy has made no choice: no share, not 0 %.
+    #[test]
+    fn no_share_before_the_first_choice() {
+        let a = Adaptive::new(16, None, 1.5);
+        assert_eq!(a.greedy_share(), None);
     }
 }

@@ -417,9 +417,10 @@ impl Fms {
     pub fn active_segments(&self) -> &[u32] {
         &self.active
     }
-    /// Share of cleanings the adaptive policy did with greedy.
+    /// The adaptive policy's share of greedy choices; `None` for the other policies and
+    /// before the first cleaning.
     pub fn greedy_share(&self) -> Option<f64> {
-        self.adaptive.as_ref().map(|a| a.greedy_share())
+        self.adaptive.as_ref().and_then(|a| a.greedy_share())
     }
     pub fn adaptive(&self) -> Option<&Adaptive> {
         self.adaptive.as_ref()

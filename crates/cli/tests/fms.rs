@@ -244,3 +244,68 @@ fn offsets_and_lengths_are_exact() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(out.stdout, pattern(1024, 7)[..256]);
 }
+
+/// `nand info`, `fms info` and `fms read` open the image read-only and never change it,
+/// even when the mount repairs something (here it recreates a lost index segment): the
+/// repair stays in RAM, and the reports and bytes read are those of a writable mount.
+#[test]
+fn inspection_commands_never_write_the_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("lost-index.img");
+    let img = img.to_str().unwrap();
+    run_ok(&[
+        "nand",
+        "format",
+        img,
+        "--device",
+        "intel-series2plus-24m",
+        "--blocks",
+        "8",
+    ]);
+    run_ok(&["fms", "format", img, "--block-size", "1KiB"]);
+    let input = dir.path().join("in.bin");
+    let data = pattern(5000, 3);
+    std::fs::write(&input, &data).unwrap();
+    run_ok(&["fms", "write", img, "--input", input.to_str().unwrap()]);
+    // Erase the index segment's header (segment 0; data bytes are stored inverted, so
+    // file zeros are erased flash): the next mount finds no index and makes a new one.
+    let mut bytes = std::fs::read(img).unwrap();
+    let data_off = u64::from_le_bytes(bytes[184..192].try_into().unwrap()) as usize;
+    bytes[data_off..data_off + 64].fill(0);
+    std::fs::write(img, &bytes).unwrap();
+    let mut perm = std::fs::metadata(img).unwrap().permissions();
+    perm.set_readonly(true);
+    std::fs::set_permissions(img, perm.clone()).unwrap();
+
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+    assert_eq!(info["index_segments"], 1, "{info}");
+    assert_eq!(info["mapped_blocks"], 5, "{info}");
+    run_ok(&["nand", "info", img]);
+    let out = flashkit(["fms", "read", img, "--length", "5000"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.stdout == data, "read back differs");
+    assert!(
+        std::fs::read(img).unwrap() == bytes,
+        "an inspection command wrote to the image"
+    );
+
+    // A write needs write access, and its mount makes the repair on the image.
+    #[allow(clippy::permissions_set_readonly_false)]
+    perm.set_readonly(false);
+    std::fs::set_permissions(img, perm).unwrap();
+    run_ok(&[
+        "fms",
+        "write",
+        img,
+        "--offset",
+        "8192",
+        "--input",
+        input.to_str().unwrap(),
+    ]);
+    assert!(std::fs::read(img).unwrap() != bytes);
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+    assert_eq!(info["index_segments"], 1, "{info}");
+    assert_eq!(info["mapped_blocks"], 10, "{info}");
+}

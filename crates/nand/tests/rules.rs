@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use nand::ecc::{ecc_compute, ecc_correct, EccOutcome, ECC_BYTES, ECC_CHUNK};
-use nand::image::{create_device, open_device, ImageStore, HEADER_LEN, MAGIC, VERSION};
+use nand::image::{
+    create_device, open_device, open_device_readonly, ImageStore, HEADER_LEN, MAGIC, VERSION,
+};
 use nand::{
     BadState, Data, DeviceSpec, FaultPlan, Nand, NandError, PayloadlessStore, RamStore, Store,
     TornMode,
@@ -1085,6 +1087,65 @@ fn image_reopens_with_content_wear_and_bad_blocks() {
     assert!(raw_page(&mut fresh, 0).iter().all(|&b| b == 0xFF));
     assert_eq!(fresh.erase_count(2), 0);
     assert!(!fresh.is_bad(5));
+}
+
+/// A read-only open never writes the file, yet behaves as a writable image: programs,
+/// erases, program counts and bad states are seen by later reads and rules, in RAM only.
+#[test]
+fn readonly_image_keeps_changes_in_ram_and_never_writes_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = image_path(&dir);
+    let spec = small_image_spec("nandsim-256m", 8);
+    let g = spec.geometry.clone();
+    let mut n = create_device(&path, &spec, false).unwrap();
+    let raw = pattern(7, 528);
+    program_raw(&mut n, 33, &raw).unwrap();
+    n.sync().unwrap();
+    drop(n);
+    let before = std::fs::read(&path).unwrap();
+    // Without write permission (meaningful when not run as root).
+    let mut perm = std::fs::metadata(&path).unwrap().permissions();
+    perm.set_readonly(true);
+    std::fs::set_permissions(&path, perm.clone()).unwrap();
+
+    let (_, store) = ImageStore::open_readonly(&path).unwrap();
+    assert!(store.is_readonly());
+    let mut m = open_device_readonly(&path).unwrap();
+    assert_eq!(raw_page(&mut m, 33), raw);
+    // A program, a partial program, an erase, a failed erase: all visible to this device.
+    let new = pattern(9, 528);
+    program_raw(&mut m, 2, &new).unwrap();
+    m.program(3, 0, Data::Bytes(&[0x0F; 4]), None).unwrap();
+    assert_eq!(raw_page(&mut m, 2), new);
+    assert_eq!(&raw_page(&mut m, 3)[..5], &[0x0F, 0x0F, 0x0F, 0x0F, 0xFF]);
+    assert_eq!(m.page_programs(3), 1);
+    assert_err!(
+        m.program(3, 0, Data::Bytes(&[0xFF]), None),
+        NandError::SetsBits { .. }
+    );
+    m.erase(1).unwrap();
+    assert!(raw_page(&mut m, 33).iter().all(|&b| b == 0xFF));
+    assert_eq!(m.erase_count(1), 1);
+    m.set_faults(FaultPlan {
+        fail_ops: vec![1],
+        ..Default::default()
+    });
+    assert_err!(m.erase(4), NandError::EraseFailed { block: 4 });
+    assert!(m.is_bad(4));
+    m.sync().unwrap();
+    drop(m);
+
+    // The file is untouched, and a writable open sees the original medium.
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    #[allow(clippy::permissions_set_readonly_false)]
+    perm.set_readonly(false);
+    std::fs::set_permissions(&path, perm).unwrap();
+    let mut w = open_device(&path).unwrap();
+    assert_eq!(raw_page(&mut w, 33), raw);
+    assert!(raw_page(&mut w, 2).iter().all(|&b| b == 0xFF));
+    assert_eq!(w.erase_count(1), 0);
+    assert!(!w.is_bad(4));
+    assert_eq!(w.page_programs(g.first_page(0) + 3), 0);
 }
 
 #[test]

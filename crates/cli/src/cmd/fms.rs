@@ -1,6 +1,8 @@
 //! `flashkit fms …`: the Flash Memory Server in storage mode on a NAND image file
 //! (created with `flashkit nand format`): format, info, write, read. Every write is
-//! durable when the command returns; the image reopens in any later process.
+//! durable when the command returns; the image reopens in any later process. `info` and
+//! `read` open the image read-only and never change it: what their mount repairs stays in
+//! RAM (see docs/fms.md, "Inspecting an image").
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -119,9 +121,21 @@ fn config(policy: &str, block_size: u32) -> Result<FmsConfig> {
     })
 }
 
+/// How a command opens the image.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// Reading and writing: the mount's repairs and the command's writes reach the file.
+    Write,
+    /// Read-only (inspection): the file is never written; the mount's repairs stay in RAM.
+    Inspect,
+}
+
 /// Open the image and mount the FMS on it, with the block size recorded on flash.
-fn mount(path: &Path, m: &MountArgs) -> Result<Fms> {
-    let mut nand = image::open_device(path)?;
+fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
+    let mut nand = match access {
+        Access::Write => image::open_device(path)?,
+        Access::Inspect => image::open_device_readonly(path)?,
+    };
     let h = Fms::probe(&mut nand)?.ok_or_else(|| {
         anyhow!(
             "{}: no FMS segment header: not an FMS medium (run `flashkit fms format` first)",
@@ -198,7 +212,7 @@ pub struct FmsInfo {
 
 fn info(a: InfoArgs) -> Result<()> {
     super::common::refuse_csv_over(&a.report, &[(&a.image, "image being read")])?;
-    let fms = mount(&a.image, &a.mount)?;
+    let fms = mount(&a.image, &a.mount, Access::Inspect)?;
     let segs = fms.segments();
     let count = |st: SegState| segs.iter().filter(|s| s.state == st).count();
     let wear = nand::WearStats::of(
@@ -294,7 +308,7 @@ fn write(a: WriteArgs) -> Result<()> {
             .and_then(|mut f| f.read_to_end(&mut data))
             .with_context(|| format!("{}", p.display()))?,
     };
-    let mut fms = mount(&a.image, &a.mount)?;
+    let mut fms = mount(&a.image, &a.mount, Access::Write)?;
     let sectors = data.len().div_ceil(SECTOR) as u64;
     if lba + sectors > fms.sectors() {
         bail!(
@@ -327,7 +341,7 @@ fn write(a: WriteArgs) -> Result<()> {
 fn read(a: ReadArgs) -> Result<()> {
     let lba = sector_offset(&a.offset)?;
     let len = parse_size(&a.length).map_err(|e| anyhow!("--length: {e}"))?;
-    let mut fms = mount(&a.image, &a.mount)?;
+    let mut fms = mount(&a.image, &a.mount, Access::Inspect)?;
     let sectors = len.div_ceil(SECTOR as u64);
     if lba + sectors > fms.sectors() {
         bail!(

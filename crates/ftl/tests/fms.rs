@@ -1138,3 +1138,54 @@ fn a_worn_out_device_says_so() {
         "{err}"
     );
 }
+
+/// A segment that goes bad in use (worn out, or a failed erase) eats into the reserve the
+/// format kept: the medium must still mount with its recorded capacity and read back
+/// everything, and writes go on until space really runs out (`WornOut`).
+#[test]
+fn a_medium_with_grown_bad_segments_still_mounts_and_reads() {
+    for (spec, cfg) in [intel(), nandsim(), mlc2()] {
+        let name = spec.name.clone();
+        let mut f = format(&spec, &cfg);
+        let logical = f.logical_blocks();
+        let mut shadow = Shadow::new(&f, 5);
+        shadow.random_ops(&mut f, 60);
+        f.flush().unwrap();
+        let free: Vec<u32> = (0..f.layout().segments)
+            .filter(|&s| f.segments()[s as usize].state == SegState::Free)
+            .collect();
+        let mut nand = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+        // Two free segments fail their erase and turn grown bad.
+        for &s in &free[..2] {
+            nand.set_faults(FaultPlan {
+                fail_ops: vec![1],
+                ..Default::default()
+            });
+            assert!(nand.erase(s).is_err());
+            assert!(nand.is_bad(s), "{name}");
+        }
+        nand.set_faults(FaultPlan::default());
+        let mut f = Fms::mount(nand, cfg.clone())
+            .unwrap_or_else(|e| panic!("{name}: a medium with grown-bad segments: {e}"));
+        assert_eq!(f.logical_blocks(), logical, "{name}");
+        shadow.verify(&mut f, "after two segments went bad");
+        // Writes continue while there is room; then the device says it is worn out.
+        for _ in 0..400 {
+            let sectors = f.sectors();
+            let lba = shadow.rng.gen_range(0..sectors);
+            let mut data = vec![0u8; SECTOR];
+            shadow.rng.fill_bytes(&mut data);
+            match f.write(lba, 1, Some(&data)) {
+                Ok(()) => {
+                    let at = lba as usize * SECTOR;
+                    shadow.data[at..at + SECTOR].copy_from_slice(&data);
+                }
+                Err(DevError::WornOut { .. }) => break,
+                Err(e) => panic!("{name}: {e}"),
+            }
+        }
+        f.flush().unwrap();
+        let mut f = remount(f, &cfg);
+        shadow.verify(&mut f, "after writing on");
+    }
+}

@@ -234,7 +234,9 @@ pub struct Fms {
 impl Fms {
     // ---- construction --------------------------------------------------------------------
 
-    fn new_empty(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
+    /// Empty tables for `nand`. `recorded`: the medium's own capacity (mount, when the
+    /// configuration does not set `logical_blocks`), which the reserve does not limit.
+    fn new_empty(nand: Nand, cfg: FmsConfig, recorded: Option<u64>) -> DevResult<Fms> {
         // The per-block tables of a device too large for this machine are an error.
         fn table<T: Clone>(n: usize, fill: T, what: &str) -> DevResult<Vec<T>> {
             nand::table(n as u64, fill, what)
@@ -253,20 +255,36 @@ impl Fms {
         let good = (0..lay.segments).filter(|&s| !nand.is_bad(s)).count() as u64;
         let reserve = 1 + cfg.high_water as u64 + cfg.streams() as u64;
         let auto = good.saturating_sub(reserve) * lay.slots as u64;
-        if auto == 0 && cfg.logical_blocks.is_none() {
+        let recorded = recorded.filter(|_| cfg.logical_blocks.is_none());
+        if let Some(n) = recorded {
+            // The capacity the medium was formatted to: segments gone bad since (worn out)
+            // may have eaten into the reserve, but the data on it must stay readable (writes
+            // say `WornOut` when space runs out). Bounded by the slots of the whole device,
+            // so a corrupt header cannot make the tables huge.
+            let slots = lay.segments as u64 * lay.slots as u64;
+            if n > slots {
+                return Err(DevError::corrupt(format!(
+                    "segment header: capacity of {n} blocks recorded, but the device has {slots} slots"
+                )));
+            }
+        } else if auto == 0 && cfg.logical_blocks.is_none() {
             return Err(DevError::config(format!(
                 "no room for data: {good} good segment(s), {reserve} kept in reserve (1 index, high_water {}, {} active stream(s))",
                 cfg.high_water,
                 cfg.streams()
             )));
         }
-        let logical = cfg.logical_blocks.unwrap_or(auto);
-        if logical == 0 || logical > auto {
+        let logical = cfg.logical_blocks.or(recorded).unwrap_or(auto);
+        if recorded.is_none() && (logical == 0 || logical > auto) {
             return Err(DevError::config(format!(
                 "logical_blocks: {logical} does not fit: the device holds at most {auto} blocks of {} bytes with the reserve",
                 cfg.block_size
             )));
         }
+        let cfg = FmsConfig {
+            logical_blocks: cfg.logical_blocks.or(recorded),
+            ..cfg
+        };
         let n = logical as usize;
         let half_life = cfg.hot_half_life.unwrap_or(logical as f64 / 2.0);
         let adaptive = (cfg.policy == Policy::Adaptive)
@@ -323,7 +341,7 @@ impl Fms {
     /// Format the device: erase every good segment, write the headers, set up the index
     /// segment. Erase counts found in old FMS headers are carried over.
     pub fn format(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
-        let mut f = Fms::new_empty(nand, cfg)?;
+        let mut f = Fms::new_empty(nand, cfg, None)?;
         let mut hdr = vec![0u8; SEG_HEADER];
         for s in 0..f.lay.segments {
             if f.nand.is_bad(s) {

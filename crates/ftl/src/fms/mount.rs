@@ -45,15 +45,16 @@ pub(super) fn probe(nand: &mut Nand) -> DevResult<Option<SegHeader>> {
     Ok(None)
 }
 
-pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
+pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
+    let mut recorded = None;
     if cfg.logical_blocks.is_none() {
         if let Some(h) = probe(&mut nand)? {
             if h.logical_blocks > 0 && h.block_size == cfg.block_size {
-                cfg.logical_blocks = Some(h.logical_blocks as u64);
+                recorded = Some(h.logical_blocks as u64);
             }
         }
     }
-    let mut f = Fms::new_empty(nand, cfg)?;
+    let mut f = Fms::new_empty(nand, cfg, recorded)?;
     let lay = f.lay.clone();
     let geo = f.nand.geometry().clone();
     let slots = lay.slots;

@@ -1139,6 +1139,144 @@ fn a_worn_out_device_says_so() {
     );
 }
 
+/// A record carrying the largest sequence number a record holds (a corrupt or crafted
+/// medium; otherwise 2^40 block writes in spare mode): the next number would wrap, and a
+/// write that took it would lose to the older copy at the next mount. Writes are refused
+/// instead, and the medium still mounts and reads.
+#[test]
+fn exhausted_sequence_numbers_refuse_writes_instead_of_wrapping() {
+    use ftl::fms::layout::{Record, ENTRY, SEG_HEADER};
+    use nand::Data;
+    for (spec, cfg) in [intel(), nandsim(), mlc2()] {
+        let name = spec.name.clone();
+        let mut f = format(&spec, &cfg);
+        let bs = cfg.block_size as usize;
+        f.write_block(0, Some(&vec![0xA1; bs])).unwrap();
+        f.flush().unwrap();
+        let lay = f.layout().clone();
+        let seg = (0..lay.segments)
+            .rev()
+            .find(|&s| f.segments()[s as usize].state == SegState::Free)
+            .unwrap();
+        let geo = spec.geometry.clone();
+        let mut nand = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+        // A copy of block 0 in slot 0 of a free segment, with the largest number.
+        let rec = Record {
+            lbn: 0,
+            region: 0,
+            readonly: false,
+            live: true,
+            updates: 1,
+            seq: lay.seq_end() - 1,
+            time_ms: 0,
+        };
+        let first = geo.first_page(seg);
+        let off = lay.slot_offset(0);
+        let ps = geo.page_size as u64;
+        let data = vec![0xC3u8; bs];
+        match lay.mode {
+            RecordMode::Header => {
+                nand.program_bytes(first + off / ps, (off % ps) as u32, &data)
+                    .unwrap();
+                let e = rec.encode_entry();
+                let at = SEG_HEADER as u64;
+                assert!(at + ENTRY as u64 <= ps);
+                nand.program_bytes(first, at as u32, &e).unwrap();
+            }
+            RecordMode::Spare => {
+                let pps = lay.pages_per_slot as u64;
+                for k in 0..pps {
+                    let piece = &data[(k * ps) as usize..((k + 1) * ps) as usize];
+                    let spare: Vec<u8> = if k + 1 == pps {
+                        rec.encode_spare().to_vec()
+                    } else {
+                        vec![0x00]
+                    };
+                    nand.program(first + 1 + k, 0, Data::Bytes(piece), Some((1, &spare)))
+                        .unwrap();
+                }
+            }
+        }
+        let mut f = Fms::mount(nand, cfg.clone()).unwrap();
+        let mut buf = vec![0u8; bs];
+        f.read_block(0, Some(&mut buf)).unwrap();
+        assert!(buf == data, "{name}: the newest copy wins");
+        match f.write_block(0, Some(&vec![0xB2; bs])) {
+            Err(DevError::Corrupt(m)) => assert!(m.contains("sequence numbers exhausted"), "{m}"),
+            Ok(()) => {
+                // Only correct if the write survives a remount.
+                f.flush().unwrap();
+                let mut g = remount(f, &cfg);
+                g.read_block(0, Some(&mut buf)).unwrap();
+                panic!(
+                    "{name}: the write was accepted with a wrapped sequence number (after remount block 0 reads {:#x})",
+                    buf[0]
+                );
+            }
+            Err(e) => panic!("{name}: {e}"),
+        }
+        // Still readable, also after a remount.
+        let mut f = remount(f, &cfg);
+        f.read_block(0, Some(&mut buf)).unwrap();
+        assert!(buf == data, "{name}: readable after the refusal");
+    }
+}
+
+/// An index entry carrying the largest index sequence number (a corrupt or crafted
+/// medium): mount must not overflow, later entries saturate at that number, and ties go
+/// to the entry later in the log, so remounts keep agreeing with the running tables.
+#[test]
+fn index_entries_with_the_largest_sequence_number_keep_mount_exact() {
+    use ftl::fms::layout::{IndexEntry, INDEX_ENTRY};
+    let (spec, cfg) = intel();
+    let mut f = format(&spec, &cfg);
+    let mut shadow = Shadow::new(&f, 11);
+    shadow.random_ops(&mut f, 30);
+    f.flush().unwrap();
+    let lay = f.layout().clone();
+    let ix = (0..lay.segments)
+        .find(|&s| f.segments()[s as usize].state == SegState::Index)
+        .unwrap();
+    let active = f.active_segments()[0];
+    let geo = spec.geometry.clone();
+    let mut nand = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+    // Append "stream 0 → its active segment" with the largest number.
+    let mut k = 0u32;
+    let place = |k: u32| {
+        let page = geo.first_page(ix) + (k / lay.index_per_page + 1) as u64;
+        (page, (k % lay.index_per_page) * INDEX_ENTRY as u32)
+    };
+    loop {
+        let (p, c) = place(k);
+        let mut e = [0u8; INDEX_ENTRY];
+        nand.read(p, c, &mut e).unwrap();
+        if e.iter().all(|&b| b == 0xFF) {
+            break;
+        }
+        k += 1;
+    }
+    let e = IndexEntry {
+        stream: 0,
+        seg: active,
+        seq: u32::MAX,
+    };
+    let (p, c) = place(k);
+    nand.program_bytes(p, c, &e.encode()).unwrap();
+    let mut f = Fms::mount(nand, cfg.clone()).unwrap();
+    assert_eq!(f.active_segments()[0], active);
+    // Enough writes to move stream 0 to other segments (entries saturating at the max).
+    for round in 0..6 {
+        shadow.random_ops(&mut f, 40);
+        f.flush().unwrap();
+        let live = f.tables_digest();
+        let running = f.active_segments().to_vec();
+        f = remount(f, &cfg);
+        assert_eq!(f.active_segments(), &running[..], "round {round}");
+        assert_eq!(f.tables_digest(), live, "round {round}");
+        shadow.verify(&mut f, "after remount");
+    }
+}
+
 /// A segment that goes bad in use (worn out, or a failed erase) eats into the reserve the
 /// format kept: the medium must still mount with its recorded capacity and read back
 /// everything, and writes go on until space really runs out (`WornOut`).

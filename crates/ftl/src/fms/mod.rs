@@ -674,6 +674,19 @@ impl Fms {
         Ok(())
     }
 
+    /// Refuse to open a segment for writing when the block sequence numbers left might not
+    /// cover every slot of the segments then open for writing (one per stream, plus a wear
+    /// levelling target): a number that wrapped would lose to every older copy at the next
+    /// mount. Every number handed out fills a slot of an open segment, so checking here,
+    /// once per segment's worth of blocks, keeps the check off the per-block path.
+    pub(super) fn check_seq_room(&self) -> DevResult<()> {
+        let open = self.active.len() as u64 + 1;
+        if open * self.lay.slots as u64 > self.lay.seq_end().saturating_sub(self.seq) {
+            return Err(seq_exhausted(self.seq, self.lay.seq_end()));
+        }
+        Ok(())
+    }
+
     /// Allocate the next slot of `stream`'s active segment and program the block and its
     /// record there. Returns the physical slot.
     fn append(&mut self, stream: usize, data: Option<&[u8]>, rec: &Record) -> DevResult<u32> {
@@ -824,6 +837,7 @@ impl Fms {
 
     /// Pop a free segment, erasing it first if its state is unknown.
     fn take_free(&mut self) -> DevResult<u32> {
+        self.check_seq_room()?;
         while let Some(seg) = self.free.pop_front() {
             if self.segs[seg as usize].state == SegState::Dirty && !self.erase_and_header(seg, 0)? {
                 continue;
@@ -846,7 +860,7 @@ impl Fms {
         }
         self.stats.erasures += 1;
         let s = &mut self.segs[seg as usize];
-        s.erase_count += 1;
+        s.erase_count = s.erase_count.saturating_add(1);
         s.valid = 0;
         s.next = 0;
         s.state = SegState::Free;
@@ -859,7 +873,7 @@ impl Fms {
             erase_seq: self.erase_seq,
             time_ms: self.nand.clock_ps() / 1_000_000_000,
         };
-        self.erase_seq += 1;
+        self.erase_seq = self.erase_seq.saturating_add(1);
         let first = self.nand.geometry().first_page(seg);
         self.nand
             .program(first, 0, Data::Bytes(&hdr.encode()), None)?;
@@ -902,7 +916,9 @@ impl Fms {
             seg,
             seq: ix.seq,
         };
-        ix.seq += 1;
+        // Saturates (a corrupt entry may carry the largest number): mount breaks ties by
+        // position in the log.
+        ix.seq = ix.seq.saturating_add(1);
         let k = ix.next;
         ix.next += 1;
         let (ix_seg, per_page) = (ix.seg, self.lay.index_per_page);
@@ -1380,6 +1396,7 @@ impl Fms {
         if hi.saturating_sub(lo) <= threshold {
             return Ok(());
         }
+        self.check_seq_room()?;
         self.free.retain(|&s| s != most);
         let now = self.nand.clock_ps();
         let src = self.segs[least as usize];
@@ -1404,6 +1421,15 @@ impl Fms {
         self.stats.wear_swaps += 1;
         Ok(())
     }
+}
+
+/// The error when the block sequence numbers run out (out of line: never on a hot path).
+#[cold]
+#[inline(never)]
+fn seq_exhausted(next: u64, end: u64) -> DevError {
+    DevError::corrupt(format!(
+        "block sequence numbers exhausted (next {next}, records hold numbers below {end}): a corrupt record, or that many block writes; the medium can still be read: copy the data off and format it"
+    ))
 }
 
 impl BlockDevice for Fms {

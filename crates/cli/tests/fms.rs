@@ -309,3 +309,48 @@ fn inspection_commands_never_write_the_image() {
     assert_eq!(info["index_segments"], 1, "{info}");
     assert_eq!(info["mapped_blocks"], 10, "{info}");
 }
+
+/// A medium worn out by writes: the write that finds no space left fails with one line
+/// naming the image, and the medium still mounts and reads back what was written (a single
+/// grown-bad segment used to make it unmountable: "logical_blocks … does not fit").
+#[test]
+fn a_worn_out_image_says_so_and_stays_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("worn.img");
+    let img = img.to_str().unwrap();
+    run_ok(&[
+        "nand",
+        "format",
+        img,
+        "--device",
+        "intel-series2plus-24m",
+        "--blocks",
+        "8",
+        "--endurance",
+        "3",
+    ]);
+    run_ok(&["fms", "format", img, "--block-size", "4KiB"]);
+    let input = dir.path().join("in.bin");
+    let data = pattern(100_000, 9);
+    std::fs::write(&input, &data).unwrap();
+    let mut err = None;
+    for _ in 0..40 {
+        let out = flashkit(["fms", "write", img, "--input", input.to_str().unwrap()]);
+        if !out.status.success() {
+            err = Some(text(&out.stderr));
+            break;
+        }
+    }
+    let err = err.expect("an endurance of 3 cannot last 40 rewrites");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!("flashkit: {img}: write: device worn out")),
+        "{err}"
+    );
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+    assert!(info["bad_segments"].as_u64().unwrap() > 0, "{info}");
+    let out = flashkit(["fms", "read", img, "--length", "100000"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.stdout == data, "read back differs");
+}

@@ -153,7 +153,8 @@ fn format(a: FormatArgs) -> Result<()> {
     let nand = image::open_device(&a.image)?;
     let mut fms = Fms::format(nand, config("cat", bs)?)
         .with_context(|| format!("{}: format", a.image.display()))?;
-    fms.flush()?;
+    fms.flush()
+        .with_context(|| format!("{}: format", a.image.display()))?;
     let r = FormatReport {
         image: a.image.display().to_string(),
         block_size: bs,
@@ -322,14 +323,17 @@ fn write(a: WriteArgs) -> Result<()> {
     let tail = data.len() % SECTOR;
     if tail != 0 {
         let mut last = vec![0u8; SECTOR];
-        fms.read(lba + sectors - 1, 1, Some(&mut last))?;
+        fms.read(lba + sectors - 1, 1, Some(&mut last))
+            .with_context(|| format!("{}: read", a.image.display()))?;
         data.extend_from_slice(&last[tail..]);
     }
     for (i, chunk) in data.chunks(1 << 20).enumerate() {
         let at = lba + (i as u64) * ((1 << 20) / SECTOR as u64);
-        fms.write(at, (chunk.len() / SECTOR) as u32, Some(chunk))?;
+        fms.write(at, (chunk.len() / SECTOR) as u32, Some(chunk))
+            .with_context(|| format!("{}: write", a.image.display()))?;
     }
-    fms.flush()?;
+    fms.flush()
+        .with_context(|| format!("{}: write", a.image.display()))?;
     eprintln!(
         "wrote {} bytes at offset {}",
         data.len() - if tail != 0 { SECTOR - tail } else { 0 },
@@ -365,7 +369,8 @@ fn read(a: ReadArgs) -> Result<()> {
         let n = left.min(buf.len() as u64);
         let secs = n.div_ceil(SECTOR as u64);
         let b = &mut buf[..(secs as usize) * SECTOR];
-        fms.read(at, secs as u32, Some(b))?;
+        fms.read(at, secs as u32, Some(b))
+            .with_context(|| format!("{}: read", a.image.display()))?;
         out.write_all(&b[..n as usize])?;
         left -= n;
         at += secs;

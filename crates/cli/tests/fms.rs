@@ -354,3 +354,65 @@ fn a_worn_out_image_says_so_and_stays_readable() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(out.stdout == data, "read back differs");
 }
+
+/// While a process writes an image (it holds the image's lock), another command is refused
+/// with one line naming the image, instead of writing behind the first one's tables or
+/// reading its half-done work.
+#[test]
+fn an_image_in_use_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("busy.img");
+    let img_s = img.to_str().unwrap();
+    run_ok(&[
+        "nand",
+        "format",
+        img_s,
+        "--device",
+        "nandsim-256m",
+        "--blocks",
+        "32",
+    ]);
+    run_ok(&["fms", "format", img_s, "--block-size", "1KiB"]);
+    let input = dir.path().join("in.bin");
+    std::fs::write(&input, pattern(3000, 4)).unwrap();
+    let writer = nand::image::open_device(&img).unwrap();
+    for (args, needle) in [
+        (
+            vec!["fms", "write", img_s, "--input", input.to_str().unwrap()],
+            "in use by another process",
+        ),
+        (
+            vec![
+                "nand",
+                "format",
+                img_s,
+                "--device",
+                "nandsim-256m",
+                "--force",
+            ],
+            "in use by another process",
+        ),
+        (vec!["fms", "format", img_s], "in use by another process"),
+        (
+            vec!["fms", "read", img_s, "--length", "512"],
+            "being written by another process",
+        ),
+        (
+            vec!["fms", "info", img_s],
+            "being written by another process",
+        ),
+    ] {
+        let out = flashkit(&args);
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with(&format!("flashkit: image {img_s}: {needle}")),
+            "{args:?}: {err}"
+        );
+    }
+    drop(writer);
+    run_ok(&["fms", "write", img_s, "--input", input.to_str().unwrap()]);
+    let out = flashkit(["fms", "read", img_s, "--length", "3000"]);
+    assert!(out.status.success() && out.stdout == pattern(3000, 4));
+}

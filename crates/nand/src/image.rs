@@ -126,12 +126,17 @@ impl ImageStore {
         let mut opts = OpenOptions::new();
         opts.read(true).write(true);
         if overwrite {
-            opts.create(true).truncate(true);
+            // Truncated only once locked: an image another process is using is refused,
+            // not destroyed under it.
+            opts.create(true).truncate(false);
         } else {
             opts.create_new(true);
         }
         let file = opts
             .open(path)
+            .map_err(|e| Self::err(path, format!("cannot create: {e}")))?;
+        Self::lock(path, &file, true)?;
+        file.set_len(0)
             .map_err(|e| Self::err(path, format!("cannot create: {e}")))?;
         let made = Self::fill_new(path, &file, spec).and_then(|()| {
             drop(file);
@@ -167,6 +172,29 @@ impl ImageStore {
         file.sync_all().map_err(io)
     }
 
+    /// Take the image's advisory lock (`flock`) for as long as `file` stays open: exclusive
+    /// to write, shared to read. Two processes writing one image would each program slots
+    /// and erase segments that the other's tables do not know about; a reader could see a
+    /// writer's half-done work. A file system without locks is used unlocked.
+    fn lock(path: &Path, file: &File, exclusive: bool) -> Result<()> {
+        let r = if exclusive {
+            file.try_lock()
+        } else {
+            file.try_lock_shared()
+        };
+        match r {
+            Ok(()) | Err(std::fs::TryLockError::Error(_)) => Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) => Err(Self::err(
+                path,
+                if exclusive {
+                    "in use by another process (locked); a command that writes needs the image to itself"
+                } else {
+                    "being written by another process (locked)"
+                },
+            )),
+        }
+    }
+
     /// Open an existing image for reading and writing; returns the device description
     /// stored in it.
     pub fn open(path: &Path) -> Result<(DeviceSpec, ImageStore)> {
@@ -195,6 +223,7 @@ impl ImageStore {
                 let how = if writable { " for writing" } else { "" };
                 Self::err(path, format!("cannot open{how}: {e}"))
             })?;
+        Self::lock(path, &file, writable)?;
         let len = file
             .metadata()
             .map_err(|e| Self::err(path, e.to_string()))?

@@ -1078,6 +1078,7 @@ fn image_reopens_with_content_wear_and_bad_blocks() {
         assert_err!(m.erase(b), NandError::BadBlock { block } if block == b);
     }
 
+    drop(m);
     // An existing image is not overwritten unless asked.
     assert_err!(
         create_device(&path, &spec, false).map(|_| ()),
@@ -1110,6 +1111,7 @@ fn readonly_image_keeps_changes_in_ram_and_never_writes_the_file() {
 
     let (_, store) = ImageStore::open_readonly(&path).unwrap();
     assert!(store.is_readonly());
+    drop(store);
     let mut m = open_device_readonly(&path).unwrap();
     assert_eq!(raw_page(&mut m, 33), raw);
     // A program, a partial program, an erase, a failed erase: all visible to this device.
@@ -1146,6 +1148,38 @@ fn readonly_image_keeps_changes_in_ram_and_never_writes_the_file() {
     assert_eq!(w.erase_count(1), 0);
     assert!(!w.is_bad(4));
     assert_eq!(w.page_programs(g.first_page(0) + 3), 0);
+}
+
+/// An image is locked while open: a writer has it to itself, readers share it. Two writers
+/// would each program and erase behind the other's tables; `--force` would truncate an
+/// image in use.
+#[test]
+fn an_image_in_use_is_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = image_path(&dir);
+    let spec = small_image_spec("nandsim-256m", 4);
+    let msg = |r: nand::Result<Nand>| match r {
+        Err(NandError::Image(e)) => e.msg.clone(),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("opened an image in use"),
+    };
+    let mut w = create_device(&path, &spec, false).unwrap();
+    program_raw(&mut w, 1, &pattern(1, 528)).unwrap();
+    assert!(msg(open_device(&path)).contains("in use by another process"));
+    assert!(msg(open_device_readonly(&path)).contains("being written by another process"));
+    assert!(msg(create_device(&path, &spec, true)).contains("in use by another process"));
+    drop(w);
+    let r1 = open_device_readonly(&path).unwrap();
+    let mut r2 = open_device_readonly(&path).unwrap();
+    assert!(msg(open_device(&path)).contains("in use by another process"));
+    assert!(msg(create_device(&path, &spec, true)).contains("in use by another process"));
+    assert_eq!(
+        raw_page(&mut r2, 1),
+        pattern(1, 528),
+        "nothing was truncated"
+    );
+    drop((r1, r2));
+    open_device(&path).unwrap();
 }
 
 #[test]

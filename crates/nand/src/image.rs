@@ -448,12 +448,25 @@ impl Store for ImageStore {
                 pages.insert(ppn, vec![0u8; self.raw as usize]);
             }
         } else {
-            self.file
-                .write_all_at(&vec![0u8; n * self.raw as usize], self.off(first, 0))
-                .map_err(|e| self.io_err(e))?;
+            // Only a block that is not erased already is zeroed: erasing never-written
+            // blocks (formatting a fresh image) keeps the file sparse.
+            let off = self.off(first, 0);
+            let mut cur = std::mem::take(&mut self.buf);
+            cur.resize(n * self.raw as usize, 0);
+            let mut r = self.file.read_exact_at(&mut cur, off);
+            if r.is_ok() && cur.iter().any(|&b| b != 0) {
+                cur.fill(0);
+                r = self.file.write_all_at(&cur, off);
+            }
+            self.buf = cur;
+            r.map_err(|e| self.io_err(e))?;
         }
-        self.programs[first as usize..first as usize + n].fill(0);
-        self.put_table(&vec![0u8; n], self.page_off + first)
+        let counts = &mut self.programs[first as usize..first as usize + n];
+        if counts.iter().any(|&c| c != 0) {
+            counts.fill(0);
+            self.put_table(&vec![0u8; n], self.page_off + first)?;
+        }
+        Ok(())
     }
     fn erase_page(&mut self, ppn: u64) -> Result<()> {
         self.put(ppn, 0, &vec![0u8; self.raw as usize])?;

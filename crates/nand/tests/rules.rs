@@ -1182,6 +1182,39 @@ fn an_image_in_use_is_locked() {
     open_device(&path).unwrap();
 }
 
+/// Erasing blocks that were never written (what formatting a fresh image does) writes
+/// nothing to the data area: the image stays sparse. A written block is still zeroed.
+#[test]
+fn erasing_never_written_blocks_keeps_the_image_sparse() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = image_path(&dir);
+    let spec = small_image_spec("nandsim-256m", 512);
+    let mut n = create_device(&path, &spec, false).unwrap();
+    n.sync().unwrap();
+    let allocated = || std::fs::metadata(&path).unwrap().blocks() * 512;
+    let before = allocated();
+    for b in 0..512 {
+        n.erase(b).unwrap();
+    }
+    n.sync().unwrap();
+    let data_bytes = spec.geometry.capacity_bytes();
+    assert!(
+        allocated() < before + data_bytes / 16,
+        "erasing erased blocks allocated {} bytes of a {data_bytes}-byte data area",
+        allocated() - before
+    );
+    program_raw(&mut n, 40, &pattern(2, 528)).unwrap();
+    n.erase(1).unwrap();
+    assert!(raw_page(&mut n, 40).iter().all(|&b| b == 0xFF));
+    assert_eq!(n.page_programs(40), 0);
+    drop(n);
+    let mut m = open_device(&path).unwrap();
+    assert!(raw_page(&mut m, 40).iter().all(|&b| b == 0xFF));
+    assert_eq!(m.page_programs(40), 0);
+    assert_eq!(m.erase_count(1), 2);
+}
+
 #[test]
 fn preset_image_restores_the_full_spec() {
     let dir = tempfile::tempdir().unwrap();

@@ -176,12 +176,26 @@ impl ImageStore {
     /// to write, shared to read. Two processes writing one image would each program slots
     /// and erase segments that the other's tables do not know about; a reader could see a
     /// writer's half-done work. A file system without locks is used unlocked.
+    ///
+    /// A lock found taken is tried again for a moment before giving up: a process that
+    /// forks (to run another program) while it has the image open holds the lock until
+    /// the child's `exec` closes the file, so an image just closed can look busy briefly.
     fn lock(path: &Path, file: &File, exclusive: bool) -> Result<()> {
-        let r = if exclusive {
-            file.try_lock()
-        } else {
-            file.try_lock_shared()
+        let attempt = || {
+            if exclusive {
+                file.try_lock()
+            } else {
+                file.try_lock_shared()
+            }
         };
+        let mut r = attempt();
+        for _ in 0..50 {
+            if !matches!(r, Err(std::fs::TryLockError::WouldBlock)) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            r = attempt();
+        }
         match r {
             Ok(()) | Err(std::fs::TryLockError::Error(_)) => Ok(()),
             Err(std::fs::TryLockError::WouldBlock) => Err(Self::err(

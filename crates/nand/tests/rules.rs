@@ -1179,7 +1179,15 @@ fn an_image_in_use_is_locked() {
         "nothing was truncated"
     );
     drop((r1, r2));
+    // A lock released a moment later (as when a forked child execs and closes its copy
+    // of the file) is waited for, not reported as "in use".
+    let held = open_device(&path).unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        drop(held);
+    });
     open_device(&path).unwrap();
+    release.join().unwrap();
 }
 
 /// Erasing blocks that were never written (what formatting a fresh image does) writes

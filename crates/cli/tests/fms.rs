@@ -416,3 +416,78 @@ fn an_image_in_use_is_refused() {
     let out = flashkit(["fms", "read", img_s, "--length", "3000"]);
     assert!(out.status.success() && out.stdout == pattern(3000, 4));
 }
+
+/// Input that does not fit is refused before anything is written, and is read only as far
+/// as the device has room: an endless input (`/dev/zero`) used to be read into memory
+/// until allocation failed. The image itself as input is refused.
+#[test]
+fn write_input_is_read_only_as_far_as_it_fits() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("z.img");
+    let img_s = img.to_str().unwrap();
+    run_ok(&[
+        "nand",
+        "format",
+        img_s,
+        "--device",
+        "nandsim-256m",
+        "--blocks",
+        "32",
+    ]);
+    run_ok(&["fms", "format", img_s, "--block-size", "1KiB"]);
+    let before = std::fs::read(&img).unwrap();
+    // Under a memory limit, so that reading without bound fails fast instead of
+    // exhausting the machine.
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 1000000 && exec \"{}\" fms write \"{img_s}\" --input /dev/zero",
+            env!("CARGO_BIN_EXE_flashkit")
+        ))
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!("flashkit: {img_s}: more than "))
+            && err.contains("bytes at offset 0 do not fit"),
+        "{err}"
+    );
+    // Nothing at all past the end either.
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    let empty = empty.to_str().unwrap();
+    let cap = 384_000;
+    run_ok(&[
+        "fms",
+        "write",
+        img_s,
+        "--input",
+        empty,
+        "--offset",
+        &cap.to_string(),
+    ]);
+    let out = flashkit([
+        "fms",
+        "write",
+        img_s,
+        "--input",
+        empty,
+        "--offset",
+        &(cap + 512).to_string(),
+    ]);
+    assert!(
+        text(&out.stderr).contains("0 bytes at offset 384512 do not fit"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = flashkit(["fms", "write", img_s, "--input", img_s]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("is the image being written"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(std::fs::read(&img).unwrap() == before, "the image changed");
+}

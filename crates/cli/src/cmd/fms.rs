@@ -300,45 +300,98 @@ fn sector_offset(text: &str) -> Result<u64> {
 }
 
 fn write(a: WriteArgs) -> Result<()> {
+    const CHUNK: usize = 1 << 20;
     let lba = sector_offset(&a.offset)?;
-    let mut data = Vec::new();
-    match a.input.as_deref() {
-        None => std::io::stdin().read_to_end(&mut data)?,
-        Some(p) if p == Path::new("-") => std::io::stdin().read_to_end(&mut data)?,
-        Some(p) => std::fs::File::open(p)
-            .and_then(|mut f| f.read_to_end(&mut data))
-            .with_context(|| format!("{}", p.display()))?,
+    let start = lba * SECTOR as u64;
+    // A regular file's length is known before anything is written; other input (stdin, a
+    // pipe, a device) is read only as far as the device has room, never further.
+    let (mut input, name, known): (Box<dyn Read>, String, Option<u64>) = match a.input.as_deref() {
+        None => (Box::new(std::io::stdin().lock()), "stdin".into(), None),
+        Some(p) if p == Path::new("-") => (Box::new(std::io::stdin().lock()), "stdin".into(), None),
+        Some(p) => {
+            if sim::trace::same_file(p, &a.image) {
+                bail!("--input: {} is the image being written", p.display());
+            }
+            let f = std::fs::File::open(p).with_context(|| format!("{}", p.display()))?;
+            let meta = f.metadata().with_context(|| format!("{}", p.display()))?;
+            let known = meta.is_file().then_some(meta.len());
+            (Box::new(f), p.display().to_string(), known)
+        }
     };
     let mut fms = mount(&a.image, &a.mount, Access::Write)?;
-    let sectors = data.len().div_ceil(SECTOR) as u64;
-    if lba + sectors > fms.sectors() {
-        bail!(
-            "{} bytes at offset {} do not fit in the {}-byte device",
-            data.len(),
-            lba * SECTOR as u64,
-            fms.capacity_bytes()
-        );
-    }
-    // A partial last sector keeps the rest of that sector's current content.
-    let tail = data.len() % SECTOR;
-    if tail != 0 {
-        let mut last = vec![0u8; SECTOR];
-        fms.read(lba + sectors - 1, 1, Some(&mut last))
-            .with_context(|| format!("{}: read", a.image.display()))?;
-        data.extend_from_slice(&last[tail..]);
-    }
-    for (i, chunk) in data.chunks(1 << 20).enumerate() {
-        let at = lba + (i as u64) * ((1 << 20) / SECTOR as u64);
-        fms.write(at, (chunk.len() / SECTOR) as u32, Some(chunk))
+    let cap = fms.capacity_bytes();
+    let room = cap.saturating_sub(start);
+    let too_big = |n: String| {
+        anyhow!(
+            "{}: {n} bytes at offset {start} do not fit in the {cap}-byte device",
+            a.image.display()
+        )
+    };
+    let len = match known {
+        Some(n) => {
+            if n > room || start > cap {
+                return Err(too_big(n.to_string()));
+            }
+            n
+        }
+        None => {
+            // Buffered (so that input that does not fit is refused before anything is
+            // written), but never more than the device holds from the offset, plus one
+            // byte to tell.
+            let mut data = Vec::new();
+            input
+                .by_ref()
+                .take(room + 1)
+                .read_to_end(&mut data)
+                .with_context(|| name.clone())?;
+            if start > cap {
+                return Err(too_big(data.len().to_string()));
+            }
+            if data.len() as u64 > room {
+                return Err(too_big(format!("more than {room}")));
+            }
+            let n = data.len() as u64;
+            input = Box::new(std::io::Cursor::new(data));
+            n
+        }
+    };
+    let mut input = input.take(len);
+    let mut buf = vec![0u8; CHUNK];
+    let (mut at, mut done) = (lba, 0u64);
+    while done < len {
+        let want = (len - done).min(CHUNK as u64) as usize;
+        let mut got = 0;
+        while got < want {
+            match input.read(&mut buf[got..want]) {
+                Ok(0) => break,
+                Ok(k) => got += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(anyhow!(e).context(name.clone())),
+            }
+        }
+        if got == 0 {
+            break;
+        }
+        let secs = got.div_ceil(SECTOR);
+        let tail = got % SECTOR;
+        if tail != 0 {
+            // A partial last sector keeps the rest of that sector's current content.
+            let mut last = vec![0u8; SECTOR];
+            fms.read(at + secs as u64 - 1, 1, Some(&mut last))
+                .with_context(|| format!("{}: read", a.image.display()))?;
+            buf[got..secs * SECTOR].copy_from_slice(&last[tail..]);
+        }
+        fms.write(at, secs as u32, Some(&buf[..secs * SECTOR]))
             .with_context(|| format!("{}: write", a.image.display()))?;
+        at += secs as u64;
+        done += got as u64;
+        if got < want {
+            break;
+        }
     }
     fms.flush()
         .with_context(|| format!("{}: write", a.image.display()))?;
-    eprintln!(
-        "wrote {} bytes at offset {}",
-        data.len() - if tail != 0 { SECTOR - tail } else { 0 },
-        lba * SECTOR as u64
-    );
+    eprintln!("wrote {done} bytes at offset {start}");
     Ok(())
 }
 

@@ -482,6 +482,34 @@ fn write_input_is_read_only_as_far_as_it_fits() {
         "{}",
         text(&out.stderr)
     );
+    assert!(
+        std::fs::read(&img).unwrap() == before,
+        "a refused write changed the image"
+    );
+    // A pipe from the same image: the input is read before the image is locked.
+    std::fs::write(dir.path().join("head.bin"), pattern(4096, 8)).unwrap();
+    run_ok(&[
+        "fms",
+        "write",
+        img_s,
+        "--input",
+        dir.path().join("head.bin").to_str().unwrap(),
+    ]);
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "set -e; f=\"{}\"; \"$f\" fms read \"{img_s}\" --length 4096 | \"$f\" fms write \"{img_s}\" --offset 8192",
+            env!("CARGO_BIN_EXE_flashkit")
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = flashkit(["fms", "read", img_s, "--offset", "8192", "--length", "4096"]);
+    assert!(
+        out.stdout == pattern(4096, 8),
+        "the pipe copied the wrong bytes"
+    );
+    let before = std::fs::read(&img).unwrap();
     let out = flashkit(["fms", "write", img_s, "--input", img_s]);
     assert!(!out.status.success());
     assert!(

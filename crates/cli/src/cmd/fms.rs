@@ -299,12 +299,19 @@ fn sector_offset(text: &str) -> Result<u64> {
     Ok(off / SECTOR as u64)
 }
 
+/// How much `fms write` has to write.
+enum Size {
+    /// A regular file's length.
+    Known(u64),
+    /// Other input, read ahead (at most `bound` + 1 bytes).
+    Buffered(Vec<u8>, u64),
+}
+
 fn write(a: WriteArgs) -> Result<()> {
     const CHUNK: usize = 1 << 20;
     let lba = sector_offset(&a.offset)?;
     let start = lba * SECTOR as u64;
-    // A regular file's length is known before anything is written; other input (stdin, a
-    // pipe, a device) is read only as far as the device has room, never further.
+    // A regular file's length is known before anything is written; it is then streamed.
     let (mut input, name, known): (Box<dyn Read>, String, Option<u64>) = match a.input.as_deref() {
         None => (Box::new(std::io::stdin().lock()), "stdin".into(), None),
         Some(p) if p == Path::new("-") => (Box::new(std::io::stdin().lock()), "stdin".into(), None),
@@ -318,6 +325,25 @@ fn write(a: WriteArgs) -> Result<()> {
             (Box::new(f), p.display().to_string(), known)
         }
     };
+    // Input other than a regular file (stdin, a pipe, a device) is buffered, so that input
+    // that does not fit is refused before anything is written. It is read before the image
+    // is locked (`fms read IMG | fms write IMG --offset …` works), but never further than
+    // the image file could hold, plus one byte to tell.
+    let size = match known {
+        Some(n) => Size::Known(n),
+        None => {
+            let bound = std::fs::metadata(&a.image)
+                .map_or(0, |m| m.len())
+                .saturating_sub(start);
+            let mut data = Vec::new();
+            input
+                .by_ref()
+                .take(bound + 1)
+                .read_to_end(&mut data)
+                .with_context(|| name.clone())?;
+            Size::Buffered(data, bound)
+        }
+    };
     let mut fms = mount(&a.image, &a.mount, Access::Write)?;
     let cap = fms.capacity_bytes();
     let room = cap.saturating_sub(start);
@@ -327,30 +353,24 @@ fn write(a: WriteArgs) -> Result<()> {
             a.image.display()
         )
     };
-    let len = match known {
-        Some(n) => {
+    let len = match size {
+        Size::Known(n) => {
             if n > room || start > cap {
                 return Err(too_big(n.to_string()));
             }
             n
         }
-        None => {
-            // Buffered (so that input that does not fit is refused before anything is
-            // written), but never more than the device holds from the offset, plus one
-            // byte to tell.
-            let mut data = Vec::new();
-            input
-                .by_ref()
-                .take(room + 1)
-                .read_to_end(&mut data)
-                .with_context(|| name.clone())?;
-            if start > cap {
-                return Err(too_big(data.len().to_string()));
-            }
-            if data.len() as u64 > room {
-                return Err(too_big(format!("more than {room}")));
-            }
+        Size::Buffered(data, bound) => {
             let n = data.len() as u64;
+            if n > room || start > cap {
+                // Past `bound` the input was not read to its end.
+                let n = if n > bound {
+                    format!("more than {room}")
+                } else {
+                    n.to_string()
+                };
+                return Err(too_big(n));
+            }
             input = Box::new(std::io::Cursor::new(data));
             n
         }

@@ -2,6 +2,7 @@
 
 mod common;
 use common::*;
+use std::path::Path;
 
 fn run_ok(args: &[&str]) -> String {
     let out = flashkit(args);
@@ -518,4 +519,39 @@ fn write_input_is_read_only_as_far_as_it_fits() {
         text(&out.stderr)
     );
     assert!(std::fs::read(&img).unwrap() == before, "the image changed");
+}
+
+/// An output that cannot be written is named in the one-line error (it used to be a bare
+/// "No space left on device").
+#[test]
+fn read_errors_name_the_output() {
+    if !Path::new("/dev/full").exists() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("o.img");
+    let img = img.to_str().unwrap();
+    run_ok(&[
+        "nand",
+        "format",
+        img,
+        "--device",
+        "intel-series2plus-24m",
+        "--blocks",
+        "8",
+    ]);
+    run_ok(&["fms", "format", img]);
+    let out = flashkit([
+        "fms",
+        "read",
+        img,
+        "--length",
+        "100000",
+        "--output",
+        "/dev/full",
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.starts_with("flashkit: /dev/full: "), "{err}");
 }

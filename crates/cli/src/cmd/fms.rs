@@ -427,6 +427,10 @@ fn read(a: ReadArgs) -> Result<()> {
             fms.capacity_bytes()
         );
     }
+    let out_name = match a.output.as_deref() {
+        Some(p) if p != Path::new("-") => p.display().to_string(),
+        _ => "stdout".to_string(),
+    };
     let mut out: Box<dyn Write> = match a.output.as_deref() {
         None => Box::new(std::io::stdout().lock()),
         Some(p) if p == Path::new("-") => Box::new(std::io::stdout().lock()),
@@ -444,10 +448,11 @@ fn read(a: ReadArgs) -> Result<()> {
         let b = &mut buf[..(secs as usize) * SECTOR];
         fms.read(at, secs as u32, Some(b))
             .with_context(|| format!("{}: read", a.image.display()))?;
-        out.write_all(&b[..n as usize])?;
+        out.write_all(&b[..n as usize])
+            .with_context(|| out_name.clone())?;
         left -= n;
         at += secs;
     }
-    out.flush()?;
+    out.flush().with_context(|| out_name.clone())?;
     Ok(())
 }

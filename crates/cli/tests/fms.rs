@@ -2,6 +2,7 @@
 
 mod common;
 use common::*;
+use std::path::Path;
 
 fn run_ok(args: &[&str]) -> String {
     let out = flashkit(args);
@@ -243,4 +244,314 @@ fn offsets_and_lengths_are_exact() {
     let out = flashkit(["fms", "read", img, "--offset", "512", "--length", "0.25KiB"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(out.stdout, pattern(1024, 7)[..256]);
+}
+
+/// `nand info`, `fms info` and `fms read` open the image read-only and never change it,
+/// even when the mount repairs something (here it recreates a lost index segment): the
+/// repair stays in RAM, and the reports and bytes read are those of a writable mount.
+#[test]
+fn inspection_commands_never_write_the_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("lost-index.img");
+    let img = img.to_str().unwrap();
+    run_ok(&[
+        "nand",
+        "format",
+        img,
+        "--device",
+        "intel-series2plus-24m",
+        "--blocks",
+        "8",
+    ]);
+    run_ok(&["fms", "format", img, "--block-size", "1KiB"]);
+    let input = dir.path().join("in.bin");
+    let data = pattern(5000, 3);
+    std::fs::write(&input, &data).unwrap();
+    run_ok(&["fms", "write", img, "--input", input.to_str().unwrap()]);
+    // Erase the index segment's header (segment 0; data bytes are stored inverted, so
+    // file zeros are erased flash): the next mount finds no index and makes a new one.
+    let mut bytes = std::fs::read(img).unwrap();
+    let data_off = u64::from_le_bytes(bytes[184..192].try_into().unwrap()) as usize;
+    bytes[data_off..data_off + 64].fill(0);
+    std::fs::write(img, &bytes).unwrap();
+    let mut perm = std::fs::metadata(img).unwrap().permissions();
+    perm.set_readonly(true);
+    std::fs::set_permissions(img, perm.clone()).unwrap();
+
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+    assert_eq!(info["index_segments"], 1, "{info}");
+    assert_eq!(info["mapped_blocks"], 5, "{info}");
+    run_ok(&["nand", "info", img]);
+    let out = flashkit(["fms", "read", img, "--length", "5000"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.stdout == data, "read back differs");
+    assert!(
+        std::fs::read(img).unwrap() == bytes,
+        "an inspection command wrote to the image"
+    );
+
+    // A write needs write access, and its mount makes the repair on the image.
+    #[allow(clippy::permissions_set_readonly_false)]
+    perm.set_readonly(false);
+    std::fs::set_permissions(img, perm).unwrap();
+    run_ok(&[
+        "fms",
+        "write",
+        img,
+        "--offset",
+        "8192",
+        "--input",
+        input.to_str().unwrap(),
+    ]);
+    assert!(std::fs::read(img).unwrap() != bytes);
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+    assert_eq!(info["index_segments"], 1, "{info}");
+    assert_eq!(info["mapped_blocks"], 10, "{info}");
+}
+
+/// A medium worn out by writes: the write that finds no space left fails with one line
+/// naming the image, and the medium still mounts and reads back what was written (a single
+/// grown-bad segment used to make it unmountable: "logical_blocks … does not fit").
+#[test]
+fn a_worn_out_image_says_so_and_stays_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("worn.img");
+    let img = img.to_str().unwrap();
+    run_ok(&[
+        "nand",
+        "format",
+        img,
+        "--device",
+        "intel-series2plus-24m",
+        "--blocks",
+        "8",
+        "--endurance",
+        "3",
+    ]);
+    run_ok(&["fms", "format", img, "--block-size", "4KiB"]);
+    let input = dir.path().join("in.bin");
+    let data = pattern(100_000, 9);
+    std::fs::write(&input, &data).unwrap();
+    let mut err = None;
+    for _ in 0..40 {
+        let out = flashkit(["fms", "write", img, "--input", input.to_str().unwrap()]);
+        if !out.status.success() {
+            err = Some(text(&out.stderr));
+            break;
+        }
+    }
+    let err = err.expect("an endurance of 3 cannot last 40 rewrites");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!("flashkit: {img}: write: device worn out")),
+        "{err}"
+    );
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+    assert!(info["bad_segments"].as_u64().unwrap() > 0, "{info}");
+    let out = flashkit(["fms", "read", img, "--length", "100000"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.stdout == data, "read back differs");
+}
+
+/// While a process writes an image (it holds the image's lock), another command is refused
+/// with one line naming the image, instead of writing behind the first one's tables or
+/// reading its half-done work.
+#[test]
+fn an_image_in_use_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("busy.img");
+    let img_s = img.to_str().unwrap();
+    run_ok(&[
+        "nand",
+        "format",
+        img_s,
+        "--device",
+        "nandsim-256m",
+        "--blocks",
+        "32",
+    ]);
+    run_ok(&["fms", "format", img_s, "--block-size", "1KiB"]);
+    let input = dir.path().join("in.bin");
+    std::fs::write(&input, pattern(3000, 4)).unwrap();
+    let writer = nand::image::open_device(&img).unwrap();
+    for (args, needle) in [
+        (
+            vec!["fms", "write", img_s, "--input", input.to_str().unwrap()],
+            "in use by another process",
+        ),
+        (
+            vec![
+                "nand",
+                "format",
+                img_s,
+                "--device",
+                "nandsim-256m",
+                "--force",
+            ],
+            "in use by another process",
+        ),
+        (vec!["fms", "format", img_s], "in use by another process"),
+        (
+            vec!["fms", "read", img_s, "--length", "512"],
+            "being written by another process",
+        ),
+        (
+            vec!["fms", "info", img_s],
+            "being written by another process",
+        ),
+    ] {
+        let out = flashkit(&args);
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with(&format!("flashkit: image {img_s}: {needle}")),
+            "{args:?}: {err}"
+        );
+    }
+    drop(writer);
+    run_ok(&["fms", "write", img_s, "--input", input.to_str().unwrap()]);
+    let out = flashkit(["fms", "read", img_s, "--length", "3000"]);
+    assert!(out.status.success() && out.stdout == pattern(3000, 4));
+}
+
+/// Input that does not fit is refused before anything is written, and is read only as far
+/// as the device has room: an endless input (`/dev/zero`) used to be read into memory
+/// until allocation failed. The image itself as input is refused.
+#[test]
+fn write_input_is_read_only_as_far_as_it_fits() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("z.img");
+    let img_s = img.to_str().unwrap();
+    run_ok(&[
+        "nand",
+        "format",
+        img_s,
+        "--device",
+        "nandsim-256m",
+        "--blocks",
+        "32",
+    ]);
+    run_ok(&["fms", "format", img_s, "--block-size", "1KiB"]);
+    let before = std::fs::read(&img).unwrap();
+    // Under a memory limit, so that reading without bound fails fast instead of
+    // exhausting the machine.
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 1000000 && exec \"{}\" fms write \"{img_s}\" --input /dev/zero",
+            env!("CARGO_BIN_EXE_flashkit")
+        ))
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!("flashkit: {img_s}: more than "))
+            && err.contains("bytes at offset 0 do not fit"),
+        "{err}"
+    );
+    // Nothing at all past the end either.
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    let empty = empty.to_str().unwrap();
+    let cap = 384_000;
+    run_ok(&[
+        "fms",
+        "write",
+        img_s,
+        "--input",
+        empty,
+        "--offset",
+        &cap.to_string(),
+    ]);
+    let out = flashkit([
+        "fms",
+        "write",
+        img_s,
+        "--input",
+        empty,
+        "--offset",
+        &(cap + 512).to_string(),
+    ]);
+    assert!(
+        text(&out.stderr).contains("0 bytes at offset 384512 do not fit"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        std::fs::read(&img).unwrap() == before,
+        "a refused write changed the image"
+    );
+    // A pipe from the same image: the input is read before the image is locked.
+    std::fs::write(dir.path().join("head.bin"), pattern(4096, 8)).unwrap();
+    run_ok(&[
+        "fms",
+        "write",
+        img_s,
+        "--input",
+        dir.path().join("head.bin").to_str().unwrap(),
+    ]);
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "set -e; f=\"{}\"; \"$f\" fms read \"{img_s}\" --length 4096 | \"$f\" fms write \"{img_s}\" --offset 8192",
+            env!("CARGO_BIN_EXE_flashkit")
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = flashkit(["fms", "read", img_s, "--offset", "8192", "--length", "4096"]);
+    assert!(
+        out.stdout == pattern(4096, 8),
+        "the pipe copied the wrong bytes"
+    );
+    let before = std::fs::read(&img).unwrap();
+    let out = flashkit(["fms", "write", img_s, "--input", img_s]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("is the image being written"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(std::fs::read(&img).unwrap() == before, "the image changed");
+}
+
+/// An output that cannot be written is named in the one-line error (it used to be a bare
+/// "No space left on device").
+#[test]
+fn read_errors_name_the_output() {
+    if !Path::new("/dev/full").exists() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("o.img");
+    let img = img.to_str().unwrap();
+    run_ok(&[
+        "nand",
+        "format",
+        img,
+        "--device",
+        "intel-series2plus-24m",
+        "--blocks",
+        "8",
+    ]);
+    run_ok(&["fms", "format", img]);
+    let out = flashkit([
+        "fms",
+        "read",
+        img,
+        "--length",
+        "100000",
+        "--output",
+        "/dev/full",
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.starts_with("flashkit: /dev/full: "), "{err}");
 }

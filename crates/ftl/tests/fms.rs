@@ -1230,3 +1230,319 @@ fn a_worn_out_device_says_so() {
         "{err}"
     );
 }
+
+/// A record carrying the largest sequence number a record holds (a corrupt or crafted
+/// medium; otherwise 2^40 block writes in spare mode): the next number would wrap, and a
+/// write that took it would lose to the older copy at the next mount. Writes are refused
+/// instead, and the medium still mounts and reads.
+#[test]
+fn exhausted_sequence_numbers_refuse_writes_instead_of_wrapping() {
+    use ftl::fms::layout::{Record, ENTRY, SEG_HEADER};
+    use nand::Data;
+    for (spec, cfg) in [intel(), nandsim(), mlc2()] {
+        let name = spec.name.clone();
+        let mut f = format(&spec, &cfg);
+        let bs = cfg.block_size as usize;
+        f.write_block(0, Some(&vec![0xA1; bs])).unwrap();
+        f.flush().unwrap();
+        let lay = f.layout().clone();
+        let seg = (0..lay.segments)
+            .rev()
+            .find(|&s| f.segments()[s as usize].state == SegState::Free)
+            .unwrap();
+        let geo = spec.geometry.clone();
+        let mut nand = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+        // A copy of block 0 in slot 0 of a free segment, with the largest number.
+        let rec = Record {
+            lbn: 0,
+            region: 0,
+            readonly: false,
+            live: true,
+            updates: 1,
+            seq: lay.seq_end() - 1,
+            time_ms: 0,
+        };
+        let first = geo.first_page(seg);
+        let off = lay.slot_offset(0);
+        let ps = geo.page_size as u64;
+        let data = vec![0xC3u8; bs];
+        match lay.mode {
+            RecordMode::Header => {
+                nand.program_bytes(first + off / ps, (off % ps) as u32, &data)
+                    .unwrap();
+                let e = rec.encode_entry();
+                let at = SEG_HEADER as u64;
+                assert!(at + ENTRY as u64 <= ps);
+                nand.program_bytes(first, at as u32, &e).unwrap();
+            }
+            RecordMode::Spare => {
+                let pps = lay.pages_per_slot as u64;
+                for k in 0..pps {
+                    let piece = &data[(k * ps) as usize..((k + 1) * ps) as usize];
+                    let spare: Vec<u8> = if k + 1 == pps {
+                        rec.encode_spare().to_vec()
+                    } else {
+                        vec![0x00]
+                    };
+                    nand.program(first + 1 + k, 0, Data::Bytes(piece), Some((1, &spare)))
+                        .unwrap();
+                }
+            }
+        }
+        let mut f = Fms::mount(nand, cfg.clone()).unwrap();
+        let mut buf = vec![0u8; bs];
+        f.read_block(0, Some(&mut buf)).unwrap();
+        assert!(buf == data, "{name}: the newest copy wins");
+        match f.write_block(0, Some(&vec![0xB2; bs])) {
+            Err(DevError::Corrupt(m)) => assert!(m.contains("sequence numbers exhausted"), "{m}"),
+            Ok(()) => {
+                // Only correct if the write survives a remount.
+                f.flush().unwrap();
+                let mut g = remount(f, &cfg);
+                g.read_block(0, Some(&mut buf)).unwrap();
+                panic!(
+                    "{name}: the write was accepted with a wrapped sequence number (after remount block 0 reads {:#x})",
+                    buf[0]
+                );
+            }
+            Err(e) => panic!("{name}: {e}"),
+        }
+        // Still readable, also after a remount.
+        let mut f = remount(f, &cfg);
+        f.read_block(0, Some(&mut buf)).unwrap();
+        assert!(buf == data, "{name}: readable after the refusal");
+    }
+}
+
+/// An index entry carrying the largest index sequence number (a corrupt or crafted
+/// medium): mount must not overflow, later entries saturate at that number, and ties go
+/// to the entry later in the log, so remounts keep agreeing with the running tables.
+#[test]
+fn index_entries_with_the_largest_sequence_number_keep_mount_exact() {
+    use ftl::fms::layout::{IndexEntry, INDEX_ENTRY};
+    let (spec, cfg) = intel();
+    let mut f = format(&spec, &cfg);
+    let mut shadow = Shadow::new(&f, 11);
+    shadow.random_ops(&mut f, 30);
+    f.flush().unwrap();
+    let lay = f.layout().clone();
+    let ix = (0..lay.segments)
+        .find(|&s| f.segments()[s as usize].state == SegState::Index)
+        .unwrap();
+    let active = f.active_segments()[0];
+    let geo = spec.geometry.clone();
+    let mut nand = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+    // Append "stream 0 → its active segment" with the largest number.
+    let mut k = 0u32;
+    let place = |k: u32| {
+        let page = geo.first_page(ix) + (k / lay.index_per_page + 1) as u64;
+        (page, (k % lay.index_per_page) * INDEX_ENTRY as u32)
+    };
+    loop {
+        let (p, c) = place(k);
+        let mut e = [0u8; INDEX_ENTRY];
+        nand.read(p, c, &mut e).unwrap();
+        if e.iter().all(|&b| b == 0xFF) {
+            break;
+        }
+        k += 1;
+    }
+    let e = IndexEntry {
+        stream: 0,
+        seg: active,
+        seq: u32::MAX,
+    };
+    let (p, c) = place(k);
+    nand.program_bytes(p, c, &e.encode()).unwrap();
+    let mut f = Fms::mount(nand, cfg.clone()).unwrap();
+    assert_eq!(f.active_segments()[0], active);
+    // Enough writes to move stream 0 to other segments (entries saturating at the max).
+    for round in 0..6 {
+        shadow.random_ops(&mut f, 40);
+        f.flush().unwrap();
+        let live = f.tables_digest();
+        let running = f.active_segments().to_vec();
+        f = remount(f, &cfg);
+        assert_eq!(f.active_segments(), &running[..], "round {round}");
+        assert_eq!(f.tables_digest(), live, "round {round}");
+        shadow.verify(&mut f, "after remount");
+    }
+}
+
+/// A segment that goes bad in use (worn out, or a failed erase) eats into the reserve the
+/// format kept: the medium must still mount with its recorded capacity and read back
+/// everything, and writes go on until space really runs out (`WornOut`).
+#[test]
+fn a_medium_with_grown_bad_segments_still_mounts_and_reads() {
+    for (spec, cfg) in [intel(), nandsim(), mlc2()] {
+        let name = spec.name.clone();
+        let mut f = format(&spec, &cfg);
+        let logical = f.logical_blocks();
+        let mut shadow = Shadow::new(&f, 5);
+        shadow.random_ops(&mut f, 60);
+        f.flush().unwrap();
+        let free: Vec<u32> = (0..f.layout().segments)
+            .filter(|&s| f.segments()[s as usize].state == SegState::Free)
+            .collect();
+        let mut nand = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+        // Two free segments fail their erase and turn grown bad.
+        for &s in &free[..2] {
+            nand.set_faults(FaultPlan {
+                fail_ops: vec![1],
+                ..Default::default()
+            });
+            assert!(nand.erase(s).is_err());
+            assert!(nand.is_bad(s), "{name}");
+        }
+        nand.set_faults(FaultPlan::default());
+        let mut f = Fms::mount(nand, cfg.clone())
+            .unwrap_or_else(|e| panic!("{name}: a medium with grown-bad segments: {e}"));
+        assert_eq!(f.logical_blocks(), logical, "{name}");
+        shadow.verify(&mut f, "after two segments went bad");
+        // Writes continue while there is room; then the device says it is worn out.
+        for _ in 0..400 {
+            let sectors = f.sectors();
+            let lba = shadow.rng.gen_range(0..sectors);
+            let mut data = vec![0u8; SECTOR];
+            shadow.rng.fill_bytes(&mut data);
+            match f.write(lba, 1, Some(&data)) {
+                Ok(()) => {
+                    let at = lba as usize * SECTOR;
+                    shadow.data[at..at + SECTOR].copy_from_slice(&data);
+                }
+                Err(DevError::WornOut { .. }) => break,
+                Err(e) => panic!("{name}: {e}"),
+            }
+        }
+        f.flush().unwrap();
+        let mut f = remount(f, &cfg);
+        shadow.verify(&mut f, "after writing on");
+    }
+}
+
+// ---- differential property test -------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+enum DiffOp {
+    /// Write `count` sectors at a fraction of the device (unaligned, spanning blocks).
+    Write { at: u16, count: u8, seed: u64 },
+    /// Trim `count` sectors (whole blocks or parts of them).
+    Trim { at: u16, count: u8 },
+    /// Overwrite the whole device.
+    Fill { seed: u64 },
+    /// Clean shutdown and mount.
+    Remount,
+}
+
+fn diff_op() -> impl proptest::strategy::Strategy<Value = DiffOp> {
+    use proptest::prelude::*;
+    prop_oneof![
+        6 => (any::<u16>(), 1u8..40, any::<u64>()).prop_map(|(at, count, seed)| DiffOp::Write { at, count, seed }),
+        2 => (any::<u16>(), 1u8..40).prop_map(|(at, count)| DiffOp::Trim { at, count }),
+        1 => any::<u64>().prop_map(|seed| DiffOp::Fill { seed }),
+        2 => Just(DiffOp::Remount),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+
+    /// Random writes, trims, whole-device fills and remounts on every record mode, policy,
+    /// DAC regions and wear levelling, against a shadow copy. Spare-mode trims of whole
+    /// blocks do not persist: after a remount such a block reads zeros or one of its earlier
+    /// contents (the newest copy still on flash, which may be older than the content at the
+    /// trim when the cleaner has reclaimed that one), never anything else.
+    #[test]
+    fn fms_matches_a_shadow_copy(
+        dev in 0usize..3,
+        policy in 0usize..4,
+        regions in 1u8..4,
+        wear in proptest::option::of(1u32..4),
+        ops in proptest::collection::vec(diff_op(), 1..40),
+    ) {
+        let (spec, mut cfg) = [intel(), nandsim(), mlc2()][dev].clone();
+        cfg.policy = Policy::ALL[policy];
+        cfg.regions = regions;
+        cfg.wear_threshold = wear;
+        let mut f = format(&spec, &cfg);
+        let sectors = f.sectors();
+        let spb = (cfg.block_size as usize / SECTOR) as u64;
+        let bs = cfg.block_size as usize;
+        let spare = f.layout().mode == RecordMode::Spare;
+        let mut data = vec![0u8; sectors as usize * SECTOR];
+        // Spare mode: whole blocks trimmed since the last mount, and every content each block
+        // has had.
+        let mut trimmed: std::collections::HashSet<u64> = Default::default();
+        let mut history: std::collections::HashMap<u64, Vec<Vec<u8>>> = Default::default();
+        let blocks = sectors / spb;
+        for op in &ops {
+            match op {
+                DiffOp::Write { at, count, seed } => {
+                    let lba = *at as u64 * sectors / 65536;
+                    let n = (*count as u64).min(sectors - lba);
+                    let mut rng = Xoshiro256PlusPlus::seed_from_u64(*seed);
+                    let r = lba as usize * SECTOR..(lba + n) as usize * SECTOR;
+                    rng.fill_bytes(&mut data[r.clone()]);
+                    f.write(lba, n as u32, Some(&data[r])).unwrap();
+                    for b in lba / spb..=(lba + n - 1) / spb {
+                        trimmed.remove(&b);
+                    }
+                }
+                DiffOp::Trim { at, count } => {
+                    let lba = *at as u64 * sectors / 65536;
+                    let n = (*count as u64).min(sectors - lba);
+                    for b in lba / spb..=(lba + n - 1) / spb {
+                        let whole = b * spb >= lba && (b + 1) * spb <= lba + n;
+                        // A partial trim of a trimmed (unmapped) block writes nothing:
+                        // the block stays trimmed.
+                        if spare && whole {
+                            trimmed.insert(b);
+                        }
+                    }
+                    f.trim(lba, n as u32).unwrap();
+                    data[lba as usize * SECTOR..(lba + n) as usize * SECTOR].fill(0);
+                }
+                DiffOp::Fill { seed } => {
+                    let mut rng = Xoshiro256PlusPlus::seed_from_u64(*seed);
+                    rng.fill_bytes(&mut data);
+                    f.write(0, sectors as u32, Some(&data)).unwrap();
+                    trimmed.clear();
+                }
+                DiffOp::Remount => {
+                    f.flush().unwrap();
+                    let live = f.tables_digest();
+                    f = remount(f, &cfg);
+                    let mut buf = vec![0u8; data.len()];
+                    f.read(0, sectors as u32, Some(&mut buf)).unwrap();
+                    for b in trimmed.drain() {
+                        let at = b as usize * bs;
+                        let got = &buf[at..at + bs];
+                        proptest::prop_assert!(
+                            got.iter().all(|&x| x == 0)
+                                || history.get(&b).is_some_and(|h| h.iter().any(|v| v == got)),
+                            "trimmed block {} reads neither zeros nor an earlier content", b
+                        );
+                        data[at..at + bs].copy_from_slice(got);
+                    }
+                    proptest::prop_assert!(buf == data, "after remount: sectors differ");
+                    if !spare {
+                        proptest::prop_assert_eq!(f.tables_digest(), live);
+                    }
+                    continue;
+                }
+            }
+            let mut buf = vec![0u8; data.len()];
+            f.read(0, sectors as u32, Some(&mut buf)).unwrap();
+            proptest::prop_assert!(buf == data, "after {:?}: sectors differ", op);
+            if spare {
+                for b in 0..blocks {
+                    let v = &data[b as usize * bs..(b as usize + 1) * bs];
+                    let h = history.entry(b).or_default();
+                    if h.last().is_none_or(|l| l != v) {
+                        h.push(v.to_vec());
+                    }
+                }
+            }
+        }
+    }
+}

@@ -7,7 +7,13 @@
 //!
 //! Data bytes are stored inverted (`!b`), so an all-zero (sparse) file region is an erased
 //! medium and formatting a large image costs no writes.
+//!
+//! [`ImageStore::open_readonly`] opens the file without write access, for inspection: the
+//! device then behaves exactly as over a writable image, but whatever is programmed or
+//! erased (e.g. the repairs a mount makes) is kept in RAM, in a per-page overlay, and
+//! dropped on close. The file is never written.
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -33,6 +39,9 @@ pub struct ImageStore {
     blocks: Vec<BlockInfo>,
     programs: Vec<u8>,
     buf: Vec<u8>,
+    /// Opened read-only: the pages changed since opening, as file bytes (inverted) of the
+    /// whole page, data then spare. `None` when the file is writable.
+    overlay: Option<HashMap<u64, Vec<u8>>>,
 }
 
 fn align(x: u64) -> u64 {
@@ -117,12 +126,17 @@ impl ImageStore {
         let mut opts = OpenOptions::new();
         opts.read(true).write(true);
         if overwrite {
-            opts.create(true).truncate(true);
+            // Truncated only once locked: an image another process is using is refused,
+            // not destroyed under it.
+            opts.create(true).truncate(false);
         } else {
             opts.create_new(true);
         }
         let file = opts
             .open(path)
+            .map_err(|e| Self::err(path, format!("cannot create: {e}")))?;
+        Self::lock(path, &file, true)?;
+        file.set_len(0)
             .map_err(|e| Self::err(path, format!("cannot create: {e}")))?;
         let made = Self::fill_new(path, &file, spec).and_then(|()| {
             drop(file);
@@ -158,13 +172,72 @@ impl ImageStore {
         file.sync_all().map_err(io)
     }
 
-    /// Open an existing image; returns the device description stored in it.
+    /// Take the image's advisory lock (`flock`) for as long as `file` stays open: exclusive
+    /// to write, shared to read. Two processes writing one image would each program slots
+    /// and erase segments that the other's tables do not know about; a reader could see a
+    /// writer's half-done work. A file system without locks is used unlocked.
+    ///
+    /// A lock found taken is tried again for a moment before giving up: a process that
+    /// forks (to run another program) while it has the image open holds the lock until
+    /// the child's `exec` closes the file, so an image just closed can look busy briefly.
+    fn lock(path: &Path, file: &File, exclusive: bool) -> Result<()> {
+        let attempt = || {
+            if exclusive {
+                file.try_lock()
+            } else {
+                file.try_lock_shared()
+            }
+        };
+        let mut r = attempt();
+        for _ in 0..50 {
+            if !matches!(r, Err(std::fs::TryLockError::WouldBlock)) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            r = attempt();
+        }
+        match r {
+            Ok(()) | Err(std::fs::TryLockError::Error(_)) => Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) => Err(Self::err(
+                path,
+                if exclusive {
+                    "in use by another process (locked); a command that writes needs the image to itself"
+                } else {
+                    "being written by another process (locked)"
+                },
+            )),
+        }
+    }
+
+    /// Open an existing image for reading and writing; returns the device description
+    /// stored in it.
     pub fn open(path: &Path) -> Result<(DeviceSpec, ImageStore)> {
+        Self::open_with(path, true)
+    }
+
+    /// Open an existing image without write access (it may be read-only), for inspection.
+    /// Programs and erases succeed as on a writable image, but they change only a copy in
+    /// RAM of the pages they touch (and the in-RAM tables): the file is never written, and
+    /// the changes are lost on close.
+    pub fn open_readonly(path: &Path) -> Result<(DeviceSpec, ImageStore)> {
+        Self::open_with(path, false)
+    }
+
+    /// True when opened with [`ImageStore::open_readonly`].
+    pub fn is_readonly(&self) -> bool {
+        self.overlay.is_some()
+    }
+
+    fn open_with(path: &Path, writable: bool) -> Result<(DeviceSpec, ImageStore)> {
         let file = OpenOptions::new()
             .read(true)
-            .write(true)
+            .write(writable)
             .open(path)
-            .map_err(|e| Self::err(path, format!("cannot open: {e}")))?;
+            .map_err(|e| {
+                let how = if writable { " for writing" } else { "" };
+                Self::err(path, format!("cannot open{how}: {e}"))
+            })?;
+        Self::lock(path, &file, writable)?;
         let len = file
             .metadata()
             .map_err(|e| Self::err(path, e.to_string()))?
@@ -287,6 +360,7 @@ impl ImageStore {
             blocks,
             programs,
             buf: Vec::new(),
+            overlay: (!writable).then(HashMap::new),
         };
         Ok((spec, store))
     }
@@ -304,6 +378,47 @@ impl ImageStore {
     fn off(&self, ppn: u64, col: u32) -> u64 {
         self.data_off + ppn * self.raw + col as u64
     }
+
+    /// Read-only image: the overlay copy of page `ppn` (file bytes), made from the file on
+    /// first use.
+    fn overlay_page(&mut self, ppn: u64) -> Result<&mut Vec<u8>> {
+        let off = self.off(ppn, 0);
+        let raw = self.raw as usize;
+        let path = &self.path;
+        let pages = self.overlay.as_mut().expect("a read-only image");
+        if let std::collections::hash_map::Entry::Vacant(v) = pages.entry(ppn) {
+            let mut page = vec![0u8; raw];
+            self.file
+                .read_exact_at(&mut page, off)
+                .map_err(|e| Self::err(path, format!("i/o: {e}")))?;
+            v.insert(page);
+        }
+        Ok(pages.get_mut(&ppn).expect("just inserted"))
+    }
+
+    /// Write file bytes `bytes` at column `col` of page `ppn`: to the file, or to the
+    /// overlay of a read-only image.
+    fn put(&mut self, ppn: u64, col: u32, bytes: &[u8]) -> Result<()> {
+        if self.overlay.is_some() {
+            let page = self.overlay_page(ppn)?;
+            page[col as usize..col as usize + bytes.len()].copy_from_slice(bytes);
+            return Ok(());
+        }
+        self.file
+            .write_all_at(bytes, self.off(ppn, col))
+            .map_err(|e| self.io_err(e))
+    }
+
+    /// Write table bytes at file offset `at`, unless the image is read-only (the tables
+    /// are in RAM too).
+    fn put_table(&mut self, bytes: &[u8], at: u64) -> Result<()> {
+        if self.overlay.is_some() {
+            return Ok(());
+        }
+        self.file
+            .write_all_at(bytes, at)
+            .map_err(|e| self.io_err(e))
+    }
 }
 
 impl Store for ImageStore {
@@ -314,9 +429,13 @@ impl Store for ImageStore {
         true
     }
     fn read(&mut self, ppn: u64, col: u32, buf: &mut [u8]) -> Result<()> {
-        self.file
-            .read_exact_at(buf, self.off(ppn, col))
-            .map_err(|e| self.io_err(e))?;
+        match self.overlay.as_ref().and_then(|o| o.get(&ppn)) {
+            Some(page) => buf.copy_from_slice(&page[col as usize..col as usize + buf.len()]),
+            None => self
+                .file
+                .read_exact_at(buf, self.off(ppn, col))
+                .map_err(|e| self.io_err(e))?,
+        }
         buf.iter_mut().for_each(|b| *b = !*b);
         Ok(())
     }
@@ -324,9 +443,9 @@ impl Store for ImageStore {
         let mut buf = std::mem::take(&mut self.buf);
         buf.clear();
         buf.extend(bytes.iter().map(|b| !b));
-        let r = self.file.write_all_at(&buf, self.off(ppn, col));
+        let r = self.put(ppn, col, &buf);
         self.buf = buf;
-        r.map_err(|e| self.io_err(e))
+        r
     }
     fn program_opaque(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
         let zeros = vec![0u8; len as usize];
@@ -338,19 +457,33 @@ impl Store for ImageStore {
     fn erase(&mut self, block: u32) -> Result<()> {
         let first = self.geo.first_page(block);
         let n = self.geo.pages_per_block as usize;
-        self.file
-            .write_all_at(&vec![0u8; n * self.raw as usize], self.off(first, 0))
-            .map_err(|e| self.io_err(e))?;
-        self.programs[first as usize..first as usize + n].fill(0);
-        self.file
-            .write_all_at(&vec![0u8; n], self.page_off + first)
-            .map_err(|e| self.io_err(e))?;
+        if let Some(pages) = self.overlay.as_mut() {
+            for ppn in first..first + n as u64 {
+                pages.insert(ppn, vec![0u8; self.raw as usize]);
+            }
+        } else {
+            // Only a block that is not erased already is zeroed: erasing never-written
+            // blocks (formatting a fresh image) keeps the file sparse.
+            let off = self.off(first, 0);
+            let mut cur = std::mem::take(&mut self.buf);
+            cur.resize(n * self.raw as usize, 0);
+            let mut r = self.file.read_exact_at(&mut cur, off);
+            if r.is_ok() && cur.iter().any(|&b| b != 0) {
+                cur.fill(0);
+                r = self.file.write_all_at(&cur, off);
+            }
+            self.buf = cur;
+            r.map_err(|e| self.io_err(e))?;
+        }
+        let counts = &mut self.programs[first as usize..first as usize + n];
+        if counts.iter().any(|&c| c != 0) {
+            counts.fill(0);
+            self.put_table(&vec![0u8; n], self.page_off + first)?;
+        }
         Ok(())
     }
     fn erase_page(&mut self, ppn: u64) -> Result<()> {
-        self.file
-            .write_all_at(&vec![0u8; self.raw as usize], self.off(ppn, 0))
-            .map_err(|e| self.io_err(e))?;
+        self.put(ppn, 0, &vec![0u8; self.raw as usize])?;
         self.set_page_programs(ppn, 0)
     }
     fn page_programs(&self, ppn: u64) -> u8 {
@@ -358,36 +491,44 @@ impl Store for ImageStore {
     }
     fn set_page_programs(&mut self, ppn: u64, n: u8) -> Result<()> {
         self.programs[ppn as usize] = n;
-        self.file
-            .write_all_at(&[n], self.page_off + ppn)
-            .map_err(|e| self.io_err(e))?;
-        Ok(())
+        self.put_table(&[n], self.page_off + ppn)
     }
     fn block_info(&self, block: u32) -> BlockInfo {
         self.blocks[block as usize]
     }
     fn set_block_info(&mut self, block: u32, info: BlockInfo) -> Result<()> {
         self.blocks[block as usize] = info;
-        self.file
-            .write_all_at(
-                &encode_block(info),
-                self.block_off + block as u64 * BLOCK_ENTRY,
-            )
-            .map_err(|e| self.io_err(e))?;
-        Ok(())
+        self.put_table(
+            &encode_block(info),
+            self.block_off + block as u64 * BLOCK_ENTRY,
+        )
     }
     fn sync(&mut self) -> Result<()> {
+        if self.overlay.is_some() {
+            return Ok(());
+        }
         self.file.sync_data().map_err(|e| self.io_err(e))?;
         Ok(())
     }
     fn ram_bytes(&self) -> u64 {
-        (self.programs.len() + self.blocks.len() * 8) as u64
+        let overlay = self
+            .overlay
+            .as_ref()
+            .map_or(0, |o| o.len() as u64 * self.raw);
+        (self.programs.len() + self.blocks.len() * 8) as u64 + overlay
     }
 }
 
 /// Open an image as a device.
 pub fn open_device(path: &Path) -> Result<crate::Nand> {
     let (spec, store) = ImageStore::open(path)?;
+    crate::Nand::open(spec, Box::new(store))
+}
+
+/// Open an image as a device without write access ([`ImageStore::open_readonly`]): for
+/// inspection; what the device programs or erases stays in RAM.
+pub fn open_device_readonly(path: &Path) -> Result<crate::Nand> {
+    let (spec, store) = ImageStore::open_readonly(path)?;
     crate::Nand::open(spec, Box::new(store))
 }
 

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use nand::ecc::{ecc_compute, ecc_correct, EccOutcome, ECC_BYTES, ECC_CHUNK};
-use nand::image::{create_device, open_device, ImageStore, HEADER_LEN, MAGIC, VERSION};
+use nand::image::{
+    create_device, open_device, open_device_readonly, ImageStore, HEADER_LEN, MAGIC, VERSION,
+};
 use nand::{
     BadState, Data, DeviceSpec, FaultPlan, Nand, NandError, PayloadlessStore, RamStore, Store,
     TornMode,
@@ -1076,6 +1078,7 @@ fn image_reopens_with_content_wear_and_bad_blocks() {
         assert_err!(m.erase(b), NandError::BadBlock { block } if block == b);
     }
 
+    drop(m);
     // An existing image is not overwritten unless asked.
     assert_err!(
         create_device(&path, &spec, false).map(|_| ()),
@@ -1085,6 +1088,139 @@ fn image_reopens_with_content_wear_and_bad_blocks() {
     assert!(raw_page(&mut fresh, 0).iter().all(|&b| b == 0xFF));
     assert_eq!(fresh.erase_count(2), 0);
     assert!(!fresh.is_bad(5));
+}
+
+/// A read-only open never writes the file, yet behaves as a writable image: programs,
+/// erases, program counts and bad states are seen by later reads and rules, in RAM only.
+#[test]
+fn readonly_image_keeps_changes_in_ram_and_never_writes_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = image_path(&dir);
+    let spec = small_image_spec("nandsim-256m", 8);
+    let g = spec.geometry.clone();
+    let mut n = create_device(&path, &spec, false).unwrap();
+    let raw = pattern(7, 528);
+    program_raw(&mut n, 33, &raw).unwrap();
+    n.sync().unwrap();
+    drop(n);
+    let before = std::fs::read(&path).unwrap();
+    // Without write permission (meaningful when not run as root).
+    let mut perm = std::fs::metadata(&path).unwrap().permissions();
+    perm.set_readonly(true);
+    std::fs::set_permissions(&path, perm.clone()).unwrap();
+
+    let (_, store) = ImageStore::open_readonly(&path).unwrap();
+    assert!(store.is_readonly());
+    drop(store);
+    let mut m = open_device_readonly(&path).unwrap();
+    assert_eq!(raw_page(&mut m, 33), raw);
+    // A program, a partial program, an erase, a failed erase: all visible to this device.
+    let new = pattern(9, 528);
+    program_raw(&mut m, 2, &new).unwrap();
+    m.program(3, 0, Data::Bytes(&[0x0F; 4]), None).unwrap();
+    assert_eq!(raw_page(&mut m, 2), new);
+    assert_eq!(&raw_page(&mut m, 3)[..5], &[0x0F, 0x0F, 0x0F, 0x0F, 0xFF]);
+    assert_eq!(m.page_programs(3), 1);
+    assert_err!(
+        m.program(3, 0, Data::Bytes(&[0xFF]), None),
+        NandError::SetsBits { .. }
+    );
+    m.erase(1).unwrap();
+    assert!(raw_page(&mut m, 33).iter().all(|&b| b == 0xFF));
+    assert_eq!(m.erase_count(1), 1);
+    m.set_faults(FaultPlan {
+        fail_ops: vec![1],
+        ..Default::default()
+    });
+    assert_err!(m.erase(4), NandError::EraseFailed { block: 4 });
+    assert!(m.is_bad(4));
+    m.sync().unwrap();
+    drop(m);
+
+    // The file is untouched, and a writable open sees the original medium.
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    #[allow(clippy::permissions_set_readonly_false)]
+    perm.set_readonly(false);
+    std::fs::set_permissions(&path, perm).unwrap();
+    let mut w = open_device(&path).unwrap();
+    assert_eq!(raw_page(&mut w, 33), raw);
+    assert!(raw_page(&mut w, 2).iter().all(|&b| b == 0xFF));
+    assert_eq!(w.erase_count(1), 0);
+    assert!(!w.is_bad(4));
+    assert_eq!(w.page_programs(g.first_page(0) + 3), 0);
+}
+
+/// An image is locked while open: a writer has it to itself, readers share it. Two writers
+/// would each program and erase behind the other's tables; `--force` would truncate an
+/// image in use.
+#[test]
+fn an_image_in_use_is_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = image_path(&dir);
+    let spec = small_image_spec("nandsim-256m", 4);
+    let msg = |r: nand::Result<Nand>| match r {
+        Err(NandError::Image(e)) => e.msg.clone(),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("opened an image in use"),
+    };
+    let mut w = create_device(&path, &spec, false).unwrap();
+    program_raw(&mut w, 1, &pattern(1, 528)).unwrap();
+    assert!(msg(open_device(&path)).contains("in use by another process"));
+    assert!(msg(open_device_readonly(&path)).contains("being written by another process"));
+    assert!(msg(create_device(&path, &spec, true)).contains("in use by another process"));
+    drop(w);
+    let r1 = open_device_readonly(&path).unwrap();
+    let mut r2 = open_device_readonly(&path).unwrap();
+    assert!(msg(open_device(&path)).contains("in use by another process"));
+    assert!(msg(create_device(&path, &spec, true)).contains("in use by another process"));
+    assert_eq!(
+        raw_page(&mut r2, 1),
+        pattern(1, 528),
+        "nothing was truncated"
+    );
+    drop((r1, r2));
+    // A lock released a moment later (as when a forked child execs and closes its copy
+    // of the file) is waited for, not reported as "in use".
+    let held = open_device(&path).unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        drop(held);
+    });
+    open_device(&path).unwrap();
+    release.join().unwrap();
+}
+
+/// Erasing blocks that were never written (what formatting a fresh image does) writes
+/// nothing to the data area: the image stays sparse. A written block is still zeroed.
+#[test]
+fn erasing_never_written_blocks_keeps_the_image_sparse() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = image_path(&dir);
+    let spec = small_image_spec("nandsim-256m", 512);
+    let mut n = create_device(&path, &spec, false).unwrap();
+    n.sync().unwrap();
+    let allocated = || std::fs::metadata(&path).unwrap().blocks() * 512;
+    let before = allocated();
+    for b in 0..512 {
+        n.erase(b).unwrap();
+    }
+    n.sync().unwrap();
+    let data_bytes = spec.geometry.capacity_bytes();
+    assert!(
+        allocated() < before + data_bytes / 16,
+        "erasing erased blocks allocated {} bytes of a {data_bytes}-byte data area",
+        allocated() - before
+    );
+    program_raw(&mut n, 40, &pattern(2, 528)).unwrap();
+    n.erase(1).unwrap();
+    assert!(raw_page(&mut n, 40).iter().all(|&b| b == 0xFF));
+    assert_eq!(n.page_programs(40), 0);
+    drop(n);
+    let mut m = open_device(&path).unwrap();
+    assert!(raw_page(&mut m, 40).iter().all(|&b| b == 0xFF));
+    assert_eq!(m.page_programs(40), 0);
+    assert_eq!(m.erase_count(1), 2);
 }
 
 #[test]

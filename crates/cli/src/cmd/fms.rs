@@ -1,6 +1,8 @@
 //! `flashkit fms …`: the Flash Memory Server in storage mode on a NAND image file
 //! (created with `flashkit nand format`): format, info, write, read. Every write is
-//! durable when the command returns; the image reopens in any later process.
+//! durable when the command returns; the image reopens in any later process. `info` and
+//! `read` open the image read-only and never change it: what their mount repairs stays in
+//! RAM (see docs/fms.md, "Inspecting an image").
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -119,9 +121,21 @@ fn config(policy: &str, block_size: u32) -> Result<FmsConfig> {
     })
 }
 
+/// How a command opens the image.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// Reading and writing: the mount's repairs and the command's writes reach the file.
+    Write,
+    /// Read-only (inspection): the file is never written; the mount's repairs stay in RAM.
+    Inspect,
+}
+
 /// Open the image and mount the FMS on it, with the block size recorded on flash.
-fn mount(path: &Path, m: &MountArgs) -> Result<Fms> {
-    let mut nand = image::open_device(path)?;
+fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
+    let mut nand = match access {
+        Access::Write => image::open_device(path)?,
+        Access::Inspect => image::open_device_readonly(path)?,
+    };
     let h = Fms::probe(&mut nand)?.ok_or_else(|| {
         anyhow!(
             "{}: no FMS segment header: not an FMS medium (run `flashkit fms format` first)",
@@ -139,7 +153,8 @@ fn format(a: FormatArgs) -> Result<()> {
     let nand = image::open_device(&a.image)?;
     let mut fms = Fms::format(nand, config("cat", bs)?)
         .with_context(|| format!("{}: format", a.image.display()))?;
-    fms.flush()?;
+    fms.flush()
+        .with_context(|| format!("{}: format", a.image.display()))?;
     let r = FormatReport {
         image: a.image.display().to_string(),
         block_size: bs,
@@ -198,7 +213,7 @@ pub struct FmsInfo {
 
 fn info(a: InfoArgs) -> Result<()> {
     super::common::refuse_csv_over(&a.report, &[(&a.image, "image being read")])?;
-    let fms = mount(&a.image, &a.mount)?;
+    let fms = mount(&a.image, &a.mount, Access::Inspect)?;
     let segs = fms.segments();
     let count = |st: SegState| segs.iter().filter(|s| s.state == st).count();
     let wear = nand::WearStats::of(
@@ -284,50 +299,126 @@ fn sector_offset(text: &str) -> Result<u64> {
     Ok(off / SECTOR as u64)
 }
 
+/// How much `fms write` has to write.
+enum Size {
+    /// A regular file's length.
+    Known(u64),
+    /// Other input, read ahead (at most `bound` + 1 bytes).
+    Buffered(Vec<u8>, u64),
+}
+
 fn write(a: WriteArgs) -> Result<()> {
+    const CHUNK: usize = 1 << 20;
     let lba = sector_offset(&a.offset)?;
-    let mut data = Vec::new();
-    match a.input.as_deref() {
-        None => std::io::stdin().read_to_end(&mut data)?,
-        Some(p) if p == Path::new("-") => std::io::stdin().read_to_end(&mut data)?,
-        Some(p) => std::fs::File::open(p)
-            .and_then(|mut f| f.read_to_end(&mut data))
-            .with_context(|| format!("{}", p.display()))?,
+    let start = lba * SECTOR as u64;
+    // A regular file's length is known before anything is written; it is then streamed.
+    let (mut input, name, known): (Box<dyn Read>, String, Option<u64>) = match a.input.as_deref() {
+        None => (Box::new(std::io::stdin().lock()), "stdin".into(), None),
+        Some(p) if p == Path::new("-") => (Box::new(std::io::stdin().lock()), "stdin".into(), None),
+        Some(p) => {
+            if sim::trace::same_file(p, &a.image) {
+                bail!("--input: {} is the image being written", p.display());
+            }
+            let f = std::fs::File::open(p).with_context(|| format!("{}", p.display()))?;
+            let meta = f.metadata().with_context(|| format!("{}", p.display()))?;
+            let known = meta.is_file().then_some(meta.len());
+            (Box::new(f), p.display().to_string(), known)
+        }
     };
-    let mut fms = mount(&a.image, &a.mount)?;
-    let sectors = data.len().div_ceil(SECTOR) as u64;
-    if lba + sectors > fms.sectors() {
-        bail!(
-            "{} bytes at offset {} do not fit in the {}-byte device",
-            data.len(),
-            lba * SECTOR as u64,
-            fms.capacity_bytes()
-        );
+    // Input other than a regular file (stdin, a pipe, a device) is buffered, so that input
+    // that does not fit is refused before anything is written. It is read before the image
+    // is locked (`fms read IMG | fms write IMG --offset …` works), but never further than
+    // the image file could hold, plus one byte to tell.
+    let size = match known {
+        Some(n) => Size::Known(n),
+        None => {
+            let bound = std::fs::metadata(&a.image)
+                .map_or(0, |m| m.len())
+                .saturating_sub(start);
+            let mut data = Vec::new();
+            input
+                .by_ref()
+                .take(bound + 1)
+                .read_to_end(&mut data)
+                .with_context(|| name.clone())?;
+            Size::Buffered(data, bound)
+        }
+    };
+    let mut fms = mount(&a.image, &a.mount, Access::Write)?;
+    let cap = fms.capacity_bytes();
+    let room = cap.saturating_sub(start);
+    let too_big = |n: String| {
+        anyhow!(
+            "{}: {n} bytes at offset {start} do not fit in the {cap}-byte device",
+            a.image.display()
+        )
+    };
+    let len = match size {
+        Size::Known(n) => {
+            if n > room || start > cap {
+                return Err(too_big(n.to_string()));
+            }
+            n
+        }
+        Size::Buffered(data, bound) => {
+            let n = data.len() as u64;
+            if n > room || start > cap {
+                // Past `bound` the input was not read to its end.
+                let n = if n > bound {
+                    format!("more than {room}")
+                } else {
+                    n.to_string()
+                };
+                return Err(too_big(n));
+            }
+            input = Box::new(std::io::Cursor::new(data));
+            n
+        }
+    };
+    let mut input = input.take(len);
+    let mut buf = vec![0u8; CHUNK];
+    let (mut at, mut done) = (lba, 0u64);
+    while done < len {
+        let want = (len - done).min(CHUNK as u64) as usize;
+        let mut got = 0;
+        while got < want {
+            match input.read(&mut buf[got..want]) {
+                Ok(0) => break,
+                Ok(k) => got += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(anyhow!(e).context(name.clone())),
+            }
+        }
+        if got == 0 {
+            break;
+        }
+        let secs = got.div_ceil(SECTOR);
+        let tail = got % SECTOR;
+        if tail != 0 {
+            // A partial last sector keeps the rest of that sector's current content.
+            let mut last = vec![0u8; SECTOR];
+            fms.read(at + secs as u64 - 1, 1, Some(&mut last))
+                .with_context(|| format!("{}: read", a.image.display()))?;
+            buf[got..secs * SECTOR].copy_from_slice(&last[tail..]);
+        }
+        fms.write(at, secs as u32, Some(&buf[..secs * SECTOR]))
+            .with_context(|| format!("{}: write", a.image.display()))?;
+        at += secs as u64;
+        done += got as u64;
+        if got < want {
+            break;
+        }
     }
-    // A partial last sector keeps the rest of that sector's current content.
-    let tail = data.len() % SECTOR;
-    if tail != 0 {
-        let mut last = vec![0u8; SECTOR];
-        fms.read(lba + sectors - 1, 1, Some(&mut last))?;
-        data.extend_from_slice(&last[tail..]);
-    }
-    for (i, chunk) in data.chunks(1 << 20).enumerate() {
-        let at = lba + (i as u64) * ((1 << 20) / SECTOR as u64);
-        fms.write(at, (chunk.len() / SECTOR) as u32, Some(chunk))?;
-    }
-    fms.flush()?;
-    eprintln!(
-        "wrote {} bytes at offset {}",
-        data.len() - if tail != 0 { SECTOR - tail } else { 0 },
-        lba * SECTOR as u64
-    );
+    fms.flush()
+        .with_context(|| format!("{}: write", a.image.display()))?;
+    eprintln!("wrote {done} bytes at offset {start}");
     Ok(())
 }
 
 fn read(a: ReadArgs) -> Result<()> {
     let lba = sector_offset(&a.offset)?;
     let len = parse_size(&a.length).map_err(|e| anyhow!("--length: {e}"))?;
-    let mut fms = mount(&a.image, &a.mount)?;
+    let mut fms = mount(&a.image, &a.mount, Access::Inspect)?;
     let sectors = len.div_ceil(SECTOR as u64);
     if lba + sectors > fms.sectors() {
         bail!(
@@ -336,6 +427,10 @@ fn read(a: ReadArgs) -> Result<()> {
             fms.capacity_bytes()
         );
     }
+    let out_name = match a.output.as_deref() {
+        Some(p) if p != Path::new("-") => p.display().to_string(),
+        _ => "stdout".to_string(),
+    };
     let mut out: Box<dyn Write> = match a.output.as_deref() {
         None => Box::new(std::io::stdout().lock()),
         Some(p) if p == Path::new("-") => Box::new(std::io::stdout().lock()),
@@ -351,11 +446,13 @@ fn read(a: ReadArgs) -> Result<()> {
         let n = left.min(buf.len() as u64);
         let secs = n.div_ceil(SECTOR as u64);
         let b = &mut buf[..(secs as usize) * SECTOR];
-        fms.read(at, secs as u32, Some(b))?;
-        out.write_all(&b[..n as usize])?;
+        fms.read(at, secs as u32, Some(b))
+            .with_context(|| format!("{}: read", a.image.display()))?;
+        out.write_all(&b[..n as usize])
+            .with_context(|| out_name.clone())?;
         left -= n;
         at += secs;
     }
-    out.flush()?;
+    out.flush().with_context(|| out_name.clone())?;
     Ok(())
 }

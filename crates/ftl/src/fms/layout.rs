@@ -181,6 +181,16 @@ impl Layout {
     pub fn index_capacity(&self) -> u32 {
         self.index_per_page * (self.pages_per_seg - 1)
     }
+
+    /// The first block sequence number a record cannot hold: 2^40 in spare mode (a u40
+    /// field), 2^64 − 1 in header mode (so that the successor of any number read stays
+    /// representable).
+    pub fn seq_end(&self) -> u64 {
+        match self.mode {
+            RecordMode::Spare => 1 << 40,
+            RecordMode::Header => u64::MAX,
+        }
+    }
 }
 
 /// The segment header (64 bytes at the start of every segment).

@@ -236,7 +236,9 @@ pub struct Fms {
 impl Fms {
     // ---- construction --------------------------------------------------------------------
 
-    fn new_empty(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
+    /// Empty tables for `nand`. `recorded`: the medium's own capacity (mount, when the
+    /// configuration does not set `logical_blocks`), which the reserve does not limit.
+    fn new_empty(nand: Nand, cfg: FmsConfig, recorded: Option<u64>) -> DevResult<Fms> {
         // The per-block tables of a device too large for this machine are an error.
         fn table<T: Clone>(n: usize, fill: T, what: &str) -> DevResult<Vec<T>> {
             nand::table(n as u64, fill, what)
@@ -255,20 +257,36 @@ impl Fms {
         let good = (0..lay.segments).filter(|&s| !nand.is_bad(s)).count() as u64;
         let reserve = 1 + cfg.high_water as u64 + cfg.streams() as u64;
         let auto = good.saturating_sub(reserve) * lay.slots as u64;
-        if auto == 0 && cfg.logical_blocks.is_none() {
+        let recorded = recorded.filter(|_| cfg.logical_blocks.is_none());
+        if let Some(n) = recorded {
+            // The capacity the medium was formatted to: segments gone bad since (worn out)
+            // may have eaten into the reserve, but the data on it must stay readable (writes
+            // say `WornOut` when space runs out). Bounded by the slots of the whole device,
+            // so a corrupt header cannot make the tables huge.
+            let slots = lay.segments as u64 * lay.slots as u64;
+            if n > slots {
+                return Err(DevError::corrupt(format!(
+                    "segment header: capacity of {n} blocks recorded, but the device has {slots} slots"
+                )));
+            }
+        } else if auto == 0 && cfg.logical_blocks.is_none() {
             return Err(DevError::config(format!(
                 "no room for data: {good} good segment(s), {reserve} kept in reserve (1 index, high_water {}, {} active stream(s))",
                 cfg.high_water,
                 cfg.streams()
             )));
         }
-        let logical = cfg.logical_blocks.unwrap_or(auto);
-        if logical == 0 || logical > auto {
+        let logical = cfg.logical_blocks.or(recorded).unwrap_or(auto);
+        if recorded.is_none() && (logical == 0 || logical > auto) {
             return Err(DevError::config(format!(
                 "logical_blocks: {logical} does not fit: the device holds at most {auto} blocks of {} bytes with the reserve",
                 cfg.block_size
             )));
         }
+        let cfg = FmsConfig {
+            logical_blocks: cfg.logical_blocks.or(recorded),
+            ..cfg
+        };
         let n = logical as usize;
         let half_life = cfg.hot_half_life.unwrap_or(logical as f64 / 2.0);
         // Hot degrees are kept only where something reads them (see `keeps_hot`).
@@ -328,7 +346,7 @@ impl Fms {
     /// Format the device: erase every good segment, write the headers, set up the index
     /// segment. Erase counts found in old FMS headers are carried over.
     pub fn format(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
-        let mut f = Fms::new_empty(nand, cfg)?;
+        let mut f = Fms::new_empty(nand, cfg, None)?;
         let mut hdr = vec![0u8; SEG_HEADER];
         for s in 0..f.lay.segments {
             if f.nand.is_bad(s) {
@@ -665,6 +683,19 @@ impl Fms {
         Ok(())
     }
 
+    /// Refuse to open a segment for writing when the block sequence numbers left might not
+    /// cover every slot of the segments then open for writing (one per stream, plus a wear
+    /// levelling target): a number that wrapped would lose to every older copy at the next
+    /// mount. Every number handed out fills a slot of an open segment, so checking here,
+    /// once per segment's worth of blocks, keeps the check off the per-block path.
+    pub(super) fn check_seq_room(&self) -> DevResult<()> {
+        let open = self.active.len() as u64 + 1;
+        if open * self.lay.slots as u64 > self.lay.seq_end().saturating_sub(self.seq) {
+            return Err(seq_exhausted(self.seq, self.lay.seq_end()));
+        }
+        Ok(())
+    }
+
     /// Allocate the next slot of `stream`'s active segment and program the block and its
     /// record there. Returns the physical slot.
     fn append(&mut self, stream: usize, data: Option<&[u8]>, rec: &Record) -> DevResult<u32> {
@@ -815,6 +846,7 @@ impl Fms {
 
     /// Pop a free segment, erasing it first if its state is unknown.
     fn take_free(&mut self) -> DevResult<u32> {
+        self.check_seq_room()?;
         while let Some(seg) = self.free.pop_front() {
             if self.segs[seg as usize].state == SegState::Dirty && !self.erase_and_header(seg, 0)? {
                 continue;
@@ -837,7 +869,7 @@ impl Fms {
         }
         self.stats.erasures += 1;
         let s = &mut self.segs[seg as usize];
-        s.erase_count += 1;
+        s.erase_count = s.erase_count.saturating_add(1);
         s.valid = 0;
         s.next = 0;
         s.state = SegState::Free;
@@ -850,7 +882,7 @@ impl Fms {
             erase_seq: self.erase_seq,
             time_ms: self.nand.clock_ps() / 1_000_000_000,
         };
-        self.erase_seq += 1;
+        self.erase_seq = self.erase_seq.saturating_add(1);
         let first = self.nand.geometry().first_page(seg);
         self.nand
             .program(first, 0, Data::Bytes(&hdr.encode()), None)?;
@@ -893,7 +925,9 @@ impl Fms {
             seg,
             seq: ix.seq,
         };
-        ix.seq += 1;
+        // Saturates (a corrupt entry may carry the largest number): mount breaks ties by
+        // position in the log.
+        ix.seq = ix.seq.saturating_add(1);
         let k = ix.next;
         ix.next += 1;
         let (ix_seg, per_page) = (ix.seg, self.lay.index_per_page);
@@ -1371,6 +1405,7 @@ impl Fms {
         if hi.saturating_sub(lo) <= threshold {
             return Ok(());
         }
+        self.check_seq_room()?;
         self.free.retain(|&s| s != most);
         let now = self.nand.clock_ps();
         let src = self.segs[least as usize];
@@ -1395,6 +1430,15 @@ impl Fms {
         self.stats.wear_swaps += 1;
         Ok(())
     }
+}
+
+/// The error when the block sequence numbers run out (out of line: never on a hot path).
+#[cold]
+#[inline(never)]
+fn seq_exhausted(next: u64, end: u64) -> DevError {
+    DevError::corrupt(format!(
+        "block sequence numbers exhausted (next {next}, records hold numbers below {end}): a corrupt record, or that many block writes; the medium can still be read: copy the data off and format it"
+    ))
 }
 
 impl BlockDevice for Fms {

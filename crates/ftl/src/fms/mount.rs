@@ -45,15 +45,16 @@ pub(super) fn probe(nand: &mut Nand) -> DevResult<Option<SegHeader>> {
     Ok(None)
 }
 
-pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
+pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
+    let mut recorded = None;
     if cfg.logical_blocks.is_none() {
         if let Some(h) = probe(&mut nand)? {
             if h.logical_blocks > 0 && h.block_size == cfg.block_size {
-                cfg.logical_blocks = Some(h.logical_blocks as u64);
+                recorded = Some(h.logical_blocks as u64);
             }
         }
     }
-    let mut f = Fms::new_empty(nand, cfg)?;
+    let mut f = Fms::new_empty(nand, cfg, recorded)?;
     let lay = f.lay.clone();
     let geo = f.nand.geometry().clone();
     let slots = lay.slots;
@@ -92,7 +93,7 @@ pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
         any_header = true;
         f.segs[si].erase_count = h.erase_count;
         max_ec = max_ec.max(h.erase_count);
-        f.erase_seq = f.erase_seq.max(h.erase_seq + 1);
+        f.erase_seq = f.erase_seq.max(h.erase_seq.saturating_add(1));
         if h.kind == 1 && index_seg.is_none() {
             index_seg = Some(seg);
             f.segs[si].state = SegState::Index;
@@ -183,7 +184,9 @@ pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
     // Translation table.
     for (lbn, b) in best.into_iter().enumerate() {
         let Some(b) = b else { continue };
-        f.seq = f.seq.max(b.seq + 1);
+        // Saturating: a corrupt record may carry the largest number; writes then
+        // refuse (`check_seq`) instead of wrapping.
+        f.seq = f.seq.max(b.seq.saturating_add(1));
         if !b.rec.live {
             continue;
         }
@@ -253,16 +256,22 @@ pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
                     break;
                 }
                 if let Some(entry) = IndexEntry::decode(&e) {
-                    log.push(entry);
+                    log.push((k, entry));
                 }
             }
-            let seq = log.iter().map(|e| e.seq).max().unwrap_or(0) + 1;
-            log.sort_by_key(|e| std::cmp::Reverse(e.seq));
+            let seq = log
+                .iter()
+                .map(|(_, e)| e.seq)
+                .max()
+                .unwrap_or(0)
+                .saturating_add(1);
+            // Newest first; equal numbers (saturated at the largest) by place in the log.
+            log.sort_by_key(|&(k, e)| std::cmp::Reverse((e.seq, k)));
             // Only a stream's newest entry counts: older ones name segments it left,
             // which may since have been cleaned and reused. A full segment stays active
             // (as in the running FMS) until the stream's next write moves on.
             let mut decided = vec![false; f.active.len()];
-            for e in log {
+            for (_, e) in log {
                 let (st, sg) = (e.stream as usize, e.seg);
                 if st >= f.active.len() || decided[st] {
                     continue;
@@ -295,6 +304,18 @@ pub(super) fn mount(mut nand: Nand, mut cfg: FmsConfig) -> DevResult<Fms> {
                     next: 0,
                     seq: 1,
                 });
+            }
+        }
+    }
+
+    // Sequence numbers running out (a corrupt record carrying the largest one): leave no
+    // segment open for writing, so that the first write asks for one and is refused; the
+    // medium still reads.
+    if f.check_seq_room().is_err() {
+        for a in f.active.iter_mut() {
+            if *a != NONE {
+                f.segs[*a as usize].state = SegState::Used;
+                *a = NONE;
             }
         }
     }

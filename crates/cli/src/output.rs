@@ -408,9 +408,9 @@ pub fn trim_float(v: f64) -> String {
 
 /// A count in compact decimal units when exact: `10k`, `100k`, `1M`; otherwise the number.
 pub fn count(n: u64) -> String {
-    if n >= 1_000_000 && n % 1_000_000 == 0 {
+    if n >= 1_000_000 && n.is_multiple_of(1_000_000) {
         format!("{}M", n / 1_000_000)
-    } else if n >= 1_000 && n % 1_000 == 0 {
+    } else if n >= 1_000 && n.is_multiple_of(1_000) {
         format!("{}k", n / 1_000)
     } else {
         n.to_string()

@@ -139,9 +139,9 @@ impl PlotArgs {
 /// Write a report to stdout and flush it.
 fn to_stdout(write: impl FnOnce(&mut io::StdoutLock<'static>) -> io::Result<()>) -> Result<()> {
     let mut out = io::stdout().lock();
-    write(&mut out)?;
-    out.flush()?;
-    Ok(())
+    write(&mut out)
+        .and_then(|()| out.flush())
+        .context("cannot write to stdout")
 }
 
 /// A table of text cells printed with aligned columns. A column whose body cells all start
@@ -274,10 +274,10 @@ impl Fields {
 /// Print `value` as pretty JSON on stdout, followed by a newline.
 pub fn print_json<T: Serialize + ?Sized>(value: &T) -> Result<()> {
     let mut out = io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, value).context("cannot write JSON")?;
-    writeln!(out)?;
-    out.flush()?;
-    Ok(())
+    serde_json::to_writer_pretty(&mut out, value).context("cannot write JSON to stdout")?;
+    writeln!(out)
+        .and_then(|()| out.flush())
+        .context("cannot write JSON to stdout")
 }
 
 /// Write `rows` as CSV to `path`: a header line of the field names (in declaration order),

@@ -347,12 +347,18 @@ impl Nand {
         Ok(())
     }
 
-    /// Mark a seeded random `fraction` of blocks factory-bad; returns them.
+    /// Mark `fraction` of the blocks (rounded to the nearest whole block) factory-bad,
+    /// chosen at random by `seed`; returns them in ascending order. An exact count, not a
+    /// per-block probability: `--bad-fraction 0.1` on 200 blocks is 20 bad blocks.
     pub fn mark_factory_bad_seeded(&mut self, fraction: f64, seed: u64) -> Result<Vec<u32>> {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-        let list: Vec<u32> = (0..self.geo.blocks)
-            .filter(|_| rng.gen_bool(fraction.clamp(0.0, 1.0)))
+        let blocks = self.geo.blocks as usize;
+        let count = (fraction.clamp(0.0, 1.0) * blocks as f64).round() as usize;
+        let mut list: Vec<u32> = rand::seq::index::sample(&mut rng, blocks, count)
+            .into_iter()
+            .map(|b| b as u32)
             .collect();
+        list.sort_unstable();
         self.mark_factory_bad(&list)?;
         Ok(list)
     }

@@ -44,7 +44,8 @@ pub struct FormatArgs {
     /// Factory-bad blocks, e.g. `3,7,100-103`.
     #[arg(long, value_name = "LIST")]
     pub bad_blocks: Option<String>,
-    /// Also mark a seeded random fraction F of the blocks factory-bad.
+    /// Also mark a fraction F of the blocks factory-bad (F × blocks, rounded, chosen at
+    /// random by --seed).
     #[arg(long, value_name = "F")]
     pub bad_fraction: Option<f64>,
     /// Seed for --bad-fraction.

@@ -555,3 +555,45 @@ fn read_errors_name_the_output() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.starts_with("flashkit: /dev/full: "), "{err}");
 }
+
+/// `fms read --output FILE` writes FILE under a temporary name and renames it when
+/// complete: an existing FILE is replaced whole, and no temporary file stays behind.
+#[test]
+fn read_output_replaces_the_file_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("r.img");
+    let img = img.to_str().unwrap();
+    run_ok(&[
+        "nand",
+        "format",
+        img,
+        "--device",
+        "intel-series2plus-24m",
+        "--blocks",
+        "8",
+    ]);
+    run_ok(&["fms", "format", img]);
+    let input = dir.path().join("in.bin");
+    std::fs::write(&input, pattern(10_000, 5)).unwrap();
+    run_ok(&["fms", "write", img, "--input", input.to_str().unwrap()]);
+    let out = dir.path().join("out.bin");
+    std::fs::write(&out, vec![0xAA; 50_000]).unwrap();
+    run_ok(&[
+        "fms",
+        "read",
+        img,
+        "--length",
+        "10000",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(std::fs::read(&out).unwrap(), pattern(10_000, 5));
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.ends_with(".tmp")),
+        "left behind: {names:?}"
+    );
+}

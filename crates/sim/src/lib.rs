@@ -9,6 +9,7 @@ pub mod driver;
 pub mod plot;
 pub mod reproduce;
 pub mod speed;
+pub mod staged;
 pub mod sweep;
 pub mod torture;
 pub mod trace;

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use super::common::parse_size;
 use crate::output::{self, Fields, ReportArgs};
+use sim::staged::Staged;
 
 #[derive(Subcommand, Debug)]
 pub enum FmsCmd {
@@ -431,12 +432,16 @@ fn read(a: ReadArgs) -> Result<()> {
         Some(p) if p != Path::new("-") => p.display().to_string(),
         _ => "stdout".to_string(),
     };
+    // A file output appears whole or not at all (a failed read leaves no partial file).
+    let mut staged = None;
     let mut out: Box<dyn Write> = match a.output.as_deref() {
         None => Box::new(std::io::stdout().lock()),
         Some(p) if p == Path::new("-") => Box::new(std::io::stdout().lock()),
         Some(p) => {
             super::common::refuse_same_file(p, &a.image, "image being read")?;
-            Box::new(std::fs::File::create(p).with_context(|| format!("{}", p.display()))?)
+            let (f, s) = Staged::create(p).with_context(|| format!("{}", p.display()))?;
+            staged = s;
+            Box::new(std::io::BufWriter::new(f))
         }
     };
     let mut left = len;
@@ -454,5 +459,9 @@ fn read(a: ReadArgs) -> Result<()> {
         at += secs;
     }
     out.flush().with_context(|| out_name.clone())?;
+    drop(out);
+    if let Some(s) = staged {
+        s.commit().with_context(|| out_name.clone())?;
+    }
     Ok(())
 }

@@ -3,9 +3,10 @@
 //! format cannot hold (a byte offset past 64 bits, an MSR time past 2262) is an error
 //! naming the record, never written wrapped.
 
+use crate::staged::Staged;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -52,57 +53,6 @@ pub struct WriteSummary {
     pub clamped_times: u64,
 }
 
-/// A file being written under a temporary name in its directory, renamed to its own name
-/// by [`Staged::commit`] and removed if dropped before, so an output that stops on an
-/// error (a record its format cannot hold, a malformed input line) leaves no partial file
-/// behind, and a file it would replace stays as it was.
-struct Staged {
-    tmp: PathBuf,
-    dest: PathBuf,
-    committed: bool,
-}
-
-impl Staged {
-    /// Where to stage `path`: `None` to write it in place (a device, FIFO or other special
-    /// file such as `/dev/stdout`, which cannot be replaced by a rename). A link to a
-    /// regular file stages its target, so the link stays a link.
-    fn plan(path: &Path) -> Option<Staged> {
-        let dest = match std::fs::symlink_metadata(path) {
-            Err(_) => path.to_path_buf(),
-            Ok(m) if m.file_type().is_file() => path.to_path_buf(),
-            Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(path) {
-                Ok(t) if t.is_file() => t,
-                _ => return None,
-            },
-            Ok(_) => return None,
-        };
-        let dir = match dest.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let name = dest.file_name()?.to_string_lossy().into_owned();
-        Some(Staged {
-            tmp: dir.join(format!(".{name}.flashkit-{}.tmp", std::process::id())),
-            dest,
-            committed: false,
-        })
-    }
-
-    fn commit(mut self) -> io::Result<()> {
-        std::fs::rename(&self.tmp, &self.dest)?;
-        self.committed = true;
-        Ok(())
-    }
-}
-
-impl Drop for Staged {
-    fn drop(&mut self) {
-        if !self.committed {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
-    }
-}
-
 /// Writes [`Record`]s in one format.
 pub struct TraceWriter {
     out: Out,
@@ -127,16 +77,7 @@ impl TraceWriter {
     pub fn create(path: &Path, fmt: Format, gzip: bool) -> Result<TraceWriter, TraceError> {
         let name = path.display().to_string();
         let cannot = |e: io::Error| TraceError::new(&name, None, format!("cannot create: {e}"));
-        let staged = Staged::plan(path);
-        if let Some(s) = staged.as_ref().filter(|s| s.dest.exists()) {
-            // A file the user may not write is not replaced by the rename either.
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(&s.dest)
-                .map_err(cannot)?;
-        }
-        let target = staged.as_ref().map_or(path, |s| s.tmp.as_path());
-        let f = File::create(target).map_err(cannot)?;
+        let (f, staged) = Staged::create(path).map_err(cannot)?;
         let w = BufWriter::with_capacity(256 << 10, f);
         let out = if gzip {
             Out::Gz(Box::new(GzEncoder::new(w, Compression::default())))

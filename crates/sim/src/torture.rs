@@ -169,6 +169,11 @@ pub struct TortureReport {
     /// Cleanings and erasures of the fault-free run (to show the cleaner ran).
     pub cleanings: u64,
     pub erasures: u64,
+    /// Valid blocks the cleaner copied and wear-levelling swaps in the fault-free run (a
+    /// cleaner that only ever erases empty segments, or a swap that never happens, leaves
+    /// their power-loss windows untested).
+    pub blocks_copied: u64,
+    pub wear_swaps: u64,
     pub elapsed_s: f64,
 }
 
@@ -504,6 +509,8 @@ struct RunOutcome {
     device_ops: u64,
     cleanings: u64,
     erasures: u64,
+    blocks_copied: u64,
+    wear_swaps: u64,
 }
 
 fn dev_err(what: &str, e: DevError) -> String {
@@ -688,6 +695,8 @@ fn run_one(ctx: &Ctx, cut: Option<u64>) -> RunOutcome {
         device_ops: 0,
         cleanings: 0,
         erasures: 0,
+        blocks_copied: 0,
+        wear_swaps: 0,
     };
     if let Err(e) = run_one_inner(ctx, cut, &mut out) {
         out.problems.push(e);
@@ -736,6 +745,8 @@ fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<()
     out.device_ops = fms.nand().op_count();
     out.cleanings = fms.stats().cleanings;
     out.erasures = fms.stats().erasures;
+    out.blocks_copied = fms.stats().blocks_copied;
+    out.wear_swaps = fms.stats().wear_swaps;
     if let Some(k) = cut {
         if !was_cut {
             return Err(format!(
@@ -1006,6 +1017,8 @@ pub fn run_with_progress(
         failures,
         cleanings: base.cleanings,
         erasures: base.erasures,
+        blocks_copied: base.blocks_copied,
+        wear_swaps: base.wear_swaps,
         elapsed_s: t0.elapsed().as_secs_f64(),
     })
 }

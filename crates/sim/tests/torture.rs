@@ -15,7 +15,7 @@ fn cfg(preset: &str, cuts: Cuts, seed: u64) -> TortureConfig {
 fn run(c: &TortureConfig) -> TortureReport {
     let r = torture::run(c).unwrap();
     eprintln!(
-        "{}: {} segments x {} pages, {}-byte blocks ({} mode), {} logical blocks, {} device ops, {} cut points, {} cleanings, {} violations, {:.1} s",
+        "{}: {} segments x {} pages, {}-byte blocks ({} mode), {} logical blocks, {} device ops, {} cut points, {} cleanings, {} blocks copied, {} wear swaps, {} violations, {:.1} s",
         r.device,
         r.segments,
         r.pages_per_block,
@@ -25,6 +25,8 @@ fn run(c: &TortureConfig) -> TortureReport {
         r.ops,
         r.cut_points,
         r.cleanings,
+        r.blocks_copied,
+        r.wear_swaps,
         r.violations,
         r.elapsed_s
     );
@@ -38,6 +40,14 @@ fn assert_clean(r: &TortureReport) {
     assert!(
         r.cleanings >= 10,
         "the workload must make the cleaner run ({} cleanings)",
+        r.cleanings
+    );
+    // A cleaner that only erases empty segments never exercises the copy-then-erase
+    // window (a victim erased before its blocks' copies are on flash went unnoticed on
+    // a device where every victim was empty).
+    assert!(
+        r.blocks_copied > 0,
+        "the cleaner must copy valid blocks ({} cleanings, none copied)",
         r.cleanings
     );
     assert_eq!(
@@ -79,15 +89,37 @@ fn mlc2_sampled_cut_points() {
 
 #[test]
 fn intel_dac_wear_levelling_sampled() {
-    // DAC regions and wear swaps go through the same recovery.
+    // DAC regions and wear swaps go through the same recovery. Threshold 1: with 3 the
+    // workload's erase counts never drifted far enough apart and no swap ever ran.
     let mut c = cfg("intel-series2plus-24m", Cuts::Sample(200), 4);
     c.fms = FmsConfig {
         regions: 4,
-        wear_threshold: Some(3),
+        wear_threshold: Some(1),
         ..c.fms.clone()
     };
     c.segments = 20;
-    assert_clean(&run(&c));
+    let r = run(&c);
+    assert!(r.wear_swaps > 0, "no wear swap ran");
+    assert_clean(&r);
+}
+
+#[test]
+fn wear_swaps_every_cut_point() {
+    // Every cut of every wear swap, in both record modes: a swap that erased the worn-in
+    // source before its blocks were copied lost data here (and went unnoticed while no
+    // torture run made a swap happen).
+    for (preset, segments, seed) in [
+        ("intel-series2plus-24m", 12, 1),
+        ("nandsim-256m", 16, 2),
+        ("mlc2-2g", 16, 3),
+    ] {
+        let mut c = cfg(preset, Cuts::Every, seed);
+        c.segments = segments;
+        c.fms.wear_threshold = Some(1);
+        let r = run(&c);
+        assert!(r.wear_swaps > 0, "{preset}: no wear swap ran");
+        assert_clean(&r);
+    }
 }
 
 #[test]

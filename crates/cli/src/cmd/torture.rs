@@ -179,6 +179,8 @@ fn print_table(r: &TortureReport) -> Result<()> {
         .add("workload ops", output::count(r.workload_ops as u64))
         .add("ops (programs + erases)", output::count(r.ops))
         .add("cleanings", output::count(r.cleanings))
+        .add("blocks copied", output::count(r.blocks_copied))
+        .add("wear swaps", output::count(r.wear_swaps))
         .add("cuts", &r.cuts)
         .add("cut points", output::count(r.cut_points))
         .add("violations", output::count(r.violations))

@@ -12,7 +12,9 @@
 //!    overwrites of a hot area, trims (whole blocks and partial), reads and flushes. Every
 //!    written sector holds real random bytes derived from a unique tag, its own address
 //!    and the seed, so any content read back can be traced to the exact write (or shown
-//!    to be garbage).
+//!    to be garbage). One random write in six writes all-0xFF sectors instead ([`FILL`]):
+//!    erased flash reads 0xFF too, and the FMS must not take such data for a slot a torn
+//!    erase wiped (nor the reverse).
 //! 3. A fault-free run counts the program and erase operations of the workload. Counting
 //!    starts after the format: the device is formatted, reopened, the fault plan is
 //!    installed on the fresh device and the FMS is mounted, so cut point `k` is the k-th
@@ -108,18 +110,22 @@ pub struct TortureConfig {
     pub seed: u64,
     /// Worker threads (0: one per core).
     pub threads: usize,
+    /// One random write in six writes 0xFF sectors ([`FILL`]). Default: on NAND (spare
+    /// mode) only; in header mode (NOR, `nop = 0`) they expose a known mount mismatch
+    /// (docs/fms.md, "Torture: what it catches").
+    pub fill_writes: bool,
 }
 
 impl TortureConfig {
     /// Defaults for `device`: 16 segments, the device's default block size
-    /// ([`default_block_size`]), the paper's FMS (CAT, M6), every cut point, 300 operations.
+    /// ([`default_block_size`]), the paper's FMS (CAT, M6), every cut point, 300 operations,
+    /// 0xFF fill writes on NAND devices.
     pub fn new(device: DeviceSpec) -> TortureConfig {
         let fms = FmsConfig {
             block_size: default_block_size(&device),
             ..FmsConfig::default()
         };
         TortureConfig {
-            device,
             shrink: true,
             segments: 16,
             fms,
@@ -127,6 +133,8 @@ impl TortureConfig {
             ops: 300,
             seed: 1,
             threads: 0,
+            fill_writes: device.geometry.nop != 0,
+            device,
         }
     }
 
@@ -158,6 +166,8 @@ pub struct TortureReport {
     pub logical_blocks: u64,
     /// Workload operations (prefill writes, writes, trims, reads, flushes).
     pub workload_ops: usize,
+    /// Whether some writes wrote 0xFF sectors ([`TortureConfig::fill_writes`]).
+    pub fill_writes: bool,
     /// Programs and erases of the fault-free workload: the possible cut points.
     pub ops: u64,
     /// Cut points run.
@@ -218,7 +228,13 @@ pub fn small_device(device: &DeviceSpec, segments: u32, block_size: u32) -> Devi
 
 // ---- workload ------------------------------------------------------------------------------
 
-/// One workload operation. Sector contents are derived from `tag + i` for the i-th sector.
+/// Tag bit of a write whose sectors are all 0xFF (what erased flash reads as): the FMS
+/// must tell such data from a slot a torn erase wiped. Fill sectors cannot be traced to
+/// the exact write, only to "some fill write".
+pub const FILL: u64 = 1 << 63;
+
+/// One workload operation. Sector contents are derived from `tag + i` for the i-th sector
+/// (all 0xFF when `tag` has the [`FILL`] bit).
 #[derive(Clone, Copy, Debug)]
 pub enum Op {
     Write {
@@ -243,16 +259,19 @@ pub enum Op {
 /// prefill of ~90% of the blocks in random 1–4-block aligned chunks and a flush, then `ops`
 /// random operations (45% writes at any sector with 1 to 2 blocks' worth of sectors, 20%
 /// aligned overwrites of the hottest quarter, 10% trims, 10% reads, 15% flushes) and a
-/// final flush.
-pub fn workload(seed: u64, sectors: u64, spb: u64, ops: usize) -> Vec<Op> {
+/// final flush. With `fill_writes`, one in six of the 45% writes writes 0xFF sectors
+/// ([`FILL`]); which ones is drawn from a second generator, so the operations are the same
+/// either way.
+pub fn workload(seed: u64, sectors: u64, spb: u64, ops: usize, fill_writes: bool) -> Vec<Op> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x7047_7572_6521);
+    let mut fills = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x4646_4646);
     let mut tag = 1u64;
     let mut out = Vec::with_capacity(ops + sectors as usize / spb as usize + 4);
-    let write = |out: &mut Vec<Op>, tag: &mut u64, lba: u64, count: u64| {
+    let write = |out: &mut Vec<Op>, tag: &mut u64, lba: u64, count: u64, fill: bool| {
         out.push(Op::Write {
             lba,
             count: count as u32,
-            tag: *tag,
+            tag: if fill { *tag | FILL } else { *tag },
         });
         *tag += count;
     };
@@ -261,7 +280,7 @@ pub fn workload(seed: u64, sectors: u64, spb: u64, ops: usize) -> Vec<Op> {
     let mut b = 0;
     while b < fill {
         let n = rng.gen_range(1..=4).min(fill - b);
-        write(&mut out, &mut tag, b * spb, n * spb);
+        write(&mut out, &mut tag, b * spb, n * spb, false);
         b += n;
     }
     out.push(Op::Flush);
@@ -271,11 +290,12 @@ pub fn workload(seed: u64, sectors: u64, spb: u64, ops: usize) -> Vec<Op> {
         if r < 45 {
             let lba = rng.gen_range(0..sectors);
             let count = rng.gen_range(1..=2 * spb).min(sectors - lba);
-            write(&mut out, &mut tag, lba, count);
+            let fill = fills.gen_ratio(1, 6) && fill_writes;
+            write(&mut out, &mut tag, lba, count, fill);
         } else if r < 65 {
             let lbn = rng.gen_range(0..hot);
             let n = rng.gen_range(1..=2u64).min(blocks - lbn);
-            write(&mut out, &mut tag, lbn * spb, n * spb);
+            write(&mut out, &mut tag, lbn * spb, n * spb, false);
         } else if r < 75 {
             let (lba, count) = if rng.gen_bool(0.5) {
                 let lbn = rng.gen_range(0..blocks);
@@ -307,6 +327,10 @@ pub fn workload(seed: u64, sectors: u64, spb: u64, ops: usize) -> Vec<Op> {
 /// The content of sector `lba` written with `tag`: the tag, the address, then random bytes
 /// from both and the run's seed.
 pub fn sector_content(seed: u64, tag: u64, lba: u64, out: &mut [u8]) {
+    if tag & FILL != 0 {
+        out[..SECTOR].fill(0xFF);
+        return;
+    }
     out[0..8].copy_from_slice(&tag.to_le_bytes());
     out[8..16].copy_from_slice(&lba.to_le_bytes());
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(
@@ -320,6 +344,8 @@ pub fn sector_content(seed: u64, tag: u64, lba: u64, out: &mut [u8]) {
 enum Seen {
     Zero,
     Tag(u64),
+    /// All 0xFF: some [`FILL`] write.
+    Ones,
     /// Neither zeros nor any content ever written to this sector.
     Garbage,
 }
@@ -327,6 +353,9 @@ enum Seen {
 fn classify(seed: u64, lba: u64, b: &[u8], scratch: &mut [u8]) -> Seen {
     if b.iter().all(|&x| x == 0) {
         return Seen::Zero;
+    }
+    if b.iter().all(|&x| x == 0xFF) {
+        return Seen::Ones;
     }
     let tag = u64::from_le_bytes(b[0..8].try_into().unwrap());
     if tag == 0 || u64::from_le_bytes(b[8..16].try_into().unwrap()) != lba {
@@ -356,10 +385,13 @@ impl Val {
         match (self, seen) {
             (_, Seen::Garbage) => false,
             (Val::Data(t), Seen::Tag(s)) => t == s,
+            (Val::Data(t), Seen::Ones) => t & FILL != 0,
             (Val::Data(_), Seen::Zero) => false,
             (Val::Zero | Val::Trimmed(_), Seen::Zero) => true,
-            (Val::Zero, Seen::Tag(_)) => false,
+            (Val::Zero, Seen::Tag(_) | Seen::Ones) => false,
             (Val::Trimmed(m), Seen::Tag(s)) => !trims_durable && s < m,
+            // Which fill write it was is not known: any before the trim.
+            (Val::Trimmed(_), Seen::Ones) => !trims_durable,
         }
     }
 }
@@ -367,6 +399,7 @@ impl Val {
 impl std::fmt::Display for Val {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Val::Data(t) if t & FILL != 0 => write!(f, "write #{} (0xFF)", t & !FILL),
             Val::Data(t) => write!(f, "write #{t}"),
             Val::Zero => f.write_str("zeros"),
             Val::Trimmed(_) => f.write_str("trimmed"),
@@ -378,6 +411,7 @@ fn seen_text(s: Seen) -> String {
     match s {
         Seen::Zero => "zeros".into(),
         Seen::Tag(t) => format!("write #{t}"),
+        Seen::Ones => "0xFF (a fill write)".into(),
         Seen::Garbage => "garbage (content never written there)".into(),
     }
 }
@@ -480,6 +514,7 @@ impl Model {
             c.since.clear();
             c.durable = match s {
                 Seen::Tag(t) => Val::Data(t),
+                Seen::Ones => Val::Data(FILL),
                 _ => Val::Zero,
             };
         }
@@ -673,6 +708,7 @@ fn check_read(ctx: &Ctx, model: &Model, op: &Op, buf: &[u8], problems: &mut Vec<
         let cur = model.cells[(lba + i) as usize].current();
         // Before any power cut the FMS holds every trim in RAM: trimmed reads zeros.
         let ok = match cur {
+            Val::Data(t) if t & FILL != 0 => seen == Seen::Ones,
             Val::Data(t) => seen == Seen::Tag(t),
             Val::Zero | Val::Trimmed(_) => seen == Seen::Zero,
         };
@@ -916,11 +952,11 @@ pub fn run_with_progress(
     let op_bytes = (cfg.ops as u64).saturating_mul(std::mem::size_of::<Op>() as u64);
     nand::table::check_fits(op_bytes, "the workload")
         .map_err(|e| format!("ops: {} operations: {e}", cfg.ops))?;
-    let ops = workload(cfg.seed, sectors, spb, cfg.ops);
+    let ops = workload(cfg.seed, sectors, spb, cfg.ops, cfg.fill_writes);
     let next_tag = ops
         .iter()
         .map(|o| match *o {
-            Op::Write { tag, count, .. } => tag + count as u64,
+            Op::Write { tag, count, .. } => (tag & !FILL) + count as u64,
             _ => 1,
         })
         .max()
@@ -1011,6 +1047,7 @@ pub fn run_with_progress(
         },
         logical_blocks,
         workload_ops: ctx.ops.len(),
+        fill_writes: cfg.fill_writes,
         ops: total_ops,
         cut_points: total,
         violations,
@@ -1045,6 +1082,40 @@ mod tests {
         a[100] ^= 1;
         assert_eq!(classify(7, 9, &a, &mut s), Seen::Garbage);
         assert_eq!(classify(7, 9, &[0u8; SECTOR], &mut s), Seen::Zero);
+        sector_content(7, 43 | FILL, 9, &mut a);
+        assert!(a.iter().all(|&x| x == 0xFF));
+        assert_eq!(classify(7, 9, &a, &mut s), Seen::Ones);
+    }
+
+    #[test]
+    fn fill_writes_are_checked() {
+        // A sector last written with 0xFF must read 0xFF (an FMS that takes it for a
+        // half-erased slot and returns zeros is caught), and 0xFF where only traceable
+        // data was written is a violation.
+        let mut m = Model::new(2, 1, false);
+        m.start(&Op::Write {
+            lba: 0,
+            count: 2,
+            tag: 5 | FILL,
+        });
+        m.flushed();
+        assert!(m.check(0, Seen::Ones).is_none());
+        assert!(m.check(1, Seen::Ones).is_none());
+        assert!(m.check(0, Seen::Zero).is_some(), "fill read as zeros");
+        m.start(&Op::Write {
+            lba: 1,
+            count: 1,
+            tag: 7,
+        });
+        m.flushed();
+        assert!(m.check(1, Seen::Ones).is_some(), "0xFF for traceable data");
+        assert!(m.check(1, Seen::Tag(7)).is_none());
+        let w = workload(1, 512, 2, 300, true);
+        let fills = w
+            .iter()
+            .filter(|o| matches!(o, Op::Write { tag, .. } if tag & FILL != 0))
+            .count();
+        assert!(fills > 10, "{fills} fill writes");
     }
 
     #[test]

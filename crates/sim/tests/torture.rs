@@ -9,6 +9,11 @@ fn cfg(preset: &str, cuts: Cuts, seed: u64) -> TortureConfig {
     let mut c = TortureConfig::new(DeviceSpec::preset(preset).unwrap());
     c.cuts = cuts;
     c.seed = seed;
+    // 0xFF fill writes by default on NAND only: in header mode (NOR, nop = 0) mount's
+    // torn-slot scan can stop at a fill slot left without its entry and miss a torn slot
+    // after it (the tables then differ from the running FMS's; no data is lost). Known,
+    // not fixed: see `header_mode_fill_writes` and docs/fms.md.
+    assert_eq!(c.fill_writes, c.device.geometry.nop != 0);
     c
 }
 
@@ -134,4 +139,17 @@ fn reports_are_deterministic_across_threads() {
         (a.ops, a.cut_points, a.violations, &a.failures),
         (b.ops, b.cut_points, b.violations, &b.failures)
     );
+}
+
+#[test]
+#[ignore = "known: header-mode mount stops its torn-slot scan at an all-0xFF slot (docs/fms.md)"]
+fn header_mode_fill_writes() {
+    // Cut 398 of this run: a cleaner run left slot 2 (a 0xFF block, whose program changes
+    // nothing) and slot 3 (torn data) without entries; mount sees slot 2 erased and sets the
+    // next free slot to 2, the first write then hits slot 3's bits and closes the segment
+    // (next 7) while a remount says 4.
+    let mut c = cfg("intel-series2plus-24m", Cuts::Every, 1);
+    c.segments = 12;
+    c.fill_writes = true;
+    assert_clean(&run(&c));
 }

@@ -67,6 +67,11 @@ pub struct TortureArgs {
     /// Worker threads (default: one per core).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Make one random write in six write all-0xFF sectors (erased flash reads 0xFF too,
+    /// and the FMS must tell the two apart). Default: true on NAND, false on NOR-style
+    /// devices (nop = 0), where they show a known mount mismatch (docs/fms.md)
+    #[arg(long, value_name = "BOOL")]
+    pub fill_writes: Option<bool>,
     #[command(flatten)]
     pub report: ReportArgs,
 }
@@ -107,6 +112,9 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
         .parse()
         .map_err(|e| anyhow!("--region-select: {e}"))?;
     c.fms.wear_threshold = a.wear_threshold;
+    if let Some(f) = a.fill_writes {
+        c.fill_writes = f;
+    }
     Ok(c)
 }
 

@@ -533,7 +533,24 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
                 req.op, req.sectors, req.lba
             )
         })?;
-        lat.record(fms.nand().clock_ps().saturating_sub(issued));
+        let done = fms.nand().clock_ps();
+        lat.record(done.saturating_sub(issued));
+        // The run's own device time (with the format and pre-fill before it) has the half
+        // of the picosecond clock that arrivals do not (see `MAX_ARRIVAL_PS`); past it the
+        // clock would wrap, and device time, throughput and latency with it.
+        if (done - idle_ps) as f64 >= MAX_ARRIVAL_PS {
+            bail!(
+                "{}: after request {} the device has been busy {:.0} s (format and pre-fill included), past the simulator's clock range ({:.0} s of device time); write less ({})",
+                cfg.workload.label(),
+                lat.hist.len(),
+                (done - idle_ps) as f64 / 1e12,
+                MAX_ARRIVAL_PS / 1e12,
+                match cfg.workload {
+                    WorkloadSpec::Trace(_) => "--trace-limit",
+                    _ => "--written",
+                }
+            );
+        }
         if lat.hist.len().is_multiple_of(4096) {
             progress(lat.hist.len());
         }

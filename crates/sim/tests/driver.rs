@@ -135,3 +135,23 @@ fn adaptive_share_is_null_until_the_first_cleaning() {
     assert!(r.erasures > 0);
     assert!(r.policy_greedy_share.is_some());
 }
+
+/// A run whose device time passes the clock's range is an error. The picosecond clock
+/// (u64) wraps after about 213 days of device time; a long run on a slow device (the Intel
+/// card at 240 GiB written, or here an erase of 1000 s) used to wrap it silently and
+/// report a device time, throughput and latencies off by 2^64 ps.
+#[test]
+fn device_time_past_the_clock_range_is_an_error() {
+    let mut cfg = SimConfig::flagship();
+    cfg.fms.policy = ftl::fms::select::Policy::Greedy;
+    cfg.fms.redistribution = ftl::fms::redistribute::Redistribution::M1;
+    cfg.device.timing.erase_us = 1e9;
+    // About 12 000 erasures of 1000 s: past the half of the clock a run's device time has.
+    let e = run(&cfg).unwrap_err().to_string();
+    assert!(e.contains("past the simulator's clock range"), "{e}");
+    assert!(e.contains("--written"), "{e}");
+    // The same device writing less runs, and its device time is all erasures and more.
+    cfg.written_bytes = 16 << 20;
+    let r = run(&cfg).unwrap();
+    assert!(r.device_time_s >= r.erasures as f64 * 1000.0, "{r:?}");
+}

@@ -75,8 +75,10 @@ pub struct Latency {
 impl Latency {
     pub fn new() -> Latency {
         Latency {
-            // 1 µs .. ~11.6 days, 3 significant digits.
-            hist: hdrhistogram::Histogram::new_with_bounds(1, 1_000_000_000_000, 3)
+            // 1 µs .. the whole picosecond clock (u64, about 213 days), 3 significant
+            // digits. The bound used to be ~11.6 days: a run whose queue grew longer
+            // (arrivals faster than the device) reported every longer latency as 12.7 days.
+            hist: hdrhistogram::Histogram::new_with_bounds(1, u64::MAX / 1_000_000, 3)
                 .expect("valid histogram bounds"),
         }
     }
@@ -533,7 +535,24 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
                 req.op, req.sectors, req.lba
             )
         })?;
-        lat.record(fms.nand().clock_ps().saturating_sub(issued));
+        let done = fms.nand().clock_ps();
+        lat.record(done.saturating_sub(issued));
+        // The run's own device time (with the format and pre-fill before it) has the half
+        // of the picosecond clock that arrivals do not (see `MAX_ARRIVAL_PS`); past it the
+        // clock would wrap, and device time, throughput and latency with it.
+        if (done - idle_ps) as f64 >= MAX_ARRIVAL_PS {
+            bail!(
+                "{}: after request {} the device has been busy {:.0} s (format and pre-fill included), past the simulator's clock range ({:.0} s of device time); write less ({})",
+                cfg.workload.label(),
+                lat.hist.len(),
+                (done - idle_ps) as f64 / 1e12,
+                MAX_ARRIVAL_PS / 1e12,
+                match cfg.workload {
+                    WorkloadSpec::Trace(_) => "--trace-limit",
+                    _ => "--written",
+                }
+            );
+        }
         if lat.hist.len().is_multiple_of(4096) {
             progress(lat.hist.len());
         }

@@ -432,6 +432,10 @@ impl Cell {
 
 struct Model {
     cells: Vec<Cell>,
+    /// The cells whose `since` is not empty, so that a flush visits only them: a flush
+    /// over every sector made a full-device run's time grow with the square of the
+    /// device (a flush every few operations, each over every sector).
+    dirty: Vec<usize>,
     spb: u64,
     trims_durable: bool,
 }
@@ -446,6 +450,7 @@ impl Model {
                 };
                 sectors as usize
             ],
+            dirty: Vec::new(),
             spb,
             trims_durable,
         }
@@ -456,29 +461,35 @@ impl Model {
         match *op {
             Op::Write { lba, count, tag } => {
                 for i in 0..count as u64 {
-                    self.cells[(lba + i) as usize]
-                        .since
-                        .push(Val::Data(tag + i));
+                    self.push((lba + i) as usize, Val::Data(tag + i));
                 }
             }
             Op::Trim { lba, count, mark } => {
                 for i in 0..count as u64 {
-                    self.cells[(lba + i) as usize]
-                        .since
-                        .push(Val::Trimmed(mark));
+                    self.push((lba + i) as usize, Val::Trimmed(mark));
                 }
             }
             Op::Read { .. } | Op::Flush => {}
         }
     }
 
+    fn push(&mut self, i: usize, v: Val) {
+        let c = &mut self.cells[i];
+        if c.since.is_empty() {
+            self.dirty.push(i);
+        }
+        c.since.push(v);
+    }
+
     fn flushed(&mut self) {
-        for c in &mut self.cells {
+        for &i in &self.dirty {
+            let c = &mut self.cells[i];
             if let Some(&v) = c.since.last() {
                 c.durable = v;
                 c.since.clear();
             }
         }
+        self.dirty.clear();
     }
 
     /// Check what sector `lba` read back after a power cut; `None` when admissible.
@@ -510,6 +521,7 @@ impl Model {
 
     /// After a successful recovery, what was read back is the new durable state.
     fn settle(&mut self, seen: &[Seen]) {
+        self.dirty.clear();
         for (c, &s) in self.cells.iter_mut().zip(seen) {
             c.since.clear();
             c.durable = match s {
@@ -1157,6 +1169,44 @@ mod tests {
             h.check(0, Seen::Tag(5)).is_some(),
             "header mode: trims durable"
         );
+    }
+
+    /// A flush settles exactly the cells written since the last one (it visits only
+    /// those: a full-device model has millions of cells), also after a recovery's settle.
+    #[test]
+    fn flush_settles_the_cells_written_since_the_last_one() {
+        let mut m = Model::new(1 << 20, 1, false);
+        let w = |lba, tag| Op::Write { lba, count: 2, tag };
+        m.start(&w(10, 1));
+        m.start(&w(11, 3));
+        m.start(&w(500_000, 5));
+        assert_eq!(
+            m.dirty,
+            vec![10, 11, 12, 500_000, 500_001],
+            "one entry per cell"
+        );
+        m.flushed();
+        assert!(m.dirty.is_empty());
+        for (lba, tag) in [(10, 1), (11, 3), (12, 4), (500_000, 5), (500_001, 6)] {
+            assert!(m.check(lba, Seen::Tag(tag)).is_none(), "sector {lba}");
+            assert!(m.check(lba, Seen::Zero).is_some(), "sector {lba}");
+            assert!(m.cells[lba as usize].since.is_empty(), "sector {lba}");
+        }
+        assert!(m.check(13, Seen::Zero).is_none());
+        m.start(&w(12, 7));
+        let mut seen = vec![Seen::Zero; 1 << 20];
+        seen[10] = Seen::Tag(1);
+        m.settle(&seen);
+        assert!(m.dirty.is_empty());
+        assert!(
+            m.check(12, Seen::Zero).is_none(),
+            "settled to what was read"
+        );
+        m.start(&w(20, 9));
+        m.flushed();
+        assert!(m.check(20, Seen::Tag(9)).is_none());
+        assert!(m.check(21, Seen::Tag(10)).is_none());
+        assert!(m.check(10, Seen::Tag(1)).is_none());
     }
 
     #[test]

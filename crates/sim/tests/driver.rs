@@ -135,3 +135,47 @@ fn adaptive_share_is_null_until_the_first_cleaning() {
     assert!(r.erasures > 0);
     assert!(r.policy_greedy_share.is_some());
 }
+
+/// A run whose device time passes the clock's range is an error. The picosecond clock
+/// (u64) wraps after about 213 days of device time; a long run on a slow device (the Intel
+/// card at 240 GiB written, or here an erase of 1000 s) used to wrap it silently and
+/// report a device time, throughput and latencies off by 2^64 ps.
+#[test]
+fn device_time_past_the_clock_range_is_an_error() {
+    let mut cfg = SimConfig::flagship();
+    cfg.fms.policy = ftl::fms::select::Policy::Greedy;
+    cfg.fms.redistribution = ftl::fms::redistribute::Redistribution::M1;
+    cfg.device.timing.erase_us = 1e9;
+    // About 12 000 erasures of 1000 s: past the half of the clock a run's device time has.
+    let e = run(&cfg).unwrap_err().to_string();
+    assert!(e.contains("past the simulator's clock range"), "{e}");
+    assert!(e.contains("--written"), "{e}");
+    // The same device writing less runs, and its device time is all erasures and more.
+    cfg.written_bytes = 16 << 20;
+    let r = run(&cfg).unwrap();
+    assert!(r.device_time_s >= r.erasures as f64 * 1000.0, "{r:?}");
+}
+
+/// Latencies longer than 11.6 days are measured, not saturated: the histogram's bound
+/// was 1e12 µs, so a queue that grew past it (arrivals faster than the device) reported
+/// every longer latency, the p99 and the maximum as 2^40 µs (12.7 days).
+#[test]
+fn latencies_longer_than_twelve_days_are_measured() {
+    use sim::driver::Arrival;
+    let mut cfg = SimConfig::flagship();
+    cfg.fms.policy = ftl::fms::select::Policy::Greedy;
+    cfg.fms.redistribution = ftl::fms::redistribute::Redistribution::M1;
+    cfg.device.timing.erase_us = 1e10;
+    cfg.written_bytes = 8 << 20;
+    cfg.arrival = Arrival::Poisson { rate: 1000.0 };
+    let r = run(&cfg).unwrap();
+    // Every request arrives within a few seconds, so the last one waits for about the
+    // whole run's device time.
+    assert!(r.device_time_s > 2e6, "{}", r.device_time_s);
+    let max_s = r.max_latency_us / 1e6;
+    assert!(
+        max_s > 0.99 * r.device_time_s && max_s <= 1.001 * r.device_time_s,
+        "max latency {max_s} s, device time {} s",
+        r.device_time_s
+    );
+}

@@ -220,6 +220,9 @@ pub struct Fms {
     adaptive: Option<Adaptive>,
     dac: Dac,
     hot: HotDegree,
+    /// Closed segments by valid count (greedy and adaptive only): greedy's victim without
+    /// a scan of the segment table.
+    used: Option<select::UsedIndex>,
     /// Whether `hot` is kept (M3 or M6 without DAC regions); empty otherwise.
     keeps_hot: bool,
     update_sum: u64,
@@ -301,6 +304,9 @@ impl Fms {
             },
             adaptive,
             hot: HotDegree::new(if keeps_hot { n } else { 0 }, half_life),
+            used: (matches!(cfg.policy, Policy::Greedy | Policy::Adaptive)
+                && lay.segments >= select::USED_INDEX_MIN_SEGMENTS)
+                .then(|| select::UsedIndex::new(lay.segments as usize, lay.slots)),
             keeps_hot,
             active: vec![NONE; cfg.streams()],
             nand,
@@ -375,6 +381,7 @@ impl Fms {
         if f.index.is_none() {
             return Err(DevError::config("no good segment for the index"));
         }
+        f.rebuild_used();
         Ok(f)
     }
 
@@ -455,6 +462,7 @@ impl Fms {
             + self.rev.len() as u64 * 4
             + self.segs.len() as u64 * std::mem::size_of::<Seg>() as u64
             + self.hot.ram_bytes()
+            + self.used.as_ref().map_or(0, |u| u.ram_bytes())
             + self.adaptive.as_ref().map_or(0, |a| a.ram_bytes())
     }
 
@@ -656,13 +664,43 @@ impl Fms {
         Ok(())
     }
 
+    /// Keep the greedy index in step with segment `seg`'s state and valid count; called
+    /// after every change of either. Without an index (small devices, other policies) it
+    /// is one test; the update itself is out of line.
+    #[inline(always)]
+    fn sync_used(&mut self, seg: u32) {
+        if self.used.is_some() {
+            self.sync_used_now(seg);
+        }
+    }
+
+    #[inline(never)]
+    fn sync_used_now(&mut self, seg: u32) {
+        if let Some(ix) = self.used.as_mut() {
+            let s = &self.segs[seg as usize];
+            ix.set(
+                seg,
+                (s.state == SegState::Used && s.valid < self.lay.slots).then_some(s.valid),
+            );
+        }
+    }
+
+    /// Index every segment afresh (after mount, format, or a test that sets rows).
+    pub(super) fn rebuild_used(&mut self) {
+        for seg in 0..self.segs.len() as u32 {
+            self.sync_used(seg);
+        }
+    }
+
     /// Mark the copy at `phys` obsolete: RAM tables, and on flash in header mode.
+    #[inline]
     fn invalidate(&mut self, phys: u32, on_flash: bool) -> DevResult<()> {
         let (seg, slot) = self.split(phys);
         let s = &mut self.segs[seg as usize];
         s.valid -= 1;
         s.last_inval_ps = self.nand.clock_ps();
         self.rev[phys as usize] = NONE;
+        self.sync_used(seg);
         if on_flash && self.lay.mode == RecordMode::Header {
             self.clear_live(seg, slot)?;
             self.stats.obsolete_marks += 1;
@@ -709,6 +747,7 @@ impl Fms {
             self.seq += 1;
             match self.program_slot(seg, slot, data, &rec) {
                 Ok(()) => {
+                    // An active segment: never indexed (no `sync_used`).
                     self.segs[seg as usize].valid += 1;
                     return Ok(self.phys(seg, slot));
                 }
@@ -727,6 +766,7 @@ impl Fms {
                     s.state = SegState::Used;
                     self.active[stream] = NONE;
                     self.stats.retired_segments += 1;
+                    self.sync_used(seg);
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -829,6 +869,7 @@ impl Fms {
         }
         if cur != NONE {
             self.segs[cur as usize].state = SegState::Used;
+            self.sync_used(cur);
         }
         let seg = self.take_free()?;
         let now = self.nand.clock_ps();
@@ -839,6 +880,7 @@ impl Fms {
         s.last_inval_ps = now;
         s.next = 0;
         s.valid = 0;
+        self.sync_used(seg);
         self.active[stream] = seg;
         self.log_active(stream as u8, seg)?;
         Ok(seg)
@@ -863,6 +905,7 @@ impl Fms {
             Err(NandError::EraseFailed { .. }) | Err(NandError::BadBlock { .. }) => {
                 self.segs[seg as usize].state = SegState::Bad;
                 self.stats.retired_segments += 1;
+                self.sync_used(seg);
                 return Ok(false);
             }
             Err(e) => return Err(e.into()),
@@ -873,8 +916,10 @@ impl Fms {
         s.valid = 0;
         s.next = 0;
         s.state = SegState::Free;
+        let erase_count = s.erase_count;
+        self.sync_used(seg);
         let hdr = SegHeader {
-            erase_count: s.erase_count,
+            erase_count,
             block_size: self.lay.block_size,
             slots: self.lay.slots,
             logical_blocks: self.logical as u32,
@@ -909,6 +954,7 @@ impl Fms {
         }
         self.erase_and_header(ix_seg, 1)?;
         self.segs[ix_seg as usize].state = SegState::Index;
+        self.sync_used(ix_seg);
         self.index.as_mut().unwrap().next = 0;
         for (st, &a) in self.active.clone().iter().enumerate() {
             if a != NONE && st != stream as usize {
@@ -1024,18 +1070,15 @@ impl Fms {
         let region = self.region_to_clean();
         let slots = self.lay.slots;
         if greedy || matches!(self.selector, select::AnySelector::Greedy(_)) {
-            // Greedy's score is the valid count: an integer scan, same choice (the first
-            // segment with the fewest valid blocks).
-            let mut best = (slots, NONE);
-            for (i, s) in self.segs.iter().enumerate() {
-                if s.state == SegState::Used
-                    && s.valid < best.0
-                    && region.is_none_or(|r| s.stream == r)
-                {
-                    best = (s.valid, i as u32);
+            // Greedy's score is the valid count: the first segment with the fewest valid
+            // blocks, from the index on large devices, by an integer scan on small ones.
+            match self.used.as_ref() {
+                Some(ix) => {
+                    let segs = &self.segs;
+                    ix.first_fewest(|i| region.is_none_or(|r| segs[i as usize].stream == r))
                 }
+                None => self.scan_fewest(region),
             }
-            (best.1 != NONE).then_some(best.1)
         } else {
             let cands = self
                 .segs
@@ -1049,6 +1092,19 @@ impl Fms {
                 .map(|(i, s)| (i as u32, self.view(s)));
             select::lowest(&self.selector, cands, &ctx)
         }
+    }
+
+    /// Greedy's victim by a scan of the whole table: the first closed segment with the
+    /// fewest valid blocks (what the index must give).
+    fn scan_fewest(&self, region: Option<u8>) -> Option<u32> {
+        let mut best = (self.lay.slots, NONE);
+        for (i, s) in self.segs.iter().enumerate() {
+            if s.state == SegState::Used && s.valid < best.0 && region.is_none_or(|r| s.stream == r)
+            {
+                best = (s.valid, i as u32);
+            }
+        }
+        (best.1 != NONE).then_some(best.1)
     }
 
     /// The DAC region the cleaner picks by [`FmsConfig::region_select`] (`None`: any).
@@ -1315,6 +1371,7 @@ impl Fms {
                 s.state = SegState::Used;
                 self.active[stream] = NONE;
                 self.stats.retired_segments += 1;
+                self.sync_used(seg);
                 if storage && buf_reused {
                     // `buf` may hold a later block of the run: the caller retries the
                     // first one from `buf`.
@@ -1325,6 +1382,7 @@ impl Fms {
             Err(e) => return Err(e.into()),
         }
         self.segs[seg as usize].valid += n as u32;
+        self.sync_used(seg);
         for (q, m) in blocks[..n].iter().enumerate() {
             let phys = self.phys(seg, slot0 + q as u32);
             self.commit_copy(m, m.lbn as usize, dest[q].1, phys)?;
@@ -1345,6 +1403,7 @@ impl Fms {
         self.seq += 1;
         self.program_slot(seg, slot, data, &rec)?;
         self.segs[seg as usize].valid += 1;
+        self.sync_used(seg);
         Ok(self.phys(seg, slot))
     }
 
@@ -1416,11 +1475,13 @@ impl Fms {
         s.last_inval_ps = now;
         s.next = 0;
         s.valid = 0;
+        self.sync_used(most);
         self.evacuate(least, Some(most))?;
         if src.state == SegState::Active {
             // A stream's segment that fills slowly (cold data) would otherwise never be
             // erased: the most-erased segment takes over its data and its role.
             self.segs[most as usize].state = SegState::Active;
+            self.sync_used(most);
             self.active[src.stream as usize] = most;
             self.log_active(src.stream, most)?;
         }
@@ -1596,7 +1657,106 @@ mod tests {
                 s.valid = valid;
                 s.next = n;
             }
+            f.rebuild_used();
             assert_eq!(f.select_victim(), Some(data[want] as u32), "{}", rs.name());
+        }
+    }
+
+    /// The greedy index gives what a scan of the table gives, after every write, trim and
+    /// remount of random runs: greedy and adaptive, DAC regions with every region
+    /// selection, wear swaps, header and spare mode (storage mode, so remounts read back).
+    #[test]
+    fn greedy_index_matches_a_scan_of_the_table() {
+        use rand::{Rng, SeedableRng};
+        let cases = [
+            (
+                "intel-series2plus-24m",
+                4096,
+                Policy::Greedy,
+                1,
+                RegionSelect::All,
+                None,
+            ),
+            (
+                "intel-series2plus-24m",
+                4096,
+                Policy::Adaptive,
+                4,
+                RegionSelect::MostGarbage,
+                Some(1),
+            ),
+            (
+                "nandsim-256m",
+                1024,
+                Policy::Greedy,
+                3,
+                RegionSelect::MostSegments,
+                Some(2),
+            ),
+            (
+                "mlc2-2g",
+                2048,
+                Policy::Adaptive,
+                1,
+                RegionSelect::All,
+                Some(1),
+            ),
+        ];
+        for (k, &(preset, bs, policy, regions, rs, wear)) in cases.iter().enumerate() {
+            let mut spec = nand::DeviceSpec::preset(preset).unwrap();
+            spec.geometry.blocks = 20;
+            spec.geometry.pages_per_block = spec.geometry.pages_per_block.min(16);
+            let cfg = FmsConfig {
+                block_size: bs,
+                policy,
+                regions,
+                region_select: rs,
+                wear_threshold: wear,
+                redistribution: Redistribution::M1,
+                ..FmsConfig::default()
+            };
+            // These small devices scan; give them the index large ones keep.
+            let indexed = |mut f: Fms| {
+                f.used = Some(select::UsedIndex::new(f.segs.len(), f.lay.slots));
+                f.rebuild_used();
+                f
+            };
+            let mut f = indexed(Fms::format(Nand::ram(spec).unwrap(), cfg.clone()).unwrap());
+            let n = f.logical_blocks() as u32;
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(k as u64);
+            let data = vec![0x5Au8; bs as usize];
+            let mut erasures = 0;
+            let check = |f: &Fms, at: usize| {
+                for region in std::iter::once(None).chain((0..regions).map(Some)) {
+                    let segs = &f.segs;
+                    let got = f
+                        .used
+                        .as_ref()
+                        .unwrap()
+                        .first_fewest(|i| region.is_none_or(|r| segs[i as usize].stream == r));
+                    assert_eq!(got, f.scan_fewest(region), "case {k}, op {at}, {region:?}");
+                }
+            };
+            for at in 0..3000 {
+                let lbn = if rng.gen_bool(0.9) {
+                    rng.gen_range(0..n / 10 + 1)
+                } else {
+                    rng.gen_range(0..n)
+                };
+                if rng.gen_bool(0.05) {
+                    f.trim_block(lbn).unwrap();
+                } else {
+                    f.write_block(lbn, Some(&data)).unwrap();
+                }
+                check(&f, at);
+                if at % 1000 == 999 {
+                    erasures += f.stats().erasures;
+                    f.flush().unwrap();
+                    f = indexed(Fms::mount(f.into_nand(), cfg.clone()).unwrap());
+                    check(&f, at);
+                }
+            }
+            assert!(erasures > 20, "case {k} cleaned ({erasures} erasures)");
         }
     }
 }

@@ -328,6 +328,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             f.free.push_back(i as u32);
         }
     }
+    f.rebuild_used();
     Ok(f)
 }
 

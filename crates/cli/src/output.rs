@@ -96,7 +96,7 @@ impl PlotArgs {
             }
         }
         use sim::driver::SimResult;
-        let metrics = SimResult::METRICS;
+        let metrics: Vec<&str> = SimResult::metrics().collect();
         if let Some(y) = self.y.iter().find(|y| !metrics.contains(&y.as_str())) {
             anyhow::bail!(
                 "--y: '{y}' is not a numeric metric (metrics: {})",

@@ -14,6 +14,15 @@ fn run_ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Format `img` as a `device` image of `blocks` erase blocks, then as an FMS of
+/// `block_size` blocks.
+fn fms_image(img: &str, device: &str, blocks: &str, block_size: &str) {
+    run_ok(&[
+        "nand", "format", img, "--device", device, "--blocks", blocks,
+    ]);
+    run_ok(&["fms", "format", img, "--block-size", block_size]);
+}
+
 fn pattern(n: usize, seed: u32) -> Vec<u8> {
     let mut x = seed | 1;
     (0..n)
@@ -188,16 +197,7 @@ fn offsets_and_lengths_are_exact() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("i.img");
     let img = img.to_str().unwrap();
-    run_ok(&[
-        "nand",
-        "format",
-        img,
-        "--device",
-        "nandsim-256m",
-        "--blocks",
-        "32",
-    ]);
-    run_ok(&["fms", "format", img, "--block-size", "1KiB"]);
+    fms_image(img, "nandsim-256m", "32", "1KiB");
     let input = dir.path().join("in.bin");
     std::fs::write(&input, pattern(1024, 7)).unwrap();
     let input = input.to_str().unwrap();
@@ -254,16 +254,7 @@ fn inspection_commands_never_write_the_image() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("lost-index.img");
     let img = img.to_str().unwrap();
-    run_ok(&[
-        "nand",
-        "format",
-        img,
-        "--device",
-        "intel-series2plus-24m",
-        "--blocks",
-        "8",
-    ]);
-    run_ok(&["fms", "format", img, "--block-size", "1KiB"]);
+    fms_image(img, "intel-series2plus-24m", "8", "1KiB");
     let input = dir.path().join("in.bin");
     let data = pattern(5000, 3);
     std::fs::write(&input, &data).unwrap();
@@ -364,16 +355,7 @@ fn an_image_in_use_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("busy.img");
     let img_s = img.to_str().unwrap();
-    run_ok(&[
-        "nand",
-        "format",
-        img_s,
-        "--device",
-        "nandsim-256m",
-        "--blocks",
-        "32",
-    ]);
-    run_ok(&["fms", "format", img_s, "--block-size", "1KiB"]);
+    fms_image(img_s, "nandsim-256m", "32", "1KiB");
     let input = dir.path().join("in.bin");
     std::fs::write(&input, pattern(3000, 4)).unwrap();
     let writer = nand::image::open_device(&img).unwrap();
@@ -426,16 +408,7 @@ fn write_input_is_read_only_as_far_as_it_fits() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("z.img");
     let img_s = img.to_str().unwrap();
-    run_ok(&[
-        "nand",
-        "format",
-        img_s,
-        "--device",
-        "nandsim-256m",
-        "--blocks",
-        "32",
-    ]);
-    run_ok(&["fms", "format", img_s, "--block-size", "1KiB"]);
+    fms_image(img_s, "nandsim-256m", "32", "1KiB");
     let before = std::fs::read(&img).unwrap();
     // Under a memory limit, so that reading without bound fails fast instead of
     // exhausting the machine.
@@ -531,16 +504,7 @@ fn read_errors_name_the_output() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("o.img");
     let img = img.to_str().unwrap();
-    run_ok(&[
-        "nand",
-        "format",
-        img,
-        "--device",
-        "intel-series2plus-24m",
-        "--blocks",
-        "8",
-    ]);
-    run_ok(&["fms", "format", img]);
+    fms_image(img, "intel-series2plus-24m", "8", "4KiB");
     let out = flashkit([
         "fms",
         "read",
@@ -563,16 +527,7 @@ fn read_output_replaces_the_file_whole() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("r.img");
     let img = img.to_str().unwrap();
-    run_ok(&[
-        "nand",
-        "format",
-        img,
-        "--device",
-        "intel-series2plus-24m",
-        "--blocks",
-        "8",
-    ]);
-    run_ok(&["fms", "format", img]);
+    fms_image(img, "intel-series2plus-24m", "8", "4KiB");
     let input = dir.path().join("in.bin");
     std::fs::write(&input, pattern(10_000, 5)).unwrap();
     run_ok(&["fms", "write", img, "--input", input.to_str().unwrap()]);

@@ -552,3 +552,48 @@ fn read_output_replaces_the_file_whole() {
         "left behind: {names:?}"
     );
 }
+
+/// Piped input is read ahead before the image is locked, in memory up to 64 MiB and in an
+/// unnamed temporary file past that (an image can be larger than RAM): a 66 MiB pipe is
+/// written whole, and a pipe larger than the device is refused before anything is written.
+#[test]
+fn large_piped_input_is_read_ahead_through_a_temporary_file() {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let pipe = |img: &str, data: &[u8]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_flashkit"))
+            .args(["fms", "write", img])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The writer may refuse (and close its end) before reading everything.
+        let _ = child.stdin.take().unwrap().write_all(data);
+        child.wait_with_output().unwrap()
+    };
+    let data: Vec<u8> = (0..66u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let big = dir.path().join("big.img");
+    let big = big.to_str().unwrap();
+    fms_image(big, "nandsim-256m", "16384", "4KiB");
+    let out = pipe(big, &data);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let back = flashkit(["fms", "read", big, "--length", &data.len().to_string()]);
+    assert!(back.status.success(), "{}", text(&back.stderr));
+    assert!(back.stdout == data, "read back differs");
+    // 72 MiB of flash (about 54 MiB exported): refused, and nothing written.
+    let small = dir.path().join("small.img");
+    let small = small.to_str().unwrap();
+    fms_image(small, "nandsim-256m", "4608", "4KiB");
+    let before = std::fs::read(small).unwrap();
+    let mut more = data.clone();
+    more.extend_from_slice(&data[..20 << 20]);
+    let out = pipe(small, &more);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("do not fit in the"), "{err}");
+    assert!(std::fs::read(small).unwrap() == before, "the image changed");
+}

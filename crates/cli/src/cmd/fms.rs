@@ -304,8 +304,34 @@ fn sector_offset(text: &str) -> Result<u64> {
 enum Size {
     /// A regular file's length.
     Known(u64),
-    /// Other input, read ahead (at most `bound` + 1 bytes).
-    Buffered(Vec<u8>, u64),
+    /// Other input, read ahead (at most `bound` + 1 bytes): the copy, its length, `bound`.
+    Buffered(Box<dyn Read>, u64, u64),
+}
+
+/// Piped input past this many bytes is read ahead into an unnamed temporary file instead
+/// of memory (an image can hold more than this machine's RAM).
+const SPILL_BYTES: u64 = 64 << 20;
+
+/// Read `input` ahead, at most `limit` bytes: in memory up to [`SPILL_BYTES`], the rest in
+/// an unnamed temporary file. Returns the copy (from its start) and its length.
+fn read_ahead(input: &mut dyn Read, limit: u64, name: &str) -> Result<(Box<dyn Read>, u64)> {
+    let mut head = Vec::new();
+    input
+        .take(limit.min(SPILL_BYTES))
+        .read_to_end(&mut head)
+        .with_context(|| name.to_string())?;
+    let n = head.len() as u64;
+    if n < SPILL_BYTES || n == limit {
+        return Ok((Box::new(std::io::Cursor::new(head)), n));
+    }
+    use std::io::Seek;
+    let cannot = || format!("{name}: a temporary file to hold the input");
+    let mut f = tempfile::tempfile().with_context(cannot)?;
+    f.write_all(&head).with_context(cannot)?;
+    drop(head);
+    let rest = std::io::copy(&mut input.take(limit - n), &mut f).with_context(cannot)?;
+    f.rewind().with_context(cannot)?;
+    Ok((Box::new(std::io::BufReader::new(f)), n + rest))
 }
 
 fn write(a: WriteArgs) -> Result<()> {
@@ -336,13 +362,8 @@ fn write(a: WriteArgs) -> Result<()> {
             let bound = std::fs::metadata(&a.image)
                 .map_or(0, |m| m.len())
                 .saturating_sub(start);
-            let mut data = Vec::new();
-            input
-                .by_ref()
-                .take(bound + 1)
-                .read_to_end(&mut data)
-                .with_context(|| name.clone())?;
-            Size::Buffered(data, bound)
+            let (copy, n) = read_ahead(&mut input, bound.saturating_add(1), &name)?;
+            Size::Buffered(copy, n, bound)
         }
     };
     let mut fms = mount(&a.image, &a.mount, Access::Write)?;
@@ -361,8 +382,7 @@ fn write(a: WriteArgs) -> Result<()> {
             }
             n
         }
-        Size::Buffered(data, bound) => {
-            let n = data.len() as u64;
+        Size::Buffered(copy, n, bound) => {
             if n > room || start > cap {
                 // Past `bound` the input was not read to its end.
                 let n = if n > bound {
@@ -372,7 +392,7 @@ fn write(a: WriteArgs) -> Result<()> {
                 };
                 return Err(too_big(n));
             }
-            input = Box::new(std::io::Cursor::new(data));
+            input = copy;
             n
         }
     };

@@ -481,6 +481,10 @@ fn devices_too_large_for_ram_are_one_line_errors() {
                 "greedy",
                 "--written",
                 "1MiB",
+                // A fill that fits (the default 0.9 does not, with 3 data blocks in a
+                // 4-page segment, and is refused before anything is allocated).
+                "--fill",
+                "0.5",
             ]),
             "more than this machine can allocate",
         );

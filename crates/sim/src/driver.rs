@@ -320,12 +320,10 @@ pub struct Prepared {
     pub units: u64,
 }
 
-/// Check a configuration, format the FMS on a payload-less device and pre-fill it
-/// sequentially (not counted in any result).
-pub fn prepare(cfg: &SimConfig) -> Result<Prepared> {
-    let SimConfig {
-        device, fms: fcfg, ..
-    } = cfg;
+/// The checks of a configuration that need no device or table: fill, read-only fraction
+/// and request size, and whether the fill fits in what the FMS exports. A grid checks
+/// every job with it before running any.
+pub fn check(cfg: &SimConfig) -> Result<()> {
     if !(0.0..1.0).contains(&cfg.fill) {
         bail!("fill: {} must be in [0, 1)", cfg.fill);
     }
@@ -335,26 +333,55 @@ pub fn prepare(cfg: &SimConfig) -> Result<Prepared> {
             cfg.readonly_fraction
         );
     }
-    let bs = fcfg.block_size as u64;
     if cfg.unit_bytes == 0 || !cfg.unit_bytes.is_multiple_of(512) {
         bail!(
             "unit: {} must be a positive multiple of 512 bytes",
             cfg.unit_bytes
         );
     }
+    cfg.device.validate().context("device")?;
+    let (exported, slots) = Fms::exported_blocks(&cfg.device.geometry, &cfg.fms).context("fms")?;
+    let exported = cfg.fms.logical_blocks.unwrap_or(exported);
+    let fill_blocks = fill_blocks(cfg);
+    // (No room at all is the format's error, which says what the reserve holds.)
+    if exported > 0 && fill_blocks > exported {
+        return Err(too_full(cfg, exported, slots));
+    }
+    Ok(())
+}
+
+/// The pre-fill does not fit in the `exported` blocks.
+fn too_full(cfg: &SimConfig, exported: u64, slots: u32) -> anyhow::Error {
+    anyhow::anyhow!(
+        "fill: {} of {} bytes is {} blocks but the FMS exports only {exported} \
+         ({slots} data blocks per segment, with its reserve); lower --fill",
+        cfg.fill,
+        cfg.device.geometry.capacity_bytes(),
+        fill_blocks(cfg),
+    )
+}
+
+/// Blocks the sequential pre-fill writes.
+fn fill_blocks(cfg: &SimConfig) -> u64 {
+    let capacity = cfg.device.geometry.capacity_bytes();
+    ((capacity as f64 * cfg.fill) / cfg.fms.block_size as f64).floor() as u64
+}
+
+/// Check a configuration ([`check`], before anything is allocated), format the FMS on a
+/// payload-less device and pre-fill it sequentially (not counted in any result).
+pub fn prepare(cfg: &SimConfig) -> Result<Prepared> {
+    check(cfg)?;
+    let SimConfig {
+        device, fms: fcfg, ..
+    } = cfg;
+    let bs = fcfg.block_size as u64;
     let nand = Nand::payloadless(device.clone()).context("device")?;
     let mut fms = Fms::format(nand, fcfg.clone()).context("fms")?;
     let capacity = device.geometry.capacity_bytes();
-    let fill_blocks = ((capacity as f64 * cfg.fill) / bs as f64).floor() as u64;
+    let fill_blocks = fill_blocks(cfg);
     if fill_blocks > fms.logical_blocks() {
-        bail!(
-            "fill: {} of {} bytes is {fill_blocks} blocks but the FMS exports only {} \
-             ({} data blocks per segment, with its reserve); lower --fill",
-            cfg.fill,
-            capacity,
-            fms.logical_blocks(),
-            fms.layout().slots
-        );
+        // `check` counted every segment good.
+        return Err(too_full(cfg, fms.logical_blocks(), fms.layout().slots));
     }
     let ro_blocks = (fill_blocks as f64 * cfg.readonly_fraction).round() as u64;
     let writable_blocks = fill_blocks - ro_blocks;

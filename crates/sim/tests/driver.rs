@@ -179,3 +179,28 @@ fn latencies_longer_than_twelve_days_are_measured() {
         r.device_time_s
     );
 }
+
+/// `check` finds an impossible fill without a device or tables: on the whole chang-kuo-16g
+/// with 512-byte blocks `prepare` would allocate over a GB before finding it. A grid
+/// checks every job with it before running any.
+#[test]
+fn an_impossible_fill_is_found_before_anything_is_allocated() {
+    let mut cfg = SimConfig::flagship();
+    cfg.device = nand::DeviceSpec::preset("chang-kuo-16g").unwrap();
+    cfg.fms.block_size = 512;
+    cfg.fill = 0.99;
+    let e = format!("{:#}", sim::driver::check(&cfg).unwrap_err());
+    assert!(
+        e.starts_with(
+            "fill: 0.99 of 17179869184 bytes is 33218887 blocks but the FMS exports only 32505639"
+        ),
+        "{e}"
+    );
+    // The flagship's own fill passes, and `prepare` reports what `check` does.
+    assert!(sim::driver::check(&SimConfig::flagship()).is_ok());
+    let mut small = SimConfig::flagship();
+    small.fill = 0.95;
+    let c = format!("{:#}", sim::driver::check(&small).unwrap_err());
+    let p = format!("{:#}", sim::driver::prepare(&small).err().unwrap());
+    assert_eq!(c, p);
+}

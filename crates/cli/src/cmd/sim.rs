@@ -232,7 +232,16 @@ pub fn value_text(v: &Value) -> String {
 }
 
 /// Run jobs on all cores with a progress bar (requests of the one run, or jobs done).
+/// Every job is checked first: results are printed only when all jobs ran, so an
+/// impossible combination is refused before the others run rather than after.
 pub fn execute(jobs: &[Job]) -> Result<Vec<SimResult>> {
+    let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
+    for job in jobs {
+        sim::driver::check(&job.config).map_err(|e| match describe(&job.options, &keys) {
+            label if label.is_empty() => e,
+            label => anyhow!("{label}: {e:#}"),
+        })?;
+    }
     if let [job] = jobs {
         let c = &job.config;
         let bar = Progress::requests(c.written_bytes / c.unit_bytes.max(1) as u64);
@@ -248,7 +257,6 @@ pub fn execute(jobs: &[Job]) -> Result<Vec<SimResult>> {
         bar.inc(1);
     })?;
     bar.finish();
-    let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
     let mut out = Vec::new();
     for (job, slot) in jobs.iter().zip(slots) {
         let r = slot.into_inner().expect("slot").expect("every job ran");

@@ -126,6 +126,12 @@ impl FmsConfig {
         }
     }
 
+    /// Segments kept out of the exported capacity: the index, the cleaner's high-water
+    /// mark of free segments, and one active segment per stream.
+    pub fn reserve_segments(&self) -> u64 {
+        1 + self.high_water as u64 + self.streams() as u64
+    }
+
     /// Number of write streams (active segments).
     pub fn streams(&self) -> usize {
         let data = if self.regions > 1 {
@@ -239,6 +245,16 @@ pub struct Fms {
 impl Fms {
     // ---- construction --------------------------------------------------------------------
 
+    /// The logical blocks `format` exports on a device of `geo` whose segments are all
+    /// good (without `logical_blocks` set), and the data slots per segment: what a caller
+    /// can check before allocating any table.
+    pub fn exported_blocks(geo: &nand::Geometry, cfg: &FmsConfig) -> DevResult<(u64, u32)> {
+        cfg.validate()?;
+        let lay = Layout::new(geo, cfg.block_size)?;
+        let data = (lay.segments as u64).saturating_sub(cfg.reserve_segments());
+        Ok((data * lay.slots as u64, lay.slots))
+    }
+
     /// Empty tables for `nand`. `recorded`: the medium's own capacity (mount, when the
     /// configuration does not set `logical_blocks`), which the reserve does not limit.
     fn new_empty(nand: Nand, cfg: FmsConfig, recorded: Option<u64>) -> DevResult<Fms> {
@@ -258,7 +274,7 @@ impl Fms {
             return Err(DevError::config("device too large for the FMS"));
         }
         let good = (0..lay.segments).filter(|&s| !nand.is_bad(s)).count() as u64;
-        let reserve = 1 + cfg.high_water as u64 + cfg.streams() as u64;
+        let reserve = cfg.reserve_segments();
         let auto = good.saturating_sub(reserve) * lay.slots as u64;
         let recorded = recorded.filter(|_| cfg.logical_blocks.is_none());
         if let Some(n) = recorded {

@@ -12,7 +12,7 @@ use ftl::fms::Fms;
 use ftl::BlockDevice;
 use serde::Serialize;
 
-use crate::driver::{prepare, Prepared, SimConfig};
+use crate::driver::{prepare, Prepared, SimConfig, MAX_ARRIVAL_PS};
 use crate::workload::{Workload, WorkloadSpec};
 
 /// A prepared FMS in steady state and the workload that continues from there.
@@ -24,14 +24,30 @@ pub struct Steady {
 }
 
 impl Steady {
-    /// Issue `n` workload writes.
+    /// Issue `n` workload writes. The device's picosecond clock is checked every 4096
+    /// writes (far less device time than the clock's range): a run past the half of it
+    /// that `sim` allows a run (see [`MAX_ARRIVAL_PS`]) is an error, not a clock that wraps
+    /// and feeds the age-based policies nonsense.
     pub fn write(&mut self, n: u64) -> Result<()> {
-        for _ in 0..n {
-            let Some(unit) = self.workload.next() else {
-                bail!("the workload ended");
-            };
-            self.fms
-                .write(unit * self.sectors as u64, self.sectors, None)?;
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(4096);
+            for _ in 0..k {
+                let Some(unit) = self.workload.next() else {
+                    bail!("the workload ended");
+                };
+                self.fms
+                    .write(unit * self.sectors as u64, self.sectors, None)?;
+            }
+            left -= k;
+            let busy = self.fms.nand().clock_ps() as f64;
+            if busy >= MAX_ARRIVAL_PS {
+                bail!(
+                    "the device has been busy {:.0} s (format, pre-fill and warm-up included), past the simulator's clock range ({:.0} s of device time); write less (--written, --warm)",
+                    busy / 1e12,
+                    MAX_ARRIVAL_PS / 1e12
+                );
+            }
         }
         Ok(())
     }

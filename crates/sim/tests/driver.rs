@@ -204,3 +204,22 @@ fn an_impossible_fill_is_found_before_anything_is_allocated() {
     let p = format!("{:#}", sim::driver::prepare(&small).err().unwrap());
     assert_eq!(c, p);
 }
+
+/// `bench` (sim::speed) stops at the clock's range too, instead of letting the clock wrap
+/// under the age-based policies: erases of 1000 s pass it within the warm-up.
+#[test]
+fn bench_past_the_clock_range_is_an_error() {
+    let mut cfg = SimConfig::flagship();
+    cfg.fms.policy = ftl::fms::select::Policy::Greedy;
+    cfg.fms.redistribution = ftl::fms::redistribute::Redistribution::M1;
+    cfg.device.timing.erase_us = 1e9;
+    let e = sim::speed::measure(&cfg, 80 << 20, 1)
+        .err()
+        .expect("past the clock's range")
+        .to_string();
+    assert!(e.contains("past the simulator's clock range"), "{e}");
+    assert!(e.contains("--written, --warm"), "{e}");
+    // A short warm-up and timed part run.
+    cfg.written_bytes = 4 << 20;
+    assert!(sim::speed::measure(&cfg, 4 << 20, 1).is_ok());
+}

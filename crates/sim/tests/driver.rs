@@ -214,8 +214,7 @@ fn bench_past_the_clock_range_is_an_error() {
     cfg.fms.redistribution = ftl::fms::redistribute::Redistribution::M1;
     cfg.device.timing.erase_us = 1e9;
     let e = sim::speed::measure(&cfg, 80 << 20, 1)
-        .err()
-        .expect("past the clock's range")
+        .expect_err("past the clock's range")
         .to_string();
     assert!(e.contains("past the simulator's clock range"), "{e}");
     assert!(e.contains("--written, --warm"), "{e}");

@@ -31,7 +31,7 @@ use adaptive::Adaptive;
 use dac::{Dac, RegionLoad, RegionSelect};
 use hot::HotDegree;
 use layout::{IndexEntry, Layout, Record, RecordMode, SegHeader, ENTRY, SEG_HEADER};
-use redistribute::{Averages, Moving, Redistribution};
+use redistribute::{Averages, Moving, Redistribution, UtilizationSum};
 use select::{AgeTransform, CbAge, Policy, SegView, SelectCtx};
 
 const NONE: u32 = u32::MAX;
@@ -229,6 +229,14 @@ pub struct Fms {
     /// Closed segments by valid count (greedy and adaptive only): greedy's victim without
     /// a scan of the segment table.
     used: Option<select::UsedIndex>,
+    /// Closed segments by group and age (cost-benefit, CAT and adaptive's CAT choices):
+    /// their victim without scoring every segment.
+    aged: Option<select::AgedIndex>,
+    /// M4's sum of valid blocks over closed segments, on devices with many segments.
+    util_sum: Option<UtilizationSum>,
+    /// Whether any of `used`, `aged`, `util_sum` is kept: the one test at every table
+    /// change without one.
+    indexed: bool,
     /// Whether `hot` is kept (M3 or M6 without DAC regions); empty otherwise.
     keeps_hot: bool,
     update_sum: u64,
@@ -312,6 +320,18 @@ impl Fms {
         let keeps_hot = cfg.regions == 1 && cfg.redistribution.uses_hot_degree();
         let adaptive = (cfg.policy == Policy::Adaptive)
             .then(|| Adaptive::new(n, cfg.adaptive_window, cfg.adaptive_threshold));
+        // The indexes of large devices (see `select`): greedy's, cost-benefit's and CAT's
+        // (adaptive keeps both), M4's utilisation sums.
+        let large = |min| lay.segments >= min;
+        let used = (matches!(cfg.policy, Policy::Greedy | Policy::Adaptive)
+            && large(select::USED_INDEX_MIN_SEGMENTS))
+        .then(|| select::UsedIndex::new(segments, lay.slots));
+        let aged = (cfg.policy != Policy::Greedy && large(select::AGED_INDEX_MIN_SEGMENTS))
+            .then(|| aged_index(&cfg, segments));
+        let util_sum = (cfg.regions == 1
+            && cfg.redistribution == Redistribution::M4
+            && large(select::AGED_INDEX_MIN_SEGMENTS))
+        .then(|| UtilizationSum::new(segments));
         Ok(Fms {
             selector: select::build(cfg.policy, cfg.cat_age, cfg.cb_age),
             dac: Dac {
@@ -320,9 +340,10 @@ impl Fms {
             },
             adaptive,
             hot: HotDegree::new(if keeps_hot { n } else { 0 }, half_life),
-            used: (matches!(cfg.policy, Policy::Greedy | Policy::Adaptive)
-                && lay.segments >= select::USED_INDEX_MIN_SEGMENTS)
-                .then(|| select::UsedIndex::new(lay.segments as usize, lay.slots)),
+            indexed: used.is_some() || aged.is_some() || util_sum.is_some(),
+            used,
+            aged,
+            util_sum,
             keeps_hot,
             active: vec![NONE; cfg.streams()],
             nand,
@@ -479,6 +500,8 @@ impl Fms {
             + self.segs.len() as u64 * std::mem::size_of::<Seg>() as u64
             + self.hot.ram_bytes()
             + self.used.as_ref().map_or(0, |u| u.ram_bytes())
+            + self.aged.as_ref().map_or(0, |u| u.ram_bytes())
+            + self.util_sum.as_ref().map_or(0, |u| u.ram_bytes())
             + self.adaptive.as_ref().map_or(0, |a| a.ram_bytes())
     }
 
@@ -680,24 +703,35 @@ impl Fms {
         Ok(())
     }
 
-    /// Keep the greedy index in step with segment `seg`'s state and valid count; called
-    /// after every change of either. Without an index (small devices, other policies) it
-    /// is one test; the update itself is out of line.
+    /// Keep the victim indexes of used (closed) segments in step with segment `seg`'s row;
+    /// called after every change of its state, valid count, stream or age stamps. Without
+    /// an index (small devices) it is one test; the update itself is out of line.
     #[inline(always)]
     fn sync_used(&mut self, seg: u32) {
-        if self.used.is_some() {
+        if self.indexed {
             self.sync_used_now(seg);
         }
     }
 
     #[inline(never)]
     fn sync_used_now(&mut self, seg: u32) {
+        let s = &self.segs[seg as usize];
+        let candidate = s.state == SegState::Used && s.valid < self.lay.slots;
         if let Some(ix) = self.used.as_mut() {
-            let s = &self.segs[seg as usize];
-            ix.set(
-                seg,
-                (s.state == SegState::Used && s.valid < self.lay.slots).then_some(s.valid),
-            );
+            ix.set(seg, candidate.then_some(s.valid));
+        }
+        if let Some(ix) = self.aged.as_mut() {
+            let view = SegView {
+                valid: s.valid,
+                slots: self.lay.slots,
+                erase_count: s.erase_count,
+                created_ps: s.created_ps,
+                last_inval_ps: s.last_inval_ps,
+            };
+            ix.set(seg, candidate.then_some((s.stream, &view)));
+        }
+        if let Some(sum) = self.util_sum.as_mut() {
+            sum.set(seg, (s.state == SegState::Used).then_some(s.valid));
         }
     }
 
@@ -1095,19 +1129,28 @@ impl Fms {
                 }
                 None => self.scan_fewest(region),
             }
+        } else if let Some(ix) = self.aged.as_ref() {
+            ix.lowest(&self.selector, &ctx, slots, region, |i| {
+                self.view(&self.segs[i as usize])
+            })
         } else {
-            let cands = self
-                .segs
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| {
-                    s.state == SegState::Used
-                        && s.valid < slots
-                        && region.is_none_or(|r| s.stream == r)
-                })
-                .map(|(i, s)| (i as u32, self.view(s)));
-            select::lowest(&self.selector, cands, &ctx)
+            self.scan_lowest(region, &ctx)
         }
+    }
+
+    /// Cost-benefit's or CAT's victim by scoring every closed segment with garbage (what
+    /// the index must give).
+    fn scan_lowest(&self, region: Option<u8>, ctx: &SelectCtx) -> Option<u32> {
+        let slots = self.lay.slots;
+        let cands = self
+            .segs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                s.state == SegState::Used && s.valid < slots && region.is_none_or(|r| s.stream == r)
+            })
+            .map(|(i, s)| (i as u32, self.view(s)));
+        select::lowest(&self.selector, cands, ctx)
     }
 
     /// Greedy's victim by a scan of the whole table: the first closed segment with the
@@ -1424,17 +1467,19 @@ impl Fms {
     }
 
     fn averages(&self, victim: u32) -> Averages {
-        let mut valid = 0u64;
-        let mut used = 0u64;
-        // Only M4 compares with the average utilisation: skip the scan otherwise.
-        if self.cfg.regions == 1 && self.cfg.redistribution == Redistribution::M4 {
-            for s in &self.segs {
-                if matches!(s.state, SegState::Used | SegState::Active) {
-                    valid += s.valid as u64;
-                    used += 1;
-                }
+        // Only M4 compares with the average utilisation: skip the sums otherwise.
+        let (valid, used) = match self.util_sum.as_ref() {
+            Some(sum) => {
+                let active = self.active.iter().filter(|&&a| a != NONE);
+                let valid: u64 = active.map(|&a| self.segs[a as usize].valid as u64).sum();
+                let n = self.active.iter().filter(|&&a| a != NONE).count() as u64;
+                (sum.valid + valid, sum.segments + n)
             }
-        }
+            None if self.cfg.regions == 1 && self.cfg.redistribution == Redistribution::M4 => {
+                self.scan_utilization()
+            }
+            None => (0, 0),
+        };
         let slots = self.lay.slots as f64;
         let n = self.mapped.max(1) as f64;
         Averages {
@@ -1443,6 +1488,16 @@ impl Fms {
             updates: self.update_sum as f64 / n,
             hot_degree: self.hot.total(self.write_clock) / n,
         }
+    }
+
+    /// Valid blocks and segments holding data (closed or active), summed over the table
+    /// (what `util_sum` must give).
+    fn scan_utilization(&self) -> (u64, u64) {
+        let data = self
+            .segs
+            .iter()
+            .filter(|s| matches!(s.state, SegState::Used | SegState::Active));
+        data.fold((0, 0), |(v, n), s| (v + s.valid as u64, n + 1))
     }
 
     /// Wear levelling (1999 paper, Section 3.2 item 3): when the most-erased free segment
@@ -1512,6 +1567,16 @@ impl Fms {
 /// The error when the block sequence numbers run out (out of line: never on a hot path).
 #[cold]
 #[inline(never)]
+/// The cost-benefit / CAT index for `cfg`'s policy: grouped by valid count, and for CAT
+/// (adaptive's other choice) by erase count too, aged by the stamp its score reads.
+fn aged_index(cfg: &FmsConfig, segments: usize) -> select::AgedIndex {
+    let stamp = match (cfg.policy, cfg.cb_age) {
+        (Policy::CostBenefit, CbAge::Invalidation) => select::AgeStamp::Invalidated,
+        _ => select::AgeStamp::Created,
+    };
+    select::AgedIndex::new(segments, stamp, cfg.policy != Policy::CostBenefit)
+}
+
 fn seq_exhausted(next: u64, end: u64) -> DevError {
     DevError::corrupt(format!(
         "block sequence numbers exhausted (next {next}, records hold numbers below {end}): a corrupt record, or that many block writes; the medium can still be read: copy the data off and format it"
@@ -1678,17 +1743,21 @@ mod tests {
         }
     }
 
-    /// The greedy index gives what a scan of the table gives, after every write, trim and
-    /// remount of random runs: greedy and adaptive, DAC regions with every region
-    /// selection, wear swaps, header and spare mode (storage mode, so remounts read back).
+    /// The victim indexes give what a scan of the table gives (greedy's, and cost-benefit's
+    /// and CAT's for every region), and M4's running sums what summing the table gives,
+    /// after every write, trim and remount of random runs: every policy and age reading,
+    /// DAC regions with every region selection, wear swaps, header and spare mode (storage
+    /// mode, so remounts read back).
     #[test]
-    fn greedy_index_matches_a_scan_of_the_table() {
+    fn victim_indexes_match_a_scan_of_the_table() {
         use rand::{Rng, SeedableRng};
+        use Redistribution::{M1, M4, M6};
         let cases = [
             (
                 "intel-series2plus-24m",
                 4096,
                 Policy::Greedy,
+                M1,
                 1,
                 RegionSelect::All,
                 None,
@@ -1697,6 +1766,7 @@ mod tests {
                 "intel-series2plus-24m",
                 4096,
                 Policy::Adaptive,
+                M6,
                 4,
                 RegionSelect::MostGarbage,
                 Some(1),
@@ -1705,6 +1775,7 @@ mod tests {
                 "nandsim-256m",
                 1024,
                 Policy::Greedy,
+                M4,
                 3,
                 RegionSelect::MostSegments,
                 Some(2),
@@ -1713,12 +1784,51 @@ mod tests {
                 "mlc2-2g",
                 2048,
                 Policy::Adaptive,
+                M6,
                 1,
                 RegionSelect::All,
                 Some(1),
             ),
+            (
+                "intel-series2plus-24m",
+                4096,
+                Policy::CostBenefit,
+                M4,
+                1,
+                RegionSelect::All,
+                Some(1),
+            ),
+            (
+                "nandsim-256m",
+                1024,
+                Policy::Cat,
+                M6,
+                1,
+                RegionSelect::All,
+                None,
+            ),
+            (
+                "mlc2-2g",
+                2048,
+                Policy::Cat,
+                M4,
+                3,
+                RegionSelect::MostGarbage,
+                Some(1),
+            ),
+            (
+                "nandsim-256m",
+                1024,
+                Policy::CostBenefit,
+                M1,
+                4,
+                RegionSelect::MostSegments,
+                None,
+            ),
         ];
-        for (k, &(preset, bs, policy, regions, rs, wear)) in cases.iter().enumerate() {
+        for (k, &(preset, bs, policy, redistribution, regions, rs, wear)) in
+            cases.iter().enumerate()
+        {
             let mut spec = nand::DeviceSpec::preset(preset).unwrap();
             spec.geometry.blocks = 20;
             spec.geometry.pages_per_block = spec.geometry.pages_per_block.min(16);
@@ -1728,21 +1838,31 @@ mod tests {
                 regions,
                 region_select: rs,
                 wear_threshold: wear,
-                redistribution: Redistribution::M1,
+                redistribution,
+                // Every other case reads cost-benefit's age from the last invalidation.
+                cb_age: if k % 2 == 0 {
+                    CbAge::Written
+                } else {
+                    CbAge::Invalidation
+                },
                 ..FmsConfig::default()
             };
-            // These small devices scan; give them the index large ones keep.
+            // These small devices scan; give them the indexes large ones keep.
             let indexed = |mut f: Fms| {
-                f.used = Some(select::UsedIndex::new(f.segs.len(), f.lay.slots));
+                let n = f.segs.len();
+                f.used = Some(select::UsedIndex::new(n, f.lay.slots));
+                f.aged = Some(aged_index(&f.cfg, n));
+                f.util_sum = Some(UtilizationSum::new(n));
+                f.indexed = true;
                 f.rebuild_used();
                 f
             };
-            let mut f = indexed(Fms::format(Nand::ram(spec).unwrap(), cfg.clone()).unwrap());
-            let n = f.logical_blocks() as u32;
-            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(k as u64);
-            let data = vec![0x5Au8; bs as usize];
-            let mut erasures = 0;
+            let mut checked = 0;
             let check = |f: &Fms, at: usize| {
+                let ctx = SelectCtx {
+                    now_ps: f.nand.clock_ps(),
+                    age_unit_ps: f.age_unit(),
+                };
                 for region in std::iter::once(None).chain((0..regions).map(Some)) {
                     let segs = &f.segs;
                     let got = f
@@ -1751,8 +1871,33 @@ mod tests {
                         .unwrap()
                         .first_fewest(|i| region.is_none_or(|r| segs[i as usize].stream == r));
                     assert_eq!(got, f.scan_fewest(region), "case {k}, op {at}, {region:?}");
+                    let got = f.aged.as_ref().unwrap().lowest(
+                        &f.selector,
+                        &ctx,
+                        f.lay.slots,
+                        region,
+                        |i| f.view(&f.segs[i as usize]),
+                    );
+                    assert_eq!(
+                        got,
+                        f.scan_lowest(region, &ctx),
+                        "case {k}, op {at}, {region:?}"
+                    );
                 }
+                let sum = f.util_sum.as_ref().unwrap();
+                let active = f.active.iter().filter(|&&a| a != NONE);
+                let v: u64 = active
+                    .clone()
+                    .map(|&a| f.segs[a as usize].valid as u64)
+                    .sum();
+                let got = (sum.valid + v, sum.segments + active.count() as u64);
+                assert_eq!(got, f.scan_utilization(), "case {k}, op {at}");
             };
+            let mut f = indexed(Fms::format(Nand::ram(spec).unwrap(), cfg.clone()).unwrap());
+            let n = f.logical_blocks() as u32;
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(k as u64);
+            let data = vec![0x5Au8; bs as usize];
+            let mut erasures = 0;
             for at in 0..3000 {
                 let lbn = if rng.gen_bool(0.9) {
                     rng.gen_range(0..n / 10 + 1)
@@ -1765,6 +1910,7 @@ mod tests {
                     f.write_block(lbn, Some(&data)).unwrap();
                 }
                 check(&f, at);
+                checked += 1;
                 if at % 1000 == 999 {
                     erasures += f.stats().erasures;
                     f.flush().unwrap();
@@ -1773,6 +1919,7 @@ mod tests {
                 }
             }
             assert!(erasures > 20, "case {k} cleaned ({erasures} erasures)");
+            assert_eq!(checked, 3000);
         }
     }
 }

@@ -4,8 +4,8 @@
 //! million rows at every cleaning of chang-kuo-16g (512-byte blocks), where it made greedy
 //! about 120 times slower per write. The FMS keeps the index in step with the table at
 //! every change of a segment's state or valid count (`Fms::sync_used`); only greedy and
-//! the adaptive policy (whose greedy choices use it) keep one. Cost-benefit and CAT scores
-//! change with the clock, so they still score every candidate.
+//! the adaptive policy (whose greedy choices use it) keep one. Cost-benefit and CAT have
+//! their own index, [`super::AgedIndex`].
 //!
 //! One bit per segment for each valid count `0..slots` (a bit per slot of the device in
 //! all), a count of segments per valid count, and each segment's entry.

@@ -20,6 +20,7 @@ pub mod layout;
 mod mount;
 pub mod redistribute;
 pub mod select;
+mod summary;
 
 use std::collections::VecDeque;
 
@@ -31,8 +32,9 @@ use adaptive::Adaptive;
 use dac::{Dac, RegionLoad, RegionSelect};
 use hot::HotDegree;
 use layout::{IndexEntry, Layout, Record, RecordMode, SegHeader, ENTRY, SEG_HEADER};
-use redistribute::{Averages, Moving, Redistribution, UtilizationSum};
+use redistribute::{Averages, Moving, Redistribution};
 use select::{AgeTransform, CbAge, Policy, SegView, SelectCtx};
+use summary::{TableSums, WearIndex};
 
 const NONE: u32 = u32::MAX;
 
@@ -232,9 +234,11 @@ pub struct Fms {
     /// Closed segments by group and age (cost-benefit, CAT and adaptive's CAT choices):
     /// their victim without scoring every segment.
     aged: Option<select::AgedIndex>,
-    /// M4's sum of valid blocks over closed segments, on devices with many segments.
-    util_sum: Option<UtilizationSum>,
-    /// Whether any of `used`, `aged`, `util_sum` is kept: the one test at every table
+    /// M4's and DAC region selection's sums over the table, on devices with many segments.
+    sums: Option<TableSums>,
+    /// Wear levelling's least-erased segment holding data, on devices with many segments.
+    wear: Option<WearIndex>,
+    /// Whether any of `used`, `aged`, `sums`, `wear` is kept: the one test at every table
     /// change without one.
     indexed: bool,
     /// Whether `hot` is kept (M3 or M6 without DAC regions); empty otherwise.
@@ -328,10 +332,12 @@ impl Fms {
         .then(|| select::UsedIndex::new(segments, lay.slots));
         let aged = (cfg.policy != Policy::Greedy && large(select::AGED_INDEX_MIN_SEGMENTS))
             .then(|| aged_index(&cfg, segments));
-        let util_sum = (cfg.regions == 1
-            && cfg.redistribution == Redistribution::M4
+        let sums = ((cfg.regions == 1 && cfg.redistribution == Redistribution::M4
+            || cfg.regions > 1 && cfg.region_select != RegionSelect::All)
             && large(select::AGED_INDEX_MIN_SEGMENTS))
-        .then(|| UtilizationSum::new(segments));
+        .then(|| TableSums::new(segments, lay.slots));
+        let wear = (cfg.wear_threshold.is_some() && large(select::AGED_INDEX_MIN_SEGMENTS))
+            .then(|| WearIndex::new(segments));
         Ok(Fms {
             selector: select::build(cfg.policy, cfg.cat_age, cfg.cb_age),
             dac: Dac {
@@ -340,10 +346,11 @@ impl Fms {
             },
             adaptive,
             hot: HotDegree::new(if keeps_hot { n } else { 0 }, half_life),
-            indexed: used.is_some() || aged.is_some() || util_sum.is_some(),
+            indexed: used.is_some() || aged.is_some() || sums.is_some() || wear.is_some(),
             used,
             aged,
-            util_sum,
+            sums,
+            wear,
             keeps_hot,
             active: vec![NONE; cfg.streams()],
             nand,
@@ -501,7 +508,8 @@ impl Fms {
             + self.hot.ram_bytes()
             + self.used.as_ref().map_or(0, |u| u.ram_bytes())
             + self.aged.as_ref().map_or(0, |u| u.ram_bytes())
-            + self.util_sum.as_ref().map_or(0, |u| u.ram_bytes())
+            + self.sums.as_ref().map_or(0, |u| u.ram_bytes())
+            + self.wear.as_ref().map_or(0, |u| u.ram_bytes())
             + self.adaptive.as_ref().map_or(0, |a| a.ram_bytes())
     }
 
@@ -730,8 +738,12 @@ impl Fms {
             };
             ix.set(seg, candidate.then_some((s.stream, &view)));
         }
-        if let Some(sum) = self.util_sum.as_mut() {
-            sum.set(seg, (s.state == SegState::Used).then_some(s.valid));
+        if let Some(sums) = self.sums.as_mut() {
+            sums.set(seg, s.state, s.stream, s.valid);
+        }
+        if let Some(ix) = self.wear.as_mut() {
+            let data = s.state == SegState::Active || (s.state == SegState::Used && s.valid > 0);
+            ix.set(seg, data.then_some(s.erase_count));
         }
     }
 
@@ -1172,6 +1184,15 @@ impl Fms {
         if self.cfg.regions < 2 || rs == RegionSelect::All {
             return None;
         }
+        let regions = self.cfg.regions as usize;
+        match self.sums.as_ref() {
+            Some(sums) => rs.choose(sums.region_loads(regions)),
+            None => rs.choose(&self.scan_region_loads()[..regions]),
+        }
+    }
+
+    /// Each region's load summed over the table (what `sums` must give).
+    fn scan_region_loads(&self) -> [RegionLoad; 8] {
         let mut loads = [RegionLoad::default(); 8];
         for s in &self.segs {
             // Regions are the first `regions` streams (the read-only stream is none).
@@ -1187,7 +1208,7 @@ impl Fms {
                 _ => {}
             }
         }
-        rs.choose(&loads[..self.cfg.regions as usize])
+        loads
     }
 
     /// Clean one segment. Returns false when there is nothing to reclaim.
@@ -1468,17 +1489,16 @@ impl Fms {
 
     fn averages(&self, victim: u32) -> Averages {
         // Only M4 compares with the average utilisation: skip the sums otherwise.
-        let (valid, used) = match self.util_sum.as_ref() {
-            Some(sum) => {
+        let m4 = self.cfg.regions == 1 && self.cfg.redistribution == Redistribution::M4;
+        let (valid, used) = match self.sums.as_ref() {
+            _ if !m4 => (0, 0),
+            Some(sums) => {
                 let active = self.active.iter().filter(|&&a| a != NONE);
+                let n = active.clone().count() as u64;
                 let valid: u64 = active.map(|&a| self.segs[a as usize].valid as u64).sum();
-                let n = self.active.iter().filter(|&&a| a != NONE).count() as u64;
-                (sum.valid + valid, sum.segments + n)
+                (sums.closed_valid + valid, sums.closed + n)
             }
-            None if self.cfg.regions == 1 && self.cfg.redistribution == Redistribution::M4 => {
-                self.scan_utilization()
-            }
-            None => (0, 0),
+            None => self.scan_utilization(),
         };
         let slots = self.lay.slots as f64;
         let n = self.mapped.max(1) as f64;
@@ -1491,13 +1511,28 @@ impl Fms {
     }
 
     /// Valid blocks and segments holding data (closed or active), summed over the table
-    /// (what `util_sum` must give).
+    /// (what `sums` must give).
     fn scan_utilization(&self) -> (u64, u64) {
         let data = self
             .segs
             .iter()
             .filter(|s| matches!(s.state, SegState::Used | SegState::Active));
         data.fold((0, 0), |(v, n), s| (v + s.valid as u64, n + 1))
+    }
+
+    /// The least-worn segment holding data, the first of equals (what `wear` must give). A
+    /// closed segment with no valid block left has nothing to swap: the cleaner reclaims it
+    /// at no cost (taking it for a swap would leave the target "used" in RAM with nothing
+    /// on flash, free at the next mount).
+    fn scan_least_worn(&self) -> Option<u32> {
+        self.segs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                s.state == SegState::Active || (s.state == SegState::Used && s.valid > 0)
+            })
+            .min_by_key(|(_, s)| s.erase_count)
+            .map(|(i, _)| i as u32)
     }
 
     /// Wear levelling (1999 paper, Section 3.2 item 3): when the most-erased free segment
@@ -1512,18 +1547,10 @@ impl Fms {
             .copied()
             .filter(|&s| self.segs[s as usize].state == SegState::Free)
             .max_by_key(|&s| self.segs[s as usize].erase_count);
-        // The least-worn segment holding data. A closed segment with no valid block left
-        // has nothing to swap: the cleaner reclaims it at no cost (taking it here would
-        // leave the target "used" in RAM with nothing on flash, free at the next mount).
-        let least = self
-            .segs
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| {
-                s.state == SegState::Active || (s.state == SegState::Used && s.valid > 0)
-            })
-            .min_by_key(|(_, s)| s.erase_count)
-            .map(|(i, _)| i as u32);
+        let least = match self.wear.as_ref() {
+            Some(ix) => ix.least(),
+            None => self.scan_least_worn(),
+        };
         let (Some(most), Some(least)) = (most, least) else {
             return Ok(());
         };
@@ -1852,7 +1879,8 @@ mod tests {
                 let n = f.segs.len();
                 f.used = Some(select::UsedIndex::new(n, f.lay.slots));
                 f.aged = Some(aged_index(&f.cfg, n));
-                f.util_sum = Some(UtilizationSum::new(n));
+                f.sums = Some(TableSums::new(n, f.lay.slots));
+                f.wear = Some(WearIndex::new(n));
                 f.indexed = true;
                 f.rebuild_used();
                 f
@@ -1884,14 +1912,19 @@ mod tests {
                         "case {k}, op {at}, {region:?}"
                     );
                 }
-                let sum = f.util_sum.as_ref().unwrap();
+                let sums = f.sums.as_ref().unwrap();
                 let active = f.active.iter().filter(|&&a| a != NONE);
                 let v: u64 = active
                     .clone()
                     .map(|&a| f.segs[a as usize].valid as u64)
                     .sum();
-                let got = (sum.valid + v, sum.segments + active.count() as u64);
+                let got = (sums.closed_valid + v, sums.closed + active.count() as u64);
                 assert_eq!(got, f.scan_utilization(), "case {k}, op {at}");
+                let r = regions as usize;
+                let loads = sums.region_loads(r);
+                assert_eq!(loads, &f.scan_region_loads()[..r], "case {k}, op {at}");
+                let least = f.wear.as_ref().unwrap().least();
+                assert_eq!(least, f.scan_least_worn(), "case {k}, op {at}");
             };
             let mut f = indexed(Fms::format(Nand::ram(spec).unwrap(), cfg.clone()).unwrap());
             let n = f.logical_blocks() as u32;

@@ -93,47 +93,6 @@ pub struct Averages {
     pub hot_degree: f64,
 }
 
-/// M4's average utilisation on devices with many segments: the valid blocks and the number
-/// of closed segments, kept in step at every change of a segment's state or valid count
-/// (`Fms::sync_used`) instead of summed over the segment table at every cleaning; the
-/// streams' few active segments are added when the average is taken (the user write path
-/// does not keep them in step). The same integers, so the same average.
-pub struct UtilizationSum {
-    pub valid: u64,
-    pub segments: u64,
-    /// Per segment: its valid count + 1 while counted, 0 when not.
-    at: Vec<u32>,
-}
-
-impl UtilizationSum {
-    pub fn new(segments: usize) -> UtilizationSum {
-        UtilizationSum {
-            valid: 0,
-            segments: 0,
-            at: vec![0; segments],
-        }
-    }
-
-    /// Count segment `seg` with `valid` valid blocks, or not at all (`None`).
-    #[inline]
-    pub fn set(&mut self, seg: u32, valid: Option<u32>) {
-        let at = &mut self.at[seg as usize];
-        if *at != 0 {
-            self.valid -= (*at - 1) as u64;
-            self.segments -= 1;
-        }
-        if let Some(v) = valid {
-            self.valid += v as u64;
-            self.segments += 1;
-        }
-        *at = valid.map_or(0, |v| v + 1);
-    }
-
-    pub fn ram_bytes(&self) -> u64 {
-        self.at.len() as u64 * 4
-    }
-}
-
 impl Redistribution {
     /// Order in which the victim's valid blocks are copied out.
     pub fn order(self, blocks: &mut [Moving]) {

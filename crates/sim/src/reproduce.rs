@@ -153,6 +153,18 @@ fn pct_less(a: f64, b: f64) -> Option<f64> {
     (b != 0.0 && v.is_finite()).then_some(v)
 }
 
+/// "12.3% below" or "4.5% above" (`a` against `b`, in percent of `b`), or "n/a": for notes
+/// that would otherwise read "below … by -4.5%".
+/// "level with" when the percentage rounds to 0.0.
+fn below_or_above(a: f64, b: f64) -> String {
+    match pct_less(a, b) {
+        Some(v) if format!("{:.1}", v.abs()) == "0.0" => "level with".into(),
+        Some(v) if v < 0.0 => format!("{:.1}% above", -v),
+        Some(v) => format!("{v:.1}% below"),
+        None => "n/a".into(),
+    }
+}
+
 /// "12.3%", or "n/a" when there is no percentage.
 fn pct(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".into(), |v| format!("{v:.1}%"))
@@ -372,13 +384,13 @@ fn dac_fig12(o: &Options) -> Result<Report> {
                 format!(
                     "{}: erasures {}, cost {}",
                     r,
-                    pct(pct_less(a.erasures as f64, a1.erasures as f64)),
-                    pct(pct_less(a.cleaning_cost, a1.cleaning_cost))
+                    below_or_above(a.erasures as f64, a1.erasures as f64),
+                    below_or_above(a.cleaning_cost, a1.cleaning_cost)
                 )
             })
             .collect();
         notes.push(format!(
-            "{label}: adaptive, reduction vs 1 region at regions {} (paper: erasures 16.0-22.6%, cleaning cost 16.5-23.3% less)",
+            "{label}: adaptive against 1 region, at regions {} (paper: erasures 16.0-22.6% below, cleaning cost 16.5-23.3% below)",
             red.join("; ")
         ));
         let a4 = results[idx(t, 3, 4)].cleaning_cost;
@@ -390,13 +402,13 @@ fn dac_fig12(o: &Options) -> Result<Report> {
         .iter()
         .map(|&(p, n, paper)| {
             format!(
-                "{n} {} (paper {paper}%)",
-                pct(pct_less(a4, results[idx(t, p, 4)].cleaning_cost))
+                "{} {n} (paper {paper}% below)",
+                below_or_above(a4, results[idx(t, p, 4)].cleaning_cost)
             )
         })
         .collect();
         notes.push(format!(
-            "{label}: at 4 regions adaptive's cleaning cost is below {}",
+            "{label}: at 4 regions adaptive's cleaning cost is {}",
             vs.join(", ")
         ));
         let shares: Vec<String> = (1..=4)
@@ -941,13 +953,10 @@ fn fig18(o: &Options) -> Result<Report> {
         let m6_best =
             where_(|li| (0..2).all(|ri| at(pi, li, 2).erasures <= at(pi, li, ri).erasures));
         let gap = |li: usize| {
-            pct(pct_less(
-                at(pi, li, 2).erasures as f64,
-                at(pi, li, 0).erasures as f64,
-            ))
+            below_or_above(at(pi, li, 2).erasures as f64, at(pi, li, 0).erasures as f64)
         };
         notes.push(format!(
-            "{}: M6 has the fewest erasures at {m6_best}; M6 below M1 by {} at 50/50 and {} at 95/5; \
+            "{}: M6 has the fewest erasures at {m6_best}; M6's erasures {} M1's at 50/50 and {} at 95/5; \
              50/50 -> 95/5 erasures M1 {}, M4 {}, M6 {}",
             p.name(),
             gap(0),
@@ -1230,6 +1239,19 @@ mod tests {
         }
     }
 
+    /// dac-fig12's notes say "above" rather than "below … -x%" or a "reduction" of -x% (at
+    /// this scale adaptive's cost at 4 regions is above cost-benefit's and 1 region's).
+    #[test]
+    fn notes_say_above_rather_than_a_negative_below() {
+        let r = dac_fig12(&at(0.025)).unwrap();
+        let notes = r.notes.join("\n");
+        assert!(notes.contains("% above "), "{notes}");
+        let negative = notes
+            .match_indices(" -")
+            .any(|(i, _)| notes[i + 2..].starts_with(|c: char| c.is_ascii_digit()));
+        assert!(!negative, "{notes}");
+    }
+
     #[test]
     fn percentages_without_a_base_are_na() {
         assert_eq!(pct(pct_less(5.0, 0.0)), "n/a");
@@ -1237,6 +1259,11 @@ mod tests {
         assert_eq!(pct(pct_less(25.0, 100.0)), "75.0%");
         assert_eq!(pct(pct_less(125.0, 100.0)), "-25.0%");
         assert_eq!(pct(pct_less(f64::NAN, 100.0)), "n/a");
+        assert_eq!(below_or_above(25.0, 100.0), "75.0% below");
+        assert_eq!(below_or_above(125.0, 100.0), "25.0% above");
+        assert_eq!(below_or_above(100.0, 100.0), "level with");
+        assert_eq!(below_or_above(100.04, 100.0), "level with");
+        assert_eq!(below_or_above(5.0, 0.0), "n/a");
         assert_eq!(spread_pct(&[0.0, 0.0, 0.0]), Some(0.0));
         assert_eq!(spread_pct(&[0.0, 5.0, 3.0]), None);
         assert_eq!(spread_pct(&[100.0, 110.0, 105.0]), Some(10.0));

@@ -17,17 +17,22 @@ pub fn visible() -> bool {
 }
 
 impl Progress {
-    fn new(total: u64, unit: &str) -> Progress {
+    /// A bar of `total` units, or a counter without bar or ETA when the total is unknown.
+    fn new(total: Option<u64>, unit: &str) -> Progress {
         if !visible() {
             return Progress {
                 bar: ProgressBar::hidden(),
             };
         }
-        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-        let template = format!(
-            "{{spinner}} {{elapsed_precise}} [{{wide_bar}}] {{human_pos}}/{{human_len}} {unit} \
-             ({{rate}}/s, ETA {{eta}}) {{msg}}"
-        );
+        let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::stderr());
+        let template = if total.is_some() {
+            format!(
+                "{{spinner}} {{elapsed_precise}} [{{wide_bar}}] {{human_pos}}/{{human_len}} \
+                 {unit} ({{rate}}/s, ETA {{eta}}) {{msg}}"
+            )
+        } else {
+            format!("{{spinner}} {{elapsed_precise}} {{human_pos}} {unit} ({{rate}}/s) {{msg}}")
+        };
         bar.set_style(
             ProgressStyle::with_template(&template)
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -47,11 +52,12 @@ impl Progress {
 
     /// Jobs of a grid, sweep or reproduction.
     pub fn jobs(total: u64) -> Progress {
-        Progress::new(total, "jobs")
+        Progress::new(Some(total), "jobs")
     }
 
-    /// Requests of one simulation run.
-    pub fn requests(total: u64) -> Progress {
+    /// Requests of one simulation run (`None`: not known before the end, as for a trace
+    /// read without a limit).
+    pub fn requests(total: Option<u64>) -> Progress {
         Progress::new(total, "requests")
     }
 

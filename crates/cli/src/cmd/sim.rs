@@ -244,7 +244,13 @@ pub fn execute(jobs: &[Job]) -> Result<Vec<SimResult>> {
     }
     if let [job] = jobs {
         let c = &job.config;
-        let bar = Progress::requests(c.written_bytes / c.unit_bytes.max(1) as u64);
+        // A trace's length is not known before it is read (its records are streamed);
+        // `--written` does not apply to it.
+        let total = match &c.workload {
+            sim::workload::WorkloadSpec::Trace(t) => t.options.limit,
+            _ => Some(c.written_bytes / c.unit_bytes.max(1) as u64),
+        };
+        let bar = Progress::requests(total);
         let r = sim::driver::run_with_progress(c, &|n| bar.set(n));
         bar.finish();
         return r.map(|r| vec![r]);

@@ -25,8 +25,7 @@
 //! [`super::USED_INDEX_MIN_SEGMENTS`]).
 
 use super::{SegView, SelectCtx, Selector};
-use std::collections::BTreeSet;
-use std::ops::Bound;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Relative slack for rounding: a score is a handful of correctly rounded operations on
 /// the same inputs (a few ulps, about 1e-15); a thousand times that is still far below
@@ -49,9 +48,14 @@ pub struct AgedIndex {
     stamp: AgeStamp,
     /// Whether the erase count is part of the group (CAT).
     by_erase_count: bool,
-    set: BTreeSet<Key>,
+    /// Each group's segments by (age stamp, number). A group emptied stays (there are at
+    /// most streams × slots × erase counts of them), so its set is not reallocated when a
+    /// segment comes back to it.
+    groups: BTreeMap<u64, BTreeSet<(u64, u32)>>,
     /// Each segment's key while indexed.
     at: Vec<Option<Key>>,
+    /// How many segments are indexed.
+    len: u64,
 }
 
 fn group(stream: u8, valid: u32, erase_count: u32) -> u64 {
@@ -78,8 +82,9 @@ impl AgedIndex {
         AgedIndex {
             stamp,
             by_erase_count,
-            set: BTreeSet::new(),
+            groups: BTreeMap::new(),
             at: vec![None; segments],
+            len: 0,
         }
     }
 
@@ -100,11 +105,15 @@ impl AgedIndex {
         });
         let cur = &mut self.at[seg as usize];
         if *cur != want {
-            if let Some(k) = cur.take() {
-                self.set.remove(&k);
+            if let Some((g, t, seg)) = cur.take() {
+                if let Some(members) = self.groups.get_mut(&g) {
+                    members.remove(&(t, seg));
+                }
+                self.len -= 1;
             }
-            if let Some(k) = want {
-                self.set.insert(k);
+            if let Some((g, t, seg)) = want {
+                self.groups.entry(g).or_default().insert((t, seg));
+                self.len += 1;
             }
             *cur = want;
         }
@@ -140,31 +149,36 @@ impl AgedIndex {
             None => (0, u64::MAX),
         };
         let mut best: Option<(f64, u32)> = None;
-        let mut from = Bound::Included((lo, 0, 0));
-        // The group of the first segment at or after `from`, until past `hi`.
-        while let Some(&(g, _, _)) = self.set.range((from, Bound::Unbounded)).next() {
-            if g > hi {
-                break;
+        let mut groups = self.groups.range(lo..=hi);
+        while let Some((&g, members)) = groups.next() {
+            if members.is_empty() {
+                continue;
             }
             let (stream, valid) = (stream_of(g), valid_of(g));
             let ec = g as u32;
             if let Some((b, _)) = best {
                 // Erase count 0 is every group of this valid count at its lowest: if even
                 // that cannot reach the best, neither can this stream's fuller segments.
-                if beyond(floor(valid, 0), b) {
+                let next = if beyond(floor(valid, 0), b) {
                     if stream == u8::MAX {
                         break;
                     }
-                    from = Bound::Included((group(stream + 1, 0, 0), 0, 0));
-                    continue;
-                }
-                if beyond(floor(valid, ec), b) {
+                    group(stream + 1, 0, 0)
+                } else if beyond(floor(valid, ec), b) {
                     // Nor can this valid count's more erased groups.
-                    from = Bound::Included((group(stream, valid + 1, 0), 0, 0));
+                    group(stream, valid + 1, 0)
+                } else {
+                    g
+                };
+                if next != g {
+                    if next > hi {
+                        break;
+                    }
+                    groups = self.groups.range(next..=hi);
                     continue;
                 }
             }
-            for &(_, _, seg) in self.set.range((g, 0, 0)..=(g, u64::MAX, u32::MAX)) {
+            for &(_, seg) in members {
                 let score = sel.score(&view(seg), ctx);
                 match best {
                     Some((b, s)) if score > b || (score == b && seg > s) => {
@@ -175,15 +189,15 @@ impl AgedIndex {
                     _ => best = Some((score, seg)),
                 }
             }
-            from = Bound::Excluded((g, u64::MAX, u32::MAX));
         }
         best.map(|(_, s)| s)
     }
 
     pub fn ram_bytes(&self) -> u64 {
         // A B-tree entry is its key plus about a third for the nodes' slack and links.
-        let entry = std::mem::size_of::<Key>() as u64;
-        self.set.len() as u64 * (entry + entry / 3)
+        let entry = std::mem::size_of::<(u64, u32)>() as u64;
+        self.len * (entry + entry / 3)
+            + self.groups.len() as u64 * 64
             + self.at.len() as u64 * std::mem::size_of::<Option<Key>>() as u64
     }
 }

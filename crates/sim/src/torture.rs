@@ -959,7 +959,18 @@ pub fn run_with_progress(
     let sectors = fms.sectors();
     let lay = fms.layout().clone();
     let logical_blocks = fms.logical_blocks();
+    // Besides its device, a worker holds the FMS tables twice (the running FMS and the
+    // remount after a cut) and the shadow model; the device alone was about 30-40 % short.
+    let tables = fms.ram_bytes().saturating_mul(2);
+    let shadow = sectors.saturating_mul(std::mem::size_of::<Cell>() as u64);
     drop(fms);
+    let per_worker = device_bytes.saturating_add(tables).saturating_add(shadow);
+    let need = per_worker.saturating_mul(workers as u64);
+    if let Some(avail) = nand::available_ram().filter(|&a| need > a) {
+        return Err(format!(
+            "device: {workers} worker(s) × {per_worker} bytes (device {device_bytes}, FMS tables and their remount {tables}, shadow model {shadow}) = {need} bytes, more than the {avail} bytes available; use fewer --threads, fewer --segments or a smaller device"
+        ));
+    }
     let spb = (cfg.fms.block_size as usize / SECTOR) as u64;
     let op_bytes = (cfg.ops as u64).saturating_mul(std::mem::size_of::<Op>() as u64);
     nand::table::check_fits(op_bytes, "the workload")

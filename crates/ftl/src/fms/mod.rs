@@ -1321,7 +1321,8 @@ impl Fms {
     }
 
     /// Header mode: copy as many of `blocks` as fit into one segment (the stream's active
-    /// segment, or the wear-swap target) as a run; the first block is already in `buf`. Returns how many were copied; 0 when
+    /// segment, or the wear-swap target) as a run, which ends early after a block of all
+    /// 0xFF; the first block is already in `buf`. Returns how many were copied; 0 when
     /// the segment's next slots are not programmable (the segment is then closed and the
     /// caller takes the per-slot path, which retries elsewhere).
     fn copy_run(
@@ -1341,7 +1342,7 @@ impl Fms {
         if slot0 >= slots {
             return Ok(0);
         }
-        let n = ((slots - slot0) as usize).min(blocks.len());
+        let mut n = ((slots - slot0) as usize).min(blocks.len());
         let storage = self.nand.store().keeps_payload();
         let bs = self.lay.block_size as usize;
         let mut entries = std::mem::take(&mut self.entries);
@@ -1366,6 +1367,16 @@ impl Fms {
             let data = storage.then_some(&buf[..bs]);
             res = self.program_data(seg, slot0 + q as u32, data);
             if res.is_err() {
+                break;
+            }
+            // An all-0xFF block ends its run. Its slot reads erased even without its entry,
+            // and mount takes the first erased slot after a segment's last entry for the
+            // first free one: a cut before the run's entries would hide the run's later,
+            // torn slots behind it, and the first write there would fail. (Simulation mode
+            // has no data to look at, and never cuts power.)
+            if storage && q + 1 < n && buf[..bs].iter().all(|&b| b == 0xFF) {
+                n = q + 1;
+                self.segs[seg as usize].next = slot0 + n as u32;
                 break;
             }
         }

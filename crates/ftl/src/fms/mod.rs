@@ -1342,7 +1342,8 @@ impl Fms {
         if slot0 >= slots {
             return Ok(0);
         }
-        let mut n = ((slots - slot0) as usize).min(blocks.len());
+        let n = ((slots - slot0) as usize).min(blocks.len());
+        let mut end = n;
         let storage = self.nand.store().keeps_payload();
         let bs = self.lay.block_size as usize;
         let mut entries = std::mem::take(&mut self.entries);
@@ -1353,10 +1354,22 @@ impl Fms {
         for (q, m) in blocks[..n].iter().enumerate() {
             // The caller has read the first block into `buf`.
             if q > 0 {
-                buf_reused = true;
                 if storage {
+                    // `buf` still holds the previous block. One of all 0xFF ends the run:
+                    // its slot reads erased even without its entry, and mount takes the
+                    // first erased slot after a segment's last entry for the first free
+                    // one, so a cut before the run's entries would hide the run's later,
+                    // torn slots behind it (the first write there would fail).
+                    // Simulation mode has no data to look at, and never cuts power.
+                    if all_ones(&buf[..bs]) {
+                        end = q;
+                        self.segs[seg as usize].next = slot0 + q as u32;
+                        break;
+                    }
+                    buf_reused = true;
                     self.read_phys(m.phys, Some(&mut buf[..bs]))?;
                 } else {
+                    buf_reused = true;
                     self.read_phys(m.phys, None)?;
                 }
             }
@@ -1369,17 +1382,8 @@ impl Fms {
             if res.is_err() {
                 break;
             }
-            // An all-0xFF block ends its run. Its slot reads erased even without its entry,
-            // and mount takes the first erased slot after a segment's last entry for the
-            // first free one: a cut before the run's entries would hide the run's later,
-            // torn slots behind it, and the first write there would fail. (Simulation mode
-            // has no data to look at, and never cuts power.)
-            if storage && q + 1 < n && buf[..bs].iter().all(|&b| b == 0xFF) {
-                n = q + 1;
-                self.segs[seg as usize].next = slot0 + n as u32;
-                break;
-            }
         }
+        let n = end;
         if res.is_ok() {
             res = self.program_entries(seg, slot0, &entries);
         }
@@ -1518,6 +1522,13 @@ impl Fms {
         self.stats.wear_swaps += 1;
         Ok(())
     }
+}
+
+/// True when every byte is 0xFF (data that reads as erased flash). Out of line: only
+/// storage-mode cleaner runs call it.
+#[inline(never)]
+fn all_ones(b: &[u8]) -> bool {
+    b.iter().all(|&x| x == 0xFF)
 }
 
 /// The error when the block sequence numbers run out (out of line: never on a hot path).

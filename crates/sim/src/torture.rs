@@ -110,16 +110,14 @@ pub struct TortureConfig {
     pub seed: u64,
     /// Worker threads (0: one per core).
     pub threads: usize,
-    /// One random write in six writes 0xFF sectors ([`FILL`]). Default: on NAND (spare
-    /// mode) only; in header mode (NOR, `nop = 0`) they expose a known mount mismatch
-    /// (docs/fms.md, "Torture: what it catches").
+    /// One random write in six writes 0xFF sectors ([`FILL`]). Default: on.
     pub fill_writes: bool,
 }
 
 impl TortureConfig {
     /// Defaults for `device`: 16 segments, the device's default block size
     /// ([`default_block_size`]), the paper's FMS (CAT, M6), every cut point, 300 operations,
-    /// 0xFF fill writes on NAND devices.
+    /// 0xFF fill writes.
     pub fn new(device: DeviceSpec) -> TortureConfig {
         let fms = FmsConfig {
             block_size: default_block_size(&device),
@@ -133,7 +131,7 @@ impl TortureConfig {
             ops: 300,
             seed: 1,
             threads: 0,
-            fill_writes: device.geometry.nop != 0,
+            fill_writes: true,
             device,
         }
     }

@@ -9,11 +9,8 @@ fn cfg(preset: &str, cuts: Cuts, seed: u64) -> TortureConfig {
     let mut c = TortureConfig::new(DeviceSpec::preset(preset).unwrap());
     c.cuts = cuts;
     c.seed = seed;
-    // 0xFF fill writes by default on NAND only: in header mode (NOR, nop = 0) mount's
-    // torn-slot scan can stop at a fill slot left without its entry and miss a torn slot
-    // after it (the tables then differ from the running FMS's; no data is lost). Known,
-    // not fixed: see `header_mode_fill_writes` and docs/fms.md.
-    assert_eq!(c.fill_writes, c.device.geometry.nop != 0);
+    // 0xFF fill writes by default in both record modes (see `header_mode_fill_writes`).
+    assert!(c.fill_writes);
     c
 }
 
@@ -142,16 +139,23 @@ fn reports_are_deterministic_across_threads() {
 }
 
 #[test]
-#[ignore = "known: header-mode mount stops its torn-slot scan at an all-0xFF slot (docs/fms.md)"]
 fn header_mode_fill_writes() {
-    // Cut 398 of this run: a cleaner run left slot 2 (a 0xFF block, whose program changes
-    // nothing) and slot 3 (torn data) without entries; mount sees slot 2 erased and sets the
-    // next free slot to 2, the first write then hits slot 3's bits and closes the segment
-    // (next 7) while a remount says 4.
-    let mut c = cfg("intel-series2plus-24m", Cuts::Every, 1);
-    c.segments = 12;
-    c.fill_writes = true;
-    assert_clean(&run(&c));
+    // Before an all-0xFF block ended the cleaner's run it is in, cut 398 of
+    // `intel_every_cut_point` (12 segments, seed 1) failed: a run left slot 2 (a 0xFF
+    // block, whose program changes nothing) and slot 3 (torn data) without entries; mount
+    // saw slot 2 erased and set the next free slot to 2, the first write then hit slot 3's
+    // bits and closed the segment (next 7) while a remount said 4. These runs failed the
+    // same way (2, 2 and 4 cut points).
+    for (segments, seed, greedy) in [(16, 5, false), (16, 8, false), (12, 2, true)] {
+        let mut c = cfg("intel-series2plus-24m", Cuts::Every, seed);
+        c.segments = segments;
+        if greedy {
+            c.fms.policy = ftl::fms::select::Policy::Greedy;
+            c.fms.redistribution = ftl::fms::redistribute::Redistribution::M1;
+        }
+        assert!(c.fill_writes);
+        assert_clean(&run(&c));
+    }
 }
 
 #[test]

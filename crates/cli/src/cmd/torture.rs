@@ -68,8 +68,7 @@ pub struct TortureArgs {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Make one random write in six write all-0xFF sectors (erased flash reads 0xFF too,
-    /// and the FMS must tell the two apart). Default: true on NAND, false on NOR-style
-    /// devices (nop = 0), where they show a known mount mismatch (docs/fms.md)
+    /// and the FMS must tell the two apart) [default: true]
     #[arg(long, value_name = "BOOL")]
     pub fill_writes: Option<bool>,
     #[command(flatten)]

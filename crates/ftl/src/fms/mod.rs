@@ -1385,7 +1385,8 @@ impl Fms {
     }
 
     /// Header mode: copy as many of `blocks` as fit into one segment (the stream's active
-    /// segment, or the wear-swap target) as a run; the first block is already in `buf`. Returns how many were copied; 0 when
+    /// segment, or the wear-swap target) as a run, which ends early after a block of all
+    /// 0xFF; the first block is already in `buf`. Returns how many were copied; 0 when
     /// the segment's next slots are not programmable (the segment is then closed and the
     /// caller takes the per-slot path, which retries elsewhere).
     fn copy_run(
@@ -1406,6 +1407,7 @@ impl Fms {
             return Ok(0);
         }
         let n = ((slots - slot0) as usize).min(blocks.len());
+        let mut end = n;
         let storage = self.nand.store().keeps_payload();
         let bs = self.lay.block_size as usize;
         let mut entries = std::mem::take(&mut self.entries);
@@ -1416,10 +1418,22 @@ impl Fms {
         for (q, m) in blocks[..n].iter().enumerate() {
             // The caller has read the first block into `buf`.
             if q > 0 {
-                buf_reused = true;
                 if storage {
+                    // `buf` still holds the previous block. One of all 0xFF ends the run:
+                    // its slot reads erased even without its entry, and mount takes the
+                    // first erased slot after a segment's last entry for the first free
+                    // one, so a cut before the run's entries would hide the run's later,
+                    // torn slots behind it (the first write there would fail).
+                    // Simulation mode has no data to look at, and never cuts power.
+                    if all_ones(&buf[..bs]) {
+                        end = q;
+                        self.segs[seg as usize].next = slot0 + q as u32;
+                        break;
+                    }
+                    buf_reused = true;
                     self.read_phys(m.phys, Some(&mut buf[..bs]))?;
                 } else {
+                    buf_reused = true;
                     self.read_phys(m.phys, None)?;
                 }
             }
@@ -1433,6 +1447,7 @@ impl Fms {
                 break;
             }
         }
+        let n = end;
         if res.is_ok() {
             res = self.program_entries(seg, slot0, &entries);
         }
@@ -1589,6 +1604,13 @@ impl Fms {
         self.stats.wear_swaps += 1;
         Ok(())
     }
+}
+
+/// True when every byte is 0xFF (data that reads as erased flash). Out of line: only
+/// storage-mode cleaner runs call it.
+#[inline(never)]
+fn all_ones(b: &[u8]) -> bool {
+    b.iter().all(|&x| x == 0xFF)
 }
 
 /// The error when the block sequence numbers run out (out of line: never on a hot path).

@@ -24,15 +24,17 @@ pub use used::UsedIndex;
 pub const USED_INDEX_MIN_SEGMENTS: u32 = 2048;
 
 /// Devices with at least this many segments keep an [`AgedIndex`] for cost-benefit, CAT
-/// and adaptive (its CAT choices), and M4 keeps its utilisation sums; smaller ones score
+/// and adaptive (its CAT choices), and the running summaries of `fms::summary` (M4's
+/// utilisation, DAC region loads, wear levelling's least-worn segment); smaller ones score
 /// (or sum) every segment at each cleaning. The index's upkeep (a B-tree entry moved at
-/// every invalidation in a closed segment) costs more than the scan it saves below about
-/// 3 000 segments. Measured (`flashkit bench --device chang-kuo-16g --blocks N
-/// --block-size 512 --fill 0.8`, 32 slots a segment, user writes/s, index vs scan):
-/// 2 048 segments 1.43–1.47 M vs 1.60–1.66 M (cost-benefit), 1.11–1.21 M vs 1.52–1.54 M
-/// (CAT); 4 096: 1.43–1.91 M vs 0.95–0.96 M, 1.12–1.70 M vs 0.80–0.85 M; the Intel card's
-/// 192 segments: 0.86 M vs 1.29 M (cost-benefit).
-pub const AGED_INDEX_MIN_SEGMENTS: u32 = 4096;
+/// every invalidation in a closed segment) costs more than the scan it saves on small
+/// devices. Measured (`flashkit bench --device chang-kuo-16g --blocks N --block-size 512
+/// --fill 0.8 --written 64MiB`, 32 slots a segment, user writes/s, index vs scan, best of
+/// 3, twice): 1 024 segments: cost-benefit 3.27 M vs 3.26 M, CAT 2.38–2.41 M vs 3.49 M,
+/// adaptive 2.35 M vs 3.40–3.45 M; 2 048: 3.04–3.07 M vs 2.11–2.15 M, 2.43–2.45 M vs
+/// 2.25–2.28 M, 2.35 M vs 2.12–2.17 M; the Intel card's 192 segments: 0.86 M vs 1.29 M
+/// (cost-benefit).
+pub const AGED_INDEX_MIN_SEGMENTS: u32 = 2048;
 
 /// What a policy may look at: one row of the segment lookup table.
 #[derive(Clone, Copy, Debug)]

@@ -238,6 +238,18 @@ fn clean_remount_reproduces_sectors_and_tables() {
 
 /// Blocks smaller than a page (NOR header mode): a page holds several data slots, and the
 /// page where the header ends holds entries and slots both.
+/// A device with greedy, M1 and no read-only stream: one stream, so what the cleaner copies
+/// where is easy to follow.
+fn one_stream((spec, cfg): (DeviceSpec, FmsConfig)) -> (DeviceSpec, FmsConfig) {
+    let cfg = FmsConfig {
+        policy: Policy::Greedy,
+        redistribution: Redistribution::M1,
+        readonly_separation: false,
+        ..cfg
+    };
+    (spec, cfg)
+}
+
 fn intel_sub_page(block_size: u32) -> (DeviceSpec, FmsConfig) {
     let (spec, cfg) = intel();
     (spec, FmsConfig { block_size, ..cfg })
@@ -737,13 +749,7 @@ fn other_block_size_does_not_mount() {
 /// must not come back at the next mount (mount finishes the interrupted invalidation).
 #[test]
 fn durable_trim_survives_a_torn_invalidation() {
-    let (spec, cfg) = intel();
-    let cfg = FmsConfig {
-        policy: Policy::Greedy,
-        redistribution: Redistribution::M1,
-        readonly_separation: false,
-        ..cfg
-    };
+    let (spec, cfg) = one_stream(intel());
     let blk = |v: u8| vec![v; 4096];
     let mut f = format(&spec, &cfg);
     let slots = f.layout().slots;
@@ -846,13 +852,7 @@ fn mount_skips_every_slot_a_cut_run_left_without_entries() {
 /// every block reads back.
 #[test]
 fn cut_runs_with_all_ff_blocks_keep_mount_exact() {
-    let (spec, cfg) = intel();
-    let cfg = FmsConfig {
-        policy: Policy::Greedy,
-        redistribution: Redistribution::M1,
-        readonly_separation: false,
-        ..cfg
-    };
+    let (spec, cfg) = one_stream(intel());
     let bs = cfg.block_size as usize;
     // Round `r`'s content of block `l`: all 0xFF for one block in three, else a byte
     // that is never 0xFF.
@@ -962,13 +962,7 @@ fn cut_runs_with_all_ff_blocks_keep_mount_exact() {
 /// come back at mount, but only as zeros or old content, never as half-erased bytes.
 #[test]
 fn torn_erase_never_exposes_half_erased_blocks() {
-    let (spec, cfg) = nandsim();
-    let cfg = FmsConfig {
-        policy: Policy::Greedy,
-        redistribution: Redistribution::M1,
-        readonly_separation: false,
-        ..cfg
-    };
+    let (spec, cfg) = one_stream(nandsim());
     let setup = || {
         let mut f = format(&spec, &cfg);
         let slots = f.layout().slots;

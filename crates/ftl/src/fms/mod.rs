@@ -176,6 +176,19 @@ pub struct Seg {
     pub last_inval_ps: u64,
 }
 
+impl Seg {
+    /// What a selection policy sees of this row, in a segment of `slots` slots.
+    pub fn view(&self, slots: u32) -> SegView {
+        SegView {
+            valid: self.valid,
+            slots,
+            erase_count: self.erase_count,
+            created_ps: self.created_ps,
+            last_inval_ps: self.last_inval_ps,
+        }
+    }
+}
+
 /// Counters of what the FMS did.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct FmsStats {
@@ -729,13 +742,7 @@ impl Fms {
             ix.set(seg, candidate.then_some(s.valid));
         }
         if let Some(ix) = self.aged.as_mut() {
-            let view = SegView {
-                valid: s.valid,
-                slots: self.lay.slots,
-                erase_count: s.erase_count,
-                created_ps: s.created_ps,
-                last_inval_ps: s.last_inval_ps,
-            };
+            let view = s.view(self.lay.slots);
             ix.set(seg, candidate.then_some((s.stream, &view)));
         }
         if let Some(sums) = self.sums.as_mut() {
@@ -1108,13 +1115,7 @@ impl Fms {
     }
 
     fn view(&self, s: &Seg) -> SegView {
-        SegView {
-            valid: s.valid,
-            slots: self.lay.slots,
-            erase_count: s.erase_count,
-            created_ps: s.created_ps,
-            last_inval_ps: s.last_inval_ps,
-        }
+        s.view(self.lay.slots)
     }
 
     /// Pick the victim among closed segments with garbage.
@@ -1141,9 +1142,10 @@ impl Fms {
                 }
                 None => self.scan_fewest(region),
             }
-        } else if let Some(ix) = self.aged.as_ref() {
+        } else if let Some(ix) = self.aged.as_mut() {
+            let segs = &self.segs;
             ix.lowest(&self.selector, &ctx, slots, region, |i| {
-                self.view(&self.segs[i as usize])
+                segs[i as usize].view(slots)
             })
         } else {
             self.scan_lowest(region, &ctx)
@@ -1908,7 +1910,7 @@ mod tests {
                 f
             };
             let mut checked = 0;
-            let check = |f: &Fms, at: usize| {
+            let check = |f: &mut Fms, at: usize| {
                 let ctx = SelectCtx {
                     now_ps: f.nand.clock_ps(),
                     age_unit_ps: f.age_unit(),
@@ -1921,18 +1923,16 @@ mod tests {
                         .unwrap()
                         .first_fewest(|i| region.is_none_or(|r| segs[i as usize].stream == r));
                     assert_eq!(got, f.scan_fewest(region), "case {k}, op {at}, {region:?}");
-                    let got = f.aged.as_ref().unwrap().lowest(
-                        &f.selector,
-                        &ctx,
-                        f.lay.slots,
-                        region,
-                        |i| f.view(&f.segs[i as usize]),
-                    );
-                    assert_eq!(
-                        got,
-                        f.scan_lowest(region, &ctx),
-                        "case {k}, op {at}, {region:?}"
-                    );
+                    let want = f.scan_lowest(region, &ctx);
+                    let (slots, segs) = (f.lay.slots, &f.segs);
+                    let got =
+                        f.aged
+                            .as_mut()
+                            .unwrap()
+                            .lowest(&f.selector, &ctx, slots, region, |i| {
+                                segs[i as usize].view(slots)
+                            });
+                    assert_eq!(got, want, "case {k}, op {at}, {region:?}");
                 }
                 let sums = f.sums.as_ref().unwrap();
                 let active = f.active.iter().filter(|&&a| a != NONE);
@@ -1964,13 +1964,13 @@ mod tests {
                 } else {
                     f.write_block(lbn, Some(&data)).unwrap();
                 }
-                check(&f, at);
+                check(&mut f, at);
                 checked += 1;
                 if at % 1000 == 999 {
                     erasures += f.stats().erasures;
                     f.flush().unwrap();
                     f = indexed(Fms::mount(f.into_nand(), cfg.clone()).unwrap());
-                    check(&f, at);
+                    check(&mut f, at);
                 }
             }
             assert!(erasures > 20, "case {k} cleaned ({erasures} erasures)");

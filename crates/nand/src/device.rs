@@ -422,6 +422,7 @@ impl Nand {
     }
 
     /// Account for a data read of `len` bytes at `col` without moving bytes (simulation).
+    #[inline]
     pub fn read_opaque(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
         self.alive()?;
         self.check_range(ppn, col, len as usize)?;
@@ -457,7 +458,12 @@ impl Nand {
 
     /// The general program operation: `data` at data column `col`, and `spare` bytes at
     /// offset `.0` of the spare area. Counts as one (partial) program of the page.
-    #[inline]
+    ///
+    /// Inlined into every caller: the FTL's calls name the kind of `data` and whether a
+    /// spare area is programmed, so the checks that cannot apply to them (the spare range,
+    /// the bit rule of a data area the caller does not give) fold away, and neither
+    /// argument goes through memory. Every rule is still checked on every program.
+    #[inline(always)]
     pub fn program(
         &mut self,
         ppn: u64,
@@ -477,7 +483,10 @@ impl Nand {
                 return r;
             }
         }
-        self.store.program(ppn, col, data, spare)?;
+        match (data, spare) {
+            (Data::Opaque(n), None) => self.store.program_opaque_data(ppn, col, n)?,
+            _ => self.store.program(ppn, col, data, spare)?,
+        }
         self.advance_write_ptr(block, idx);
         Ok(())
     }
@@ -494,17 +503,13 @@ impl Nand {
         self.alive()?;
         let data_len = data.len();
         if col as usize + data_len > self.geo.page_size as usize {
-            return Err(NandError::ColumnOutOfRange(Box::new(ColumnRange {
-                ppn,
-                col,
-                len: data_len,
-                raw: self.geo.page_size,
-            })));
+            return Err(column_out_of_range(ppn, col, data_len, self.geo.page_size));
         }
-        if let Some((so, s)) = spare {
-            self.check_range(ppn, self.geo.page_size + so, s.len())?;
-        } else {
-            self.check_range(ppn, col, data_len)?;
+        match spare {
+            Some((so, s)) => self.check_range(ppn, self.geo.page_size + so, s.len())?,
+            // The data range lies within the data area (checked just above), so within the
+            // raw page: only the page number is left to check.
+            None => self.check_ppn(ppn)?,
         }
         let block = match self.ppb_shift {
             Some(sh) => (ppn >> sh) as u32,
@@ -516,12 +521,7 @@ impl Nand {
         if self.geo.nop != 0 {
             let done = self.store.page_programs(ppn);
             if done as u32 >= self.geo.nop {
-                // nop <= done <= 255 here (program counts are bytes; geometry checks nop).
-                return Err(NandError::NopExceeded {
-                    ppn,
-                    done,
-                    nop: self.geo.nop as u8,
-                });
+                return Err(self.nop_exceeded(ppn, done));
             }
         }
         let idx = (ppn - self.geo.first_page(block)) as u32;
@@ -540,6 +540,17 @@ impl Nand {
             self.check_clears_only(ppn, self.geo.page_size + so, s)?;
         }
         Ok((block, idx))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn nop_exceeded(&self, ppn: u64, done: u8) -> NandError {
+        // nop <= done <= 255 here (program counts are bytes; geometry checks nop).
+        NandError::NopExceeded {
+            ppn,
+            done,
+            nop: self.geo.nop as u8,
+        }
     }
 
     /// A program that passed the rules while a fault plan is installed: a power cut due
@@ -657,29 +668,43 @@ impl Nand {
 
     #[inline]
     fn check_range(&self, ppn: u64, col: u32, len: usize) -> Result<()> {
-        if ppn >= self.pages {
-            return Err(NandError::PageOutOfRange(Box::new(PageRange {
-                ppn,
-                pages: self.pages,
-            })));
-        }
+        self.check_ppn(ppn)?;
         let raw = self.geo.raw_page_size();
         if col as usize + len > raw as usize {
-            return Err(NandError::ColumnOutOfRange(Box::new(ColumnRange {
-                ppn,
-                col,
-                len,
-                raw,
-            })));
+            return Err(column_out_of_range(ppn, col, len, raw));
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn check_ppn(&self, ppn: u64) -> Result<()> {
+        if ppn >= self.pages {
+            return Err(page_out_of_range(ppn, self.pages));
         }
         Ok(())
     }
 
     /// The bit rule for a data-area program: the store compares in place where it can (one
     /// call settles most programs); a data area the store does not know (payload-less
-    /// pages that only saw opaque programs) cannot be checked.
+    /// pages that only saw opaque programs) cannot be checked. The usual outcome (the
+    /// store compared, nothing set) is decided inline, the rest out of line.
+    #[inline(always)]
     fn check_data_clears_only(&mut self, ppn: u64, col: u32, new: &[u8]) -> Result<()> {
         match self.store.first_set_bit_in_place(ppn, col, new) {
+            Some(None) => Ok(()),
+            other => self.check_data_clears_only_slow(ppn, col, new, other),
+        }
+    }
+
+    #[inline(never)]
+    fn check_data_clears_only_slow(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        new: &[u8],
+        in_place: Option<Option<usize>>,
+    ) -> Result<()> {
+        match in_place {
             Some(bad) => sets_bits(ppn, col, bad),
             None if self.store.data_known(ppn) => self.check_clears_only(ppn, col, new),
             None => Ok(()),
@@ -835,6 +860,20 @@ impl Nand {
         }
         self.flip_countdown -= bits;
     }
+}
+
+// The errors of the checks, built out of line: the checks are inlined into every program.
+
+#[cold]
+#[inline(never)]
+fn column_out_of_range(ppn: u64, col: u32, len: usize, raw: u32) -> NandError {
+    NandError::ColumnOutOfRange(Box::new(ColumnRange { ppn, col, len, raw }))
+}
+
+#[cold]
+#[inline(never)]
+fn page_out_of_range(ppn: u64, pages: u64) -> NandError {
+    NandError::PageOutOfRange(Box::new(PageRange { ppn, pages }))
 }
 
 /// The result of a bit-rule check: `bad` is the first byte of a program at `col` that would

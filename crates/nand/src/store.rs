@@ -33,26 +33,22 @@ pub struct BlockInfo {
 }
 
 /// The first byte of `new` that sets a bit which is 0 in `old` (a program may only clear
-/// bits). Word at a time.
+/// bits); `old` and `new` have the same length. The usual answer is "none": the whole
+/// range is or-reduced without an early exit (which the compiler vectorises; an FMS run
+/// of entries is hundreds of bytes), and only a range that sets a bit is searched.
 #[inline]
 pub fn first_set_bit(old: &[u8], new: &[u8]) -> Option<usize> {
-    let (mut oc, mut nc) = (old.chunks_exact(8), new.chunks_exact(8));
-    let words = oc.by_ref().zip(nc.by_ref()).any(|(o, n)| {
-        let o = u64::from_ne_bytes(o.try_into().unwrap());
-        let n = u64::from_ne_bytes(n.try_into().unwrap());
-        n & !o != 0
-    });
-    let sets = words
-        || oc
-            .remainder()
-            .iter()
-            .zip(nc.remainder())
-            .any(|(o, n)| n & !o != 0);
-    if sets {
-        old.iter().zip(new).position(|(o, n)| n & !o != 0)
-    } else {
-        None
+    debug_assert_eq!(old.len(), new.len());
+    let n = old.len().min(new.len());
+    let (old, new) = (&old[..n], &new[..n]);
+    let mut sets = 0u8;
+    for (o, w) in old.iter().zip(new) {
+        sets |= w & !o;
     }
+    if sets == 0 {
+        return None;
+    }
+    old.iter().zip(new).position(|(o, w)| w & !o != 0)
 }
 
 /// The medium.
@@ -104,6 +100,11 @@ pub trait Store: Send {
             self.write(ppn, ps + so, s)?;
         }
         self.bump_page_programs(ppn)
+    }
+    /// [`Store::program`] of an opaque data area without spare bytes (the simulator's data
+    /// programs): a call of its own so that a store can make it a short leaf.
+    fn program_opaque_data(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
+        self.program(ppn, col, Data::Opaque(len), None)
     }
     /// Where programming `new` at `col` of `ppn` would set a bit that is 0 on the medium:
     /// `Some(Some(i))` for the first such byte of `new`, `Some(None)` for none, or `None`
@@ -360,6 +361,38 @@ impl PayloadlessStore {
         }
     }
 
+    /// Store `bytes` at data column `col` (within the data area).
+    #[inline(always)]
+    fn write_data(&mut self, ppn: u64, col: usize, bytes: &[u8]) {
+        let end = col + bytes.len();
+        let page = self.keep(ppn, col, end);
+        page[col..end].copy_from_slice(bytes);
+    }
+
+    /// Store `bytes` at offset `off` of the spare area.
+    #[inline(always)]
+    fn write_spare(&mut self, ppn: u64, off: usize, bytes: &[u8]) {
+        let base = ppn as usize * self.geo.spare_size as usize + off;
+        self.spare[base..base + bytes.len()].copy_from_slice(bytes);
+    }
+
+    /// An opaque program of `len` data bytes at `col`.
+    #[inline(always)]
+    fn opaque(&mut self, ppn: u64, col: u32, len: u32) {
+        let k = self.kept_at[ppn as usize];
+        if k < PARTIAL {
+            // Kept: the opaque bytes become zeros in place.
+            let (lo, hi) = (col as usize, (col + len) as usize);
+            if let Some(p) = self.kept_mut(ppn, lo, hi) {
+                p[lo..hi].fill(0);
+            }
+        } else if k == NOT_KEPT && col == 0 && len >= self.geo.page_size {
+            self.kept_at[ppn as usize] = OPAQUE;
+        } else if k != OPAQUE && len > 0 {
+            self.program_opaque_partly(ppn, col, col + len);
+        }
+    }
+
     /// The data area of a page that is not kept reads zeros where opaque programs went.
     fn read_unkept(&self, ppn: u64, col: usize, out: &mut [u8]) {
         match self.kept_at[ppn as usize] {
@@ -452,34 +485,49 @@ impl Store for PayloadlessStore {
     }
     fn write(&mut self, ppn: u64, col: u32, bytes: &[u8]) -> Result<()> {
         let ps = self.geo.page_size as usize;
-        let ss = self.geo.spare_size as usize;
         let col = col as usize;
         let end = col + bytes.len();
         if col < ps {
             let d = end.min(ps);
-            let page = self.keep(ppn, col, d);
-            page[col..d].copy_from_slice(&bytes[..d - col]);
+            self.write_data(ppn, col, &bytes[..d - col]);
         }
         if end > ps {
             let s0 = col.max(ps);
-            let base = ppn as usize * ss;
-            self.spare[base + s0 - ps..base + end - ps].copy_from_slice(&bytes[s0 - col..]);
+            self.write_spare(ppn, s0 - ps, &bytes[s0 - col..]);
         }
         Ok(())
     }
     fn program_opaque(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
-        let k = self.kept_at[ppn as usize];
-        if k < PARTIAL {
-            // Kept: the opaque bytes become zeros in place.
-            let (lo, hi) = (col as usize, (col + len) as usize);
-            if let Some(p) = self.kept_mut(ppn, lo, hi) {
-                p[lo..hi].fill(0);
-            }
-        } else if k == NOT_KEPT && col == 0 && len >= self.geo.page_size {
-            self.kept_at[ppn as usize] = OPAQUE;
-        } else if k != OPAQUE && len > 0 {
-            self.program_opaque_partly(ppn, col, col + len);
+        self.opaque(ppn, col, len);
+        Ok(())
+    }
+    /// The device's path for every complete program, written out for this store so that
+    /// its primitives are inlined (the default calls them; this store is the simulator's).
+    /// Same effect as the default: the device has checked that `data` lies within the
+    /// data area.
+    fn program(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        data: Data<'_>,
+        spare: Option<(u32, &[u8])>,
+    ) -> Result<()> {
+        match data {
+            Data::None => {}
+            Data::Bytes(b) => self.write_data(ppn, col as usize, b),
+            Data::Opaque(n) => self.opaque(ppn, col, n),
         }
+        if let Some((so, s)) = spare {
+            self.write_spare(ppn, so as usize, s);
+        }
+        let p = &mut self.programs[ppn as usize];
+        *p = p.saturating_add(1);
+        Ok(())
+    }
+    fn program_opaque_data(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
+        self.opaque(ppn, col, len);
+        let p = &mut self.programs[ppn as usize];
+        *p = p.saturating_add(1);
         Ok(())
     }
     fn data_known(&self, ppn: u64) -> bool {

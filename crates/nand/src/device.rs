@@ -372,6 +372,7 @@ impl Nand {
 
     /// Read `buf.len()` bytes of page `ppn` from column `col`. A read that starts in the
     /// spare area costs a spare read, otherwise a page read.
+    #[inline]
     pub fn read(&mut self, ppn: u64, col: u32, buf: &mut [u8]) -> Result<()> {
         self.alive()?;
         self.check_range(ppn, col, buf.len())?;
@@ -471,13 +472,13 @@ impl Nand {
         data: Data<'_>,
         spare: Option<(u32, &[u8])>,
     ) -> Result<()> {
+        if let (Data::Bytes(b), None) = (data, spare) {
+            if !self.faults_armed {
+                return self.program_bytes_in_place(ppn, col, b);
+            }
+        }
         let (block, idx) = self.check_program(ppn, col, data, spare)?;
-        self.ops += 1;
-        let data_len = data.len();
-        let bytes = (data_len + spare.map_or(0, |s| s.1.len())) as u64;
-        self.clock_ps += self.costs.program + self.costs.program_byte * bytes;
-        self.counters.programs += 1;
-        self.counters.bytes_programmed += bytes;
+        self.count_program((data.len() + spare.map_or(0, |s| s.1.len())) as u64);
         if self.faults_armed {
             if let Some(r) = self.program_fault(ppn, col, data, spare, block, idx) {
                 return r;
@@ -491,6 +492,54 @@ impl Nand {
         Ok(())
     }
 
+    /// A program of `bytes` into the data area alone, without a fault plan (the FMS's
+    /// entries and live flags). Every rule but the bit rule is checked here, in the same
+    /// order as [`Nand::program`]'s; then the store compares the bytes with the medium and,
+    /// when they only clear bits, programs them, in one call. The bit rule is checked last
+    /// in either path, so the same program fails with the same error; a store that cannot
+    /// compare in place changes nothing and the program takes the general path. Nothing
+    /// can cut or fail the program in between (no fault plan), so counting it after the
+    /// store's write instead of before is the same.
+    #[inline(always)]
+    fn program_bytes_in_place(&mut self, ppn: u64, col: u32, bytes: &[u8]) -> Result<()> {
+        let (block, idx) = self.check_placement(ppn, col, bytes.len(), None)?;
+        match self.store.program_bytes_if_clears(ppn, col, bytes) {
+            Some(None) => {}
+            Some(Some(i)) => return sets_bits(ppn, col, Some(i)),
+            None => return self.program_bytes_checked(ppn, col, bytes, block, idx),
+        }
+        self.count_program(bytes.len() as u64);
+        self.advance_write_ptr(block, idx);
+        Ok(())
+    }
+
+    /// [`Nand::program_bytes_in_place`] when the store cannot compare in place: the bit
+    /// rule as [`Nand::check_program`] checks it, then the program.
+    #[inline(never)]
+    fn program_bytes_checked(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        bytes: &[u8],
+        block: u32,
+        idx: u32,
+    ) -> Result<()> {
+        self.check_data_clears_only(ppn, col, bytes)?;
+        self.count_program(bytes.len() as u64);
+        self.store.program(ppn, col, Data::Bytes(bytes), None)?;
+        self.advance_write_ptr(block, idx);
+        Ok(())
+    }
+
+    /// Count one program of `bytes` bytes (data and spare) on the clock and the counters.
+    #[inline(always)]
+    fn count_program(&mut self, bytes: u64) {
+        self.ops += 1;
+        self.clock_ps += self.costs.program + self.costs.program_byte * bytes;
+        self.counters.programs += 1;
+        self.counters.bytes_programmed += bytes;
+    }
+
     /// Every rule a program must pass; returns the block and the page's index in it.
     #[inline(always)]
     fn check_program(
@@ -500,8 +549,30 @@ impl Nand {
         data: Data<'_>,
         spare: Option<(u32, &[u8])>,
     ) -> Result<(u32, u32)> {
+        let placed = self.check_placement(ppn, col, data.len(), spare)?;
+        // Bit rule: a program may only clear bits. A data area the store does not know
+        // (payload-less pages that only saw opaque programs) cannot be checked.
+        if let Data::Bytes(b) = data {
+            self.check_data_clears_only(ppn, col, b)?;
+        }
+        if let Some((so, s)) = spare {
+            self.check_clears_only(ppn, self.geo.page_size + so, s)?;
+        }
+        Ok(placed)
+    }
+
+    /// Every rule a program must pass but the bit rule (the device is powered, the ranges
+    /// lie in the device, the block is good, the page has programs left and comes in
+    /// order); returns the block and the page's index in it.
+    #[inline(always)]
+    fn check_placement(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        data_len: usize,
+        spare: Option<(u32, &[u8])>,
+    ) -> Result<(u32, u32)> {
         self.alive()?;
-        let data_len = data.len();
         if col as usize + data_len > self.geo.page_size as usize {
             return Err(column_out_of_range(ppn, col, data_len, self.geo.page_size));
         }
@@ -530,14 +601,6 @@ impl Nand {
             if !(idx == wp || (wp > 0 && idx == wp - 1)) {
                 return Err(NandError::OutOfOrder { ppn });
             }
-        }
-        // Bit rule: a program may only clear bits. A data area the store does not know
-        // (payload-less pages that only saw opaque programs) cannot be checked.
-        if let Data::Bytes(b) = data {
-            self.check_data_clears_only(ppn, col, b)?;
-        }
-        if let Some((so, s)) = spare {
-            self.check_clears_only(ppn, self.geo.page_size + so, s)?;
         }
         Ok((block, idx))
     }
@@ -832,7 +895,17 @@ impl Nand {
         }
     }
 
+    /// Bit flips due in a read: none unless flips were scripted or a flip rate is set
+    /// (decided inline; the flipping itself is out of line).
+    #[inline(always)]
     fn apply_flips(&mut self, ppn: u64, col: u32, buf: &mut [u8]) {
+        if !self.scripted_flips.is_empty() || self.flip_countdown != u64::MAX {
+            self.apply_flips_now(ppn, col, buf);
+        }
+    }
+
+    #[inline(never)]
+    fn apply_flips_now(&mut self, ppn: u64, col: u32, buf: &mut [u8]) {
         if !self.scripted_flips.is_empty() {
             let end = col as usize + buf.len();
             let mut i = 0;

@@ -106,6 +106,22 @@ pub trait Store: Send {
     fn program_opaque_data(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
         self.program(ppn, col, Data::Opaque(len), None)
     }
+    /// Program `bytes` at data column `col` of `ppn` (one complete program, counted, no
+    /// spare bytes), after the device's other rules, if the store can compare them in place
+    /// with the medium and they only clear bits: `Some(None)` when programmed,
+    /// `Some(Some(i))` when byte `i` would set a bit (nothing changed), `None` when the
+    /// store cannot compare in place (nothing changed; the device then checks the bit rule
+    /// its own way and calls [`Store::program`]). The comparison is the device's bit rule,
+    /// done where the bytes are; stores whose writes can fail leave it to the device (the
+    /// default), so a failed write is still counted as a program.
+    fn program_bytes_if_clears(
+        &mut self,
+        _ppn: u64,
+        _col: u32,
+        _bytes: &[u8],
+    ) -> Option<Option<usize>> {
+        None
+    }
     /// Where programming `new` at `col` of `ppn` would set a bit that is 0 on the medium:
     /// `Some(Some(i))` for the first such byte of `new`, `Some(None)` for none, or `None`
     /// when the store cannot compare in place (the device then reads the bytes).
@@ -209,6 +225,22 @@ impl Store for RamStore {
     fn first_set_bit_in_place(&self, ppn: u64, col: u32, new: &[u8]) -> Option<Option<usize>> {
         let o = self.off(ppn, col);
         Some(first_set_bit(&self.bytes[o..o + new.len()], new))
+    }
+    fn program_bytes_if_clears(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        bytes: &[u8],
+    ) -> Option<Option<usize>> {
+        let o = self.off(ppn, col);
+        let cur = &mut self.bytes[o..o + bytes.len()];
+        if let Some(i) = first_set_bit(cur, bytes) {
+            return Some(Some(i));
+        }
+        cur.copy_from_slice(bytes);
+        let p = &mut self.programs[ppn as usize];
+        *p = p.saturating_add(1);
+        Some(None)
     }
     fn block_info(&self, block: u32) -> BlockInfo {
         self.blocks[block as usize]
@@ -523,6 +555,35 @@ impl Store for PayloadlessStore {
         let p = &mut self.programs[ppn as usize];
         *p = p.saturating_add(1);
         Ok(())
+    }
+    fn program_bytes_if_clears(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        bytes: &[u8],
+    ) -> Option<Option<usize>> {
+        let (lo, hi) = (col as usize, col as usize + bytes.len());
+        let k = self.kept_at[ppn as usize];
+        if k < PARTIAL {
+            // Kept: compare and copy in the kept page.
+            let ps = self.geo.page_size as usize;
+            let page = &mut self.arena[k as usize * ps..(k as usize + 1) * ps];
+            if let Some(i) = first_set_bit(&page[lo..hi], bytes) {
+                return Some(Some(i));
+            }
+            page[lo..hi].copy_from_slice(bytes);
+            let d = &mut self.dirty[k as usize];
+            *d = (d.0.min(lo as u32), d.1.max(hi as u32));
+        } else if k == NOT_KEPT {
+            // Never programmed since the erase: all ones, any bytes only clear bits.
+            self.write_data(ppn, lo, bytes);
+        } else {
+            // Opaque bytes somewhere in the page: the device decides.
+            return None;
+        }
+        let p = &mut self.programs[ppn as usize];
+        *p = p.saturating_add(1);
+        Some(None)
     }
     fn program_opaque_data(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
         self.opaque(ppn, col, len);

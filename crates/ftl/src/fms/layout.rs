@@ -43,6 +43,35 @@ fn page_col((shift, page_size): (Option<u32>, u32), off: u64) -> (u64, u32) {
     }
 }
 
+/// The pieces of a byte span of a segment, page by page ([`Layout::pages_of`]): the first
+/// starts at the span's column, every later one at column 0 of the next page, so only the
+/// first needs a division (or shift).
+#[derive(Clone, Debug)]
+pub struct Pieces {
+    page: u64,
+    col: u32,
+    done: u64,
+    len: u64,
+    page_size: u32,
+}
+
+impl Iterator for Pieces {
+    type Item = (u64, u32, usize, usize);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done >= self.len {
+            return None;
+        }
+        let n = ((self.page_size - self.col) as u64).min(self.len - self.done);
+        let piece = (self.page, self.col, self.done as usize, n as usize);
+        self.done += n;
+        self.page += 1;
+        self.col = 0;
+        Some(piece)
+    }
+}
+
 /// Where everything sits inside a segment.
 #[derive(Clone, Debug)]
 pub struct Layout {
@@ -69,19 +98,15 @@ impl Layout {
     /// The pieces of the byte span `off..off + len` of a segment, one per page it touches:
     /// (page of the segment, column, offset inside the span, length).
     #[inline]
-    pub fn pages_of(&self, off: u64, len: u64) -> impl Iterator<Item = (u64, u32, usize, usize)> {
-        let lay = (self.page_shift, self.page_size);
-        let mut done = 0u64;
-        std::iter::from_fn(move || {
-            if done >= len {
-                return None;
-            }
-            let (page, col) = page_col(lay, off + done);
-            let n = (lay.1 as u64 - col as u64).min(len - done);
-            let piece = (page, col, done as usize, n as usize);
-            done += n;
-            Some(piece)
-        })
+    pub fn pages_of(&self, off: u64, len: u64) -> Pieces {
+        let (page, col) = self.page_col(off);
+        Pieces {
+            page,
+            col,
+            done: 0,
+            len,
+            page_size: self.page_size,
+        }
     }
 
     /// A byte offset inside a segment as (page of the segment, column).

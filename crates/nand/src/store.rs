@@ -34,18 +34,34 @@ pub struct BlockInfo {
 
 /// The first byte of `new` that sets a bit which is 0 in `old` (a program may only clear
 /// bits); `old` and `new` have the same length. The usual answer is "none": the whole
-/// range is or-reduced without an early exit (which the compiler vectorises; an FMS run
-/// of entries is hundreds of bytes), and only a range that sets a bit is searched.
+/// range is or-reduced without an early exit, a word at a time when it is short (an FMS
+/// entry is three words) and a byte at a time, which the compiler vectorises, when it is
+/// long (a run of entries is hundreds of bytes); only a range that sets a bit is searched.
 #[inline]
 pub fn first_set_bit(old: &[u8], new: &[u8]) -> Option<usize> {
     debug_assert_eq!(old.len(), new.len());
     let n = old.len().min(new.len());
     let (old, new) = (&old[..n], &new[..n]);
-    let mut sets = 0u8;
-    for (o, w) in old.iter().zip(new) {
-        sets |= w & !o;
-    }
-    if sets == 0 {
+    let sets = if n < 64 {
+        let (mut oc, mut nc) = (old.chunks_exact(8), new.chunks_exact(8));
+        let mut sets = 0u64;
+        for (o, w) in oc.by_ref().zip(nc.by_ref()) {
+            let o = u64::from_ne_bytes(o.try_into().unwrap());
+            let w = u64::from_ne_bytes(w.try_into().unwrap());
+            sets |= w & !o;
+        }
+        for (o, w) in oc.remainder().iter().zip(nc.remainder()) {
+            sets |= (w & !o) as u64;
+        }
+        sets != 0
+    } else {
+        let mut sets = 0u8;
+        for (o, w) in old.iter().zip(new) {
+            sets |= w & !o;
+        }
+        sets != 0
+    };
+    if !sets {
         return None;
     }
     old.iter().zip(new).position(|(o, w)| w & !o != 0)
@@ -600,9 +616,15 @@ impl Store for PayloadlessStore {
         let ss = self.geo.spare_size as usize;
         self.spare[first * ss..(first + n) * ss].fill(0xFF);
         self.programs[first..first + n].fill(0);
+        // Most pages of a block are erased or all opaque: nothing to forget but the mark,
+        // which the fill below resets; the others (kept, partly opaque) in page order.
         for ppn in first..first + n {
-            self.forget(ppn);
+            let k = self.kept_at[ppn];
+            if k != NOT_KEPT && k != OPAQUE {
+                self.forget(ppn);
+            }
         }
+        self.kept_at[first..first + n].fill(NOT_KEPT);
         Ok(())
     }
     fn erase_page(&mut self, ppn: u64) -> Result<()> {

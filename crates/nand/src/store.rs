@@ -3,8 +3,10 @@
 //!
 //! A store keeps exactly what is physically on the medium (page bytes, spare bytes) plus the
 //! bookkeeping the device model needs to enforce the rules across reopen (programs done per
-//! page since its erase, per-block erase count and bad state). It does not check rules: that
-//! is [`crate::Nand`]'s job, so every store behaves the same.
+//! page since its erase, per-block erase count and bad state). It does not decide rules:
+//! that is [`crate::Nand`]'s job, so every store behaves the same (a store that holds the
+//! bytes may compare them for the device's bit rule: [`Store::first_set_bit_in_place`],
+//! [`Store::program_bytes_if_clears`]).
 
 use std::collections::HashMap;
 
@@ -65,6 +67,16 @@ pub fn first_set_bit(old: &[u8], new: &[u8]) -> Option<usize> {
         return None;
     }
     old.iter().zip(new).position(|(o, w)| w & !o != 0)
+}
+
+/// `dst.copy_from_slice(src)`, without a call to `memcpy` for a single byte (the FMS reads
+/// and clears live flags one byte at a time).
+#[inline(always)]
+fn copy_bytes(dst: &mut [u8], src: &[u8]) {
+    match (dst, src) {
+        ([d], [s]) => *d = *s,
+        (dst, src) => dst.copy_from_slice(src),
+    }
 }
 
 /// The medium.
@@ -520,7 +532,7 @@ impl Store for PayloadlessStore {
             let d = end.min(ps);
             let out = &mut buf[..d - col];
             match self.kept(ppn) {
-                Some(p) => out.copy_from_slice(&p[col..d]),
+                Some(p) => copy_bytes(out, &p[col..d]),
                 None => self.read_unkept(ppn, col, out),
             }
         }
@@ -587,7 +599,7 @@ impl Store for PayloadlessStore {
             if let Some(i) = first_set_bit(&page[lo..hi], bytes) {
                 return Some(Some(i));
             }
-            page[lo..hi].copy_from_slice(bytes);
+            copy_bytes(&mut page[lo..hi], bytes);
             let d = &mut self.dirty[k as usize];
             *d = (d.0.min(lo as u32), d.1.max(hi as u32));
         } else if k == NOT_KEPT {

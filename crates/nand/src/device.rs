@@ -372,6 +372,7 @@ impl Nand {
 
     /// Read `buf.len()` bytes of page `ppn` from column `col`. A read that starts in the
     /// spare area costs a spare read, otherwise a page read.
+    #[inline]
     pub fn read(&mut self, ppn: u64, col: u32, buf: &mut [u8]) -> Result<()> {
         self.alive()?;
         self.check_range(ppn, col, buf.len())?;
@@ -422,6 +423,7 @@ impl Nand {
     }
 
     /// Account for a data read of `len` bytes at `col` without moving bytes (simulation).
+    #[inline]
     pub fn read_opaque(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
         self.alive()?;
         self.check_range(ppn, col, len as usize)?;
@@ -457,7 +459,12 @@ impl Nand {
 
     /// The general program operation: `data` at data column `col`, and `spare` bytes at
     /// offset `.0` of the spare area. Counts as one (partial) program of the page.
-    #[inline]
+    ///
+    /// Inlined into every caller: the FTL's calls name the kind of `data` and whether a
+    /// spare area is programmed, so the checks that cannot apply to them (the spare range,
+    /// the bit rule of a data area the caller does not give) fold away, and neither
+    /// argument goes through memory. Every rule is still checked on every program.
+    #[inline(always)]
     pub fn program(
         &mut self,
         ppn: u64,
@@ -465,21 +472,72 @@ impl Nand {
         data: Data<'_>,
         spare: Option<(u32, &[u8])>,
     ) -> Result<()> {
+        if let (Data::Bytes(b), None) = (data, spare) {
+            if !self.faults_armed {
+                return self.program_bytes_in_place(ppn, col, b);
+            }
+        }
         let (block, idx) = self.check_program(ppn, col, data, spare)?;
-        self.ops += 1;
-        let data_len = data.len();
-        let bytes = (data_len + spare.map_or(0, |s| s.1.len())) as u64;
-        self.clock_ps += self.costs.program + self.costs.program_byte * bytes;
-        self.counters.programs += 1;
-        self.counters.bytes_programmed += bytes;
+        self.count_program((data.len() + spare.map_or(0, |s| s.1.len())) as u64);
         if self.faults_armed {
             if let Some(r) = self.program_fault(ppn, col, data, spare, block, idx) {
                 return r;
             }
         }
-        self.store.program(ppn, col, data, spare)?;
+        match (data, spare) {
+            (Data::Opaque(n), None) => self.store.program_opaque_data(ppn, col, n)?,
+            _ => self.store.program(ppn, col, data, spare)?,
+        }
         self.advance_write_ptr(block, idx);
         Ok(())
+    }
+
+    /// A program of `bytes` into the data area alone, without a fault plan (the FMS's
+    /// entries and live flags). Every rule but the bit rule is checked here, in the same
+    /// order as [`Nand::program`]'s; then the store compares the bytes with the medium and,
+    /// when they only clear bits, programs them, in one call. The bit rule is checked last
+    /// in either path, so the same program fails with the same error; a store that cannot
+    /// compare in place changes nothing and the program takes the general path. Nothing
+    /// can cut or fail the program in between (no fault plan), so counting it after the
+    /// store's write instead of before is the same.
+    #[inline(always)]
+    fn program_bytes_in_place(&mut self, ppn: u64, col: u32, bytes: &[u8]) -> Result<()> {
+        let (block, idx) = self.check_placement(ppn, col, bytes.len(), None)?;
+        match self.store.program_bytes_if_clears(ppn, col, bytes) {
+            Some(None) => {}
+            Some(Some(i)) => return sets_bits(ppn, col, Some(i)),
+            None => return self.program_bytes_checked(ppn, col, bytes, block, idx),
+        }
+        self.count_program(bytes.len() as u64);
+        self.advance_write_ptr(block, idx);
+        Ok(())
+    }
+
+    /// [`Nand::program_bytes_in_place`] when the store cannot compare in place: the bit
+    /// rule as [`Nand::check_program`] checks it, then the program.
+    #[inline(never)]
+    fn program_bytes_checked(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        bytes: &[u8],
+        block: u32,
+        idx: u32,
+    ) -> Result<()> {
+        self.check_data_clears_only(ppn, col, bytes)?;
+        self.count_program(bytes.len() as u64);
+        self.store.program(ppn, col, Data::Bytes(bytes), None)?;
+        self.advance_write_ptr(block, idx);
+        Ok(())
+    }
+
+    /// Count one program of `bytes` bytes (data and spare) on the clock and the counters.
+    #[inline(always)]
+    fn count_program(&mut self, bytes: u64) {
+        self.ops += 1;
+        self.clock_ps += self.costs.program + self.costs.program_byte * bytes;
+        self.counters.programs += 1;
+        self.counters.bytes_programmed += bytes;
     }
 
     /// Every rule a program must pass; returns the block and the page's index in it.
@@ -491,20 +549,38 @@ impl Nand {
         data: Data<'_>,
         spare: Option<(u32, &[u8])>,
     ) -> Result<(u32, u32)> {
-        self.alive()?;
-        let data_len = data.len();
-        if col as usize + data_len > self.geo.page_size as usize {
-            return Err(NandError::ColumnOutOfRange(Box::new(ColumnRange {
-                ppn,
-                col,
-                len: data_len,
-                raw: self.geo.page_size,
-            })));
+        let placed = self.check_placement(ppn, col, data.len(), spare)?;
+        // Bit rule: a program may only clear bits. A data area the store does not know
+        // (payload-less pages that only saw opaque programs) cannot be checked.
+        if let Data::Bytes(b) = data {
+            self.check_data_clears_only(ppn, col, b)?;
         }
         if let Some((so, s)) = spare {
-            self.check_range(ppn, self.geo.page_size + so, s.len())?;
-        } else {
-            self.check_range(ppn, col, data_len)?;
+            self.check_clears_only(ppn, self.geo.page_size + so, s)?;
+        }
+        Ok(placed)
+    }
+
+    /// Every rule a program must pass but the bit rule (the device is powered, the ranges
+    /// lie in the device, the block is good, the page has programs left and comes in
+    /// order); returns the block and the page's index in it.
+    #[inline(always)]
+    fn check_placement(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        data_len: usize,
+        spare: Option<(u32, &[u8])>,
+    ) -> Result<(u32, u32)> {
+        self.alive()?;
+        if col as usize + data_len > self.geo.page_size as usize {
+            return Err(column_out_of_range(ppn, col, data_len, self.geo.page_size));
+        }
+        match spare {
+            Some((so, s)) => self.check_range(ppn, self.geo.page_size + so, s.len())?,
+            // The data range lies within the data area (checked just above), so within the
+            // raw page: only the page number is left to check.
+            None => self.check_ppn(ppn)?,
         }
         let block = match self.ppb_shift {
             Some(sh) => (ppn >> sh) as u32,
@@ -516,12 +592,7 @@ impl Nand {
         if self.geo.nop != 0 {
             let done = self.store.page_programs(ppn);
             if done as u32 >= self.geo.nop {
-                // nop <= done <= 255 here (program counts are bytes; geometry checks nop).
-                return Err(NandError::NopExceeded {
-                    ppn,
-                    done,
-                    nop: self.geo.nop as u8,
-                });
+                return Err(self.nop_exceeded(ppn, done));
             }
         }
         let idx = (ppn - self.geo.first_page(block)) as u32;
@@ -531,15 +602,18 @@ impl Nand {
                 return Err(NandError::OutOfOrder { ppn });
             }
         }
-        // Bit rule: a program may only clear bits. A data area the store does not know
-        // (payload-less pages that only saw opaque programs) cannot be checked.
-        if let Data::Bytes(b) = data {
-            self.check_data_clears_only(ppn, col, b)?;
-        }
-        if let Some((so, s)) = spare {
-            self.check_clears_only(ppn, self.geo.page_size + so, s)?;
-        }
         Ok((block, idx))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn nop_exceeded(&self, ppn: u64, done: u8) -> NandError {
+        // nop <= done <= 255 here (program counts are bytes; geometry checks nop).
+        NandError::NopExceeded {
+            ppn,
+            done,
+            nop: self.geo.nop as u8,
+        }
     }
 
     /// A program that passed the rules while a fault plan is installed: a power cut due
@@ -657,29 +731,43 @@ impl Nand {
 
     #[inline]
     fn check_range(&self, ppn: u64, col: u32, len: usize) -> Result<()> {
-        if ppn >= self.pages {
-            return Err(NandError::PageOutOfRange(Box::new(PageRange {
-                ppn,
-                pages: self.pages,
-            })));
-        }
+        self.check_ppn(ppn)?;
         let raw = self.geo.raw_page_size();
         if col as usize + len > raw as usize {
-            return Err(NandError::ColumnOutOfRange(Box::new(ColumnRange {
-                ppn,
-                col,
-                len,
-                raw,
-            })));
+            return Err(column_out_of_range(ppn, col, len, raw));
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn check_ppn(&self, ppn: u64) -> Result<()> {
+        if ppn >= self.pages {
+            return Err(page_out_of_range(ppn, self.pages));
         }
         Ok(())
     }
 
     /// The bit rule for a data-area program: the store compares in place where it can (one
     /// call settles most programs); a data area the store does not know (payload-less
-    /// pages that only saw opaque programs) cannot be checked.
+    /// pages that only saw opaque programs) cannot be checked. The usual outcome (the
+    /// store compared, nothing set) is decided inline, the rest out of line.
+    #[inline(always)]
     fn check_data_clears_only(&mut self, ppn: u64, col: u32, new: &[u8]) -> Result<()> {
         match self.store.first_set_bit_in_place(ppn, col, new) {
+            Some(None) => Ok(()),
+            other => self.check_data_clears_only_slow(ppn, col, new, other),
+        }
+    }
+
+    #[inline(never)]
+    fn check_data_clears_only_slow(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        new: &[u8],
+        in_place: Option<Option<usize>>,
+    ) -> Result<()> {
+        match in_place {
             Some(bad) => sets_bits(ppn, col, bad),
             None if self.store.data_known(ppn) => self.check_clears_only(ppn, col, new),
             None => Ok(()),
@@ -807,7 +895,17 @@ impl Nand {
         }
     }
 
+    /// Bit flips due in a read: none unless flips were scripted or a flip rate is set
+    /// (decided inline; the flipping itself is out of line).
+    #[inline(always)]
     fn apply_flips(&mut self, ppn: u64, col: u32, buf: &mut [u8]) {
+        if !self.scripted_flips.is_empty() || self.flip_countdown != u64::MAX {
+            self.apply_flips_now(ppn, col, buf);
+        }
+    }
+
+    #[inline(never)]
+    fn apply_flips_now(&mut self, ppn: u64, col: u32, buf: &mut [u8]) {
         if !self.scripted_flips.is_empty() {
             let end = col as usize + buf.len();
             let mut i = 0;
@@ -835,6 +933,20 @@ impl Nand {
         }
         self.flip_countdown -= bits;
     }
+}
+
+// The errors of the checks, built out of line: the checks are inlined into every program.
+
+#[cold]
+#[inline(never)]
+fn column_out_of_range(ppn: u64, col: u32, len: usize, raw: u32) -> NandError {
+    NandError::ColumnOutOfRange(Box::new(ColumnRange { ppn, col, len, raw }))
+}
+
+#[cold]
+#[inline(never)]
+fn page_out_of_range(ppn: u64, pages: u64) -> NandError {
+    NandError::PageOutOfRange(Box::new(PageRange { ppn, pages }))
 }
 
 /// The result of a bit-rule check: `bad` is the first byte of a program at `col` that would

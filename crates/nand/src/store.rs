@@ -3,8 +3,10 @@
 //!
 //! A store keeps exactly what is physically on the medium (page bytes, spare bytes) plus the
 //! bookkeeping the device model needs to enforce the rules across reopen (programs done per
-//! page since its erase, per-block erase count and bad state). It does not check rules: that
-//! is [`crate::Nand`]'s job, so every store behaves the same.
+//! page since its erase, per-block erase count and bad state). It does not decide rules:
+//! that is [`crate::Nand`]'s job, so every store behaves the same (a store that holds the
+//! bytes may compare them for the device's bit rule: [`Store::first_set_bit_in_place`],
+//! [`Store::program_bytes_if_clears`]).
 
 use std::collections::HashMap;
 
@@ -33,25 +35,47 @@ pub struct BlockInfo {
 }
 
 /// The first byte of `new` that sets a bit which is 0 in `old` (a program may only clear
-/// bits). Word at a time.
+/// bits); `old` and `new` have the same length. The usual answer is "none": the whole
+/// range is or-reduced without an early exit, a word at a time when it is short (an FMS
+/// entry is three words) and a byte at a time, which the compiler vectorises, when it is
+/// long (a run of entries is hundreds of bytes); only a range that sets a bit is searched.
 #[inline]
 pub fn first_set_bit(old: &[u8], new: &[u8]) -> Option<usize> {
-    let (mut oc, mut nc) = (old.chunks_exact(8), new.chunks_exact(8));
-    let words = oc.by_ref().zip(nc.by_ref()).any(|(o, n)| {
-        let o = u64::from_ne_bytes(o.try_into().unwrap());
-        let n = u64::from_ne_bytes(n.try_into().unwrap());
-        n & !o != 0
-    });
-    let sets = words
-        || oc
-            .remainder()
-            .iter()
-            .zip(nc.remainder())
-            .any(|(o, n)| n & !o != 0);
-    if sets {
-        old.iter().zip(new).position(|(o, n)| n & !o != 0)
+    debug_assert_eq!(old.len(), new.len());
+    let n = old.len().min(new.len());
+    let (old, new) = (&old[..n], &new[..n]);
+    let sets = if n < 64 {
+        let (mut oc, mut nc) = (old.chunks_exact(8), new.chunks_exact(8));
+        let mut sets = 0u64;
+        for (o, w) in oc.by_ref().zip(nc.by_ref()) {
+            let o = u64::from_ne_bytes(o.try_into().unwrap());
+            let w = u64::from_ne_bytes(w.try_into().unwrap());
+            sets |= w & !o;
+        }
+        for (o, w) in oc.remainder().iter().zip(nc.remainder()) {
+            sets |= (w & !o) as u64;
+        }
+        sets != 0
     } else {
-        None
+        let mut sets = 0u8;
+        for (o, w) in old.iter().zip(new) {
+            sets |= w & !o;
+        }
+        sets != 0
+    };
+    if !sets {
+        return None;
+    }
+    old.iter().zip(new).position(|(o, w)| w & !o != 0)
+}
+
+/// `dst.copy_from_slice(src)`, without a call to `memcpy` for a single byte (the FMS reads
+/// and clears live flags one byte at a time).
+#[inline(always)]
+fn copy_bytes(dst: &mut [u8], src: &[u8]) {
+    match (dst, src) {
+        ([d], [s]) => *d = *s,
+        (dst, src) => dst.copy_from_slice(src),
     }
 }
 
@@ -104,6 +128,27 @@ pub trait Store: Send {
             self.write(ppn, ps + so, s)?;
         }
         self.bump_page_programs(ppn)
+    }
+    /// [`Store::program`] of an opaque data area without spare bytes (the simulator's data
+    /// programs): a call of its own so that a store can make it a short leaf.
+    fn program_opaque_data(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
+        self.program(ppn, col, Data::Opaque(len), None)
+    }
+    /// Program `bytes` at data column `col` of `ppn` (one complete program, counted, no
+    /// spare bytes), after the device's other rules, if the store can compare them in place
+    /// with the medium and they only clear bits: `Some(None)` when programmed,
+    /// `Some(Some(i))` when byte `i` would set a bit (nothing changed), `None` when the
+    /// store cannot compare in place (nothing changed; the device then checks the bit rule
+    /// its own way and calls [`Store::program`]). The comparison is the device's bit rule,
+    /// done where the bytes are; stores whose writes can fail leave it to the device (the
+    /// default), so a failed write is still counted as a program.
+    fn program_bytes_if_clears(
+        &mut self,
+        _ppn: u64,
+        _col: u32,
+        _bytes: &[u8],
+    ) -> Option<Option<usize>> {
+        None
     }
     /// Where programming `new` at `col` of `ppn` would set a bit that is 0 on the medium:
     /// `Some(Some(i))` for the first such byte of `new`, `Some(None)` for none, or `None`
@@ -208,6 +253,22 @@ impl Store for RamStore {
     fn first_set_bit_in_place(&self, ppn: u64, col: u32, new: &[u8]) -> Option<Option<usize>> {
         let o = self.off(ppn, col);
         Some(first_set_bit(&self.bytes[o..o + new.len()], new))
+    }
+    fn program_bytes_if_clears(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        bytes: &[u8],
+    ) -> Option<Option<usize>> {
+        let o = self.off(ppn, col);
+        let cur = &mut self.bytes[o..o + bytes.len()];
+        if let Some(i) = first_set_bit(cur, bytes) {
+            return Some(Some(i));
+        }
+        cur.copy_from_slice(bytes);
+        let p = &mut self.programs[ppn as usize];
+        *p = p.saturating_add(1);
+        Some(None)
     }
     fn block_info(&self, block: u32) -> BlockInfo {
         self.blocks[block as usize]
@@ -360,6 +421,38 @@ impl PayloadlessStore {
         }
     }
 
+    /// Store `bytes` at data column `col` (within the data area).
+    #[inline(always)]
+    fn write_data(&mut self, ppn: u64, col: usize, bytes: &[u8]) {
+        let end = col + bytes.len();
+        let page = self.keep(ppn, col, end);
+        page[col..end].copy_from_slice(bytes);
+    }
+
+    /// Store `bytes` at offset `off` of the spare area.
+    #[inline(always)]
+    fn write_spare(&mut self, ppn: u64, off: usize, bytes: &[u8]) {
+        let base = ppn as usize * self.geo.spare_size as usize + off;
+        self.spare[base..base + bytes.len()].copy_from_slice(bytes);
+    }
+
+    /// An opaque program of `len` data bytes at `col`.
+    #[inline(always)]
+    fn opaque(&mut self, ppn: u64, col: u32, len: u32) {
+        let k = self.kept_at[ppn as usize];
+        if k < PARTIAL {
+            // Kept: the opaque bytes become zeros in place.
+            let (lo, hi) = (col as usize, (col + len) as usize);
+            if let Some(p) = self.kept_mut(ppn, lo, hi) {
+                p[lo..hi].fill(0);
+            }
+        } else if k == NOT_KEPT && col == 0 && len >= self.geo.page_size {
+            self.kept_at[ppn as usize] = OPAQUE;
+        } else if k != OPAQUE && len > 0 {
+            self.program_opaque_partly(ppn, col, col + len);
+        }
+    }
+
     /// The data area of a page that is not kept reads zeros where opaque programs went.
     fn read_unkept(&self, ppn: u64, col: usize, out: &mut [u8]) {
         match self.kept_at[ppn as usize] {
@@ -439,7 +532,7 @@ impl Store for PayloadlessStore {
             let d = end.min(ps);
             let out = &mut buf[..d - col];
             match self.kept(ppn) {
-                Some(p) => out.copy_from_slice(&p[col..d]),
+                Some(p) => copy_bytes(out, &p[col..d]),
                 None => self.read_unkept(ppn, col, out),
             }
         }
@@ -452,34 +545,78 @@ impl Store for PayloadlessStore {
     }
     fn write(&mut self, ppn: u64, col: u32, bytes: &[u8]) -> Result<()> {
         let ps = self.geo.page_size as usize;
-        let ss = self.geo.spare_size as usize;
         let col = col as usize;
         let end = col + bytes.len();
         if col < ps {
             let d = end.min(ps);
-            let page = self.keep(ppn, col, d);
-            page[col..d].copy_from_slice(&bytes[..d - col]);
+            self.write_data(ppn, col, &bytes[..d - col]);
         }
         if end > ps {
             let s0 = col.max(ps);
-            let base = ppn as usize * ss;
-            self.spare[base + s0 - ps..base + end - ps].copy_from_slice(&bytes[s0 - col..]);
+            self.write_spare(ppn, s0 - ps, &bytes[s0 - col..]);
         }
         Ok(())
     }
     fn program_opaque(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
+        self.opaque(ppn, col, len);
+        Ok(())
+    }
+    /// The device's path for every complete program, written out for this store so that
+    /// its primitives are inlined (the default calls them; this store is the simulator's).
+    /// Same effect as the default: the device has checked that `data` lies within the
+    /// data area.
+    fn program(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        data: Data<'_>,
+        spare: Option<(u32, &[u8])>,
+    ) -> Result<()> {
+        match data {
+            Data::None => {}
+            Data::Bytes(b) => self.write_data(ppn, col as usize, b),
+            Data::Opaque(n) => self.opaque(ppn, col, n),
+        }
+        if let Some((so, s)) = spare {
+            self.write_spare(ppn, so as usize, s);
+        }
+        let p = &mut self.programs[ppn as usize];
+        *p = p.saturating_add(1);
+        Ok(())
+    }
+    fn program_bytes_if_clears(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        bytes: &[u8],
+    ) -> Option<Option<usize>> {
+        let (lo, hi) = (col as usize, col as usize + bytes.len());
         let k = self.kept_at[ppn as usize];
         if k < PARTIAL {
-            // Kept: the opaque bytes become zeros in place.
-            let (lo, hi) = (col as usize, (col + len) as usize);
-            if let Some(p) = self.kept_mut(ppn, lo, hi) {
-                p[lo..hi].fill(0);
+            // Kept: compare and copy in the kept page.
+            let ps = self.geo.page_size as usize;
+            let page = &mut self.arena[k as usize * ps..(k as usize + 1) * ps];
+            if let Some(i) = first_set_bit(&page[lo..hi], bytes) {
+                return Some(Some(i));
             }
-        } else if k == NOT_KEPT && col == 0 && len >= self.geo.page_size {
-            self.kept_at[ppn as usize] = OPAQUE;
-        } else if k != OPAQUE && len > 0 {
-            self.program_opaque_partly(ppn, col, col + len);
+            copy_bytes(&mut page[lo..hi], bytes);
+            let d = &mut self.dirty[k as usize];
+            *d = (d.0.min(lo as u32), d.1.max(hi as u32));
+        } else if k == NOT_KEPT {
+            // Never programmed since the erase: all ones, any bytes only clear bits.
+            self.write_data(ppn, lo, bytes);
+        } else {
+            // Opaque bytes somewhere in the page: the device decides.
+            return None;
         }
+        let p = &mut self.programs[ppn as usize];
+        *p = p.saturating_add(1);
+        Some(None)
+    }
+    fn program_opaque_data(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
+        self.opaque(ppn, col, len);
+        let p = &mut self.programs[ppn as usize];
+        *p = p.saturating_add(1);
         Ok(())
     }
     fn data_known(&self, ppn: u64) -> bool {
@@ -491,9 +628,15 @@ impl Store for PayloadlessStore {
         let ss = self.geo.spare_size as usize;
         self.spare[first * ss..(first + n) * ss].fill(0xFF);
         self.programs[first..first + n].fill(0);
+        // Most pages of a block are erased or all opaque: nothing to forget but the mark,
+        // which the fill below resets; the others (kept, partly opaque) in page order.
         for ppn in first..first + n {
-            self.forget(ppn);
+            let k = self.kept_at[ppn];
+            if k != NOT_KEPT && k != OPAQUE {
+                self.forget(ppn);
+            }
         }
+        self.kept_at[first..first + n].fill(NOT_KEPT);
         Ok(())
     }
     fn erase_page(&mut self, ppn: u64) -> Result<()> {

@@ -43,6 +43,35 @@ fn page_col((shift, page_size): (Option<u32>, u32), off: u64) -> (u64, u32) {
     }
 }
 
+/// The pieces of a byte span of a segment, page by page ([`Layout::pages_of`]): the first
+/// starts at the span's column, every later one at column 0 of the next page, so only the
+/// first needs a division (or shift).
+#[derive(Clone, Debug)]
+pub struct Pieces {
+    page: u64,
+    col: u32,
+    done: u64,
+    len: u64,
+    page_size: u32,
+}
+
+impl Iterator for Pieces {
+    type Item = (u64, u32, usize, usize);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done >= self.len {
+            return None;
+        }
+        let n = ((self.page_size - self.col) as u64).min(self.len - self.done);
+        let piece = (self.page, self.col, self.done as usize, n as usize);
+        self.done += n;
+        self.page += 1;
+        self.col = 0;
+        Some(piece)
+    }
+}
+
 /// Where everything sits inside a segment.
 #[derive(Clone, Debug)]
 pub struct Layout {
@@ -69,19 +98,15 @@ impl Layout {
     /// The pieces of the byte span `off..off + len` of a segment, one per page it touches:
     /// (page of the segment, column, offset inside the span, length).
     #[inline]
-    pub fn pages_of(&self, off: u64, len: u64) -> impl Iterator<Item = (u64, u32, usize, usize)> {
-        let lay = (self.page_shift, self.page_size);
-        let mut done = 0u64;
-        std::iter::from_fn(move || {
-            if done >= len {
-                return None;
-            }
-            let (page, col) = page_col(lay, off + done);
-            let n = (lay.1 as u64 - col as u64).min(len - done);
-            let piece = (page, col, done as usize, n as usize);
-            done += n;
-            Some(piece)
-        })
+    pub fn pages_of(&self, off: u64, len: u64) -> Pieces {
+        let (page, col) = self.page_col(off);
+        Pieces {
+            page,
+            col,
+            done: 0,
+            len,
+            page_size: self.page_size,
+        }
     }
 
     /// A byte offset inside a segment as (page of the segment, column).
@@ -281,7 +306,7 @@ impl Record {
                 | (f as u64) << 40
                 | (self.updates as u64) << 48
         };
-        let crc = crc32c_words(&[w0(0xFF), self.seq], Some(self.time_ms), &[]);
+        let crc = entry_crc_words(w0(0xFF), self.seq, self.time_ms);
         let mut b = [0u8; ENTRY];
         b[0..8].copy_from_slice(&w0(flags).to_le_bytes());
         b[8..16].copy_from_slice(&self.seq.to_le_bytes());
@@ -364,6 +389,29 @@ pub fn crc32c(b: &[u8]) -> u32 {
         }
     }
     crc32c::crc32c(b)
+}
+
+/// CRC-32C of the 20 checksummed bytes of an entry (`w0`, `seq`, `time_ms`, little-endian):
+/// [`crc32c_words`] without its loops, since every block write and copy hashes an entry.
+#[inline]
+fn entry_crc_words(w0: u64, seq: u64, time_ms: u32) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("sse4.2") {
+            // SAFETY: the CPU supports SSE4.2, checked just above.
+            return unsafe { entry_crc_sse42(w0, seq, time_ms) };
+        }
+    }
+    crc32c_words(&[w0, seq], Some(time_ms), &[])
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+unsafe fn entry_crc_sse42(w0: u64, seq: u64, time_ms: u32) -> u32 {
+    use std::arch::x86_64::{_mm_crc32_u32, _mm_crc32_u64};
+    let c = _mm_crc32_u64(0xFFFF_FFFF, w0);
+    let c = _mm_crc32_u64(c, seq) as u32;
+    !_mm_crc32_u32(c, time_ms)
 }
 
 /// CRC-32C of the little-endian bytes of `words`, then `mid` (4 bytes) if any, then

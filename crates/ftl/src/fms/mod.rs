@@ -599,6 +599,7 @@ impl Fms {
         self.read_phys(phys, buf)
     }
 
+    #[inline(always)]
     fn read_phys(&mut self, phys: u32, buf: Option<&mut [u8]>) -> DevResult<()> {
         let (seg, slot) = self.split(phys);
         let first = self.nand.geometry().first_page(seg);
@@ -898,6 +899,7 @@ impl Fms {
 
     /// Header mode: program the entries of consecutive slots from `slot` (`entries` holds
     /// whole 24-byte entries) in one program per header page they touch.
+    #[inline(always)]
     fn program_entries(&mut self, seg: u32, slot: u32, entries: &[u8]) -> Result<(), NandError> {
         let first = self.nand.geometry().first_page(seg);
         let eoff = SEG_HEADER as u64 + slot as u64 * ENTRY as u64;
@@ -1376,7 +1378,10 @@ impl Fms {
         }
     }
 
-    /// RAM tables after a block was copied to `phys`.
+    /// RAM tables after a block was copied to `phys`. Inlined (as are `read_phys` and
+    /// `program_entries`): the cleaner calls these for every block it copies, and a
+    /// `DevResult` returned from a call goes through memory.
+    #[inline(always)]
     fn commit_copy(&mut self, m: &Moving, i: usize, region: u8, phys: u32) -> DevResult<()> {
         self.region[i] = region;
         self.invalidate(m.phys, false)?;

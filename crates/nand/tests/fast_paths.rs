@@ -366,8 +366,16 @@ fn apply(n: &mut Nand, op: &Op) -> (nand::Result<()>, Vec<Vec<u8>>) {
 }
 
 /// Update the model after an operation the device completed (`Ok`).
-fn model_apply(m: &mut Model, op: &Op, ok: bool, read: &[Vec<u8>]) -> Result<(), TestCaseError> {
+fn model_apply(
+    m: &mut Model,
+    op: &Op,
+    r: &nand::Result<()>,
+    read: &[Vec<u8>],
+) -> Result<(), TestCaseError> {
     let ps = m.ps;
+    let ok = r.is_ok();
+    let spare_refused =
+        matches!(r, Err(NandError::ColumnOutOfRange(c)) if c.col as usize == ps && ps > 0);
     match op {
         Op::Program {
             ppn,
@@ -410,6 +418,16 @@ fn model_apply(m: &mut Model, op: &Op, ok: bool, read: &[Vec<u8>]) -> Result<(),
                 let want = m.read(*ppn, ps, *s);
                 prop_assert_eq!(&read[1], &want, "read_page spare of {} vs the model", ppn);
             }
+        }
+        // A read of data and spare reads the data first: when only the spare range is
+        // refused, the data was read (and met its flips).
+        Op::ReadPage {
+            ppn,
+            data: Some(d),
+            spare: Some(_),
+        } if spare_refused => {
+            let want = m.read(*ppn, 0, *d);
+            prop_assert_eq!(&read[0], &want, "read_page data of {} vs the model", ppn);
         }
         Op::Flip { ppn, col, bit } => m.flips.push((*ppn, *col, *bit & 7)),
         _ => {}
@@ -730,7 +748,7 @@ fn run(spec: DeviceSpec, seed: u64, n_ops: usize) -> Result<(), TestCaseError> {
         rules_oracle(&m, &g, &op, &r0, programs_before)?;
         let torn = !was_dead && matches!(r0, Err(NandError::PowerLoss));
         if !torn {
-            model_apply(&mut m, &op, r0.is_ok(), &read0)?;
+            model_apply(&mut m, &op, &r0, &read0)?;
         }
     }
     reopen_all(devs, &mut m, n_ops)?;

@@ -425,6 +425,11 @@ fn crc32c_words(words: &[u64], mid: Option<u32>, tail: &[u8]) -> u32 {
             return unsafe { crc_words_sse42(words, mid, tail) };
         }
     }
+    crc32c_words_portable(words, mid, tail)
+}
+
+/// [`crc32c_words`] on a CPU without SSE4.2: the bytes laid out and hashed by the crate.
+fn crc32c_words_portable(words: &[u64], mid: Option<u32>, tail: &[u8]) -> u32 {
     let mut b = Vec::with_capacity(words.len() * 8 + 4 + tail.len());
     for w in words {
         b.extend_from_slice(&w.to_le_bytes());
@@ -563,6 +568,58 @@ mod tests {
         }
     }
 
+    /// The entry CRC's SSE4.2 path (three crc32 instructions), the general word path
+    /// (SSE4.2 loop) and the portable path (bytes through the crate) agree with the crate
+    /// on the 20 little-endian bytes, for any words (not only valid records).
+    #[test]
+    fn entry_crc_paths_agree_with_the_crate() {
+        let mut rng = 0x0DDB_A11C_0FFE_E123u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for i in 0..20_000u32 {
+            let (w0, seq, time_ms) = match i {
+                0 => (0, 0, 0),
+                1 => (u64::MAX, u64::MAX, u32::MAX),
+                _ => (next(), next(), next() as u32),
+            };
+            let mut b = [0u8; 20];
+            b[0..8].copy_from_slice(&w0.to_le_bytes());
+            b[8..16].copy_from_slice(&seq.to_le_bytes());
+            b[16..20].copy_from_slice(&time_ms.to_le_bytes());
+            let want = crc32c::crc32c(&b);
+            assert_eq!(entry_crc_words(w0, seq, time_ms), want, "entry {i}");
+            assert_eq!(crc32c_words(&[w0, seq], Some(time_ms), &[]), want);
+            assert_eq!(crc32c_words_portable(&[w0, seq], Some(time_ms), &[]), want);
+            assert_eq!(crc32c(&b), want);
+            // The spare record's shape: one word and a 3-byte tail.
+            let tail = [b[8], b[9], b[10]];
+            let want = crc32c::crc32c(&b[..11]);
+            assert_eq!(crc32c_words(&[w0], None, &tail), want);
+            assert_eq!(crc32c_words_portable(&[w0], None, &tail), want);
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("sse4.2") {
+                // SAFETY: the CPU supports SSE4.2, checked just above.
+                unsafe {
+                    assert_eq!(
+                        entry_crc_sse42(w0, seq, time_ms),
+                        crc32c_words_portable(&[w0, seq], Some(time_ms), &[])
+                    );
+                    assert_eq!(crc_sse42(&b), crc32c::crc32c(&b));
+                }
+            }
+        }
+        // Random lengths and contents through the short-record routine.
+        for _ in 0..2000 {
+            let len = (next() % 80) as usize;
+            let b: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            assert_eq!(crc32c(&b), crc32c::crc32c(&b), "len {len}");
+        }
+    }
+
     #[test]
     fn short_crc_is_crc32c() {
         let data: Vec<u8> = (0..97u32).map(|i| (i * 37 + 11) as u8).collect();
@@ -636,5 +693,48 @@ mod tests {
             (RecordMode::Spare, 15, 2)
         );
         assert!(Layout::new(&ns, 1000).is_err());
+    }
+
+    /// The pieces of a span, stepped page by page, are those found by dividing every
+    /// offset (the way they were computed before), for page sizes that are powers of two
+    /// (shift) and not (division).
+    #[test]
+    fn pieces_match_division() {
+        let ns = nand::DeviceSpec::preset("nandsim-256m").unwrap().geometry;
+        let base = Layout::new(&ns, 1024).unwrap();
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for (ps, shift) in [(512u32, Some(9)), (4096, Some(12)), (1536, None), (7, None)] {
+            let l = Layout {
+                page_size: ps,
+                page_shift: shift,
+                ..base.clone()
+            };
+            for _ in 0..2000 {
+                let off = next() % (ps as u64 * 40);
+                let len = match next() % 4 {
+                    0 => 0,
+                    1 => next() % 4,
+                    2 => ps as u64 - off % ps as u64,
+                    _ => next() % (ps as u64 * 5),
+                };
+                let mut want = vec![];
+                let mut done = 0u64;
+                while done < len {
+                    let at = off + done;
+                    let (page, col) = (at / ps as u64, (at % ps as u64) as u32);
+                    let n = (ps as u64 - col as u64).min(len - done);
+                    want.push((page, col, done as usize, n as usize));
+                    done += n;
+                }
+                let got: Vec<_> = l.pages_of(off, len).collect();
+                assert_eq!(got, want, "page {ps} off {off} len {len}");
+            }
+        }
     }
 }

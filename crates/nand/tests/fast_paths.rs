@@ -556,22 +556,90 @@ fn op_writes(op: &Op, ps: u32) -> Vec<(u32, &[u8])> {
     }
 }
 
+/// What a program's rules depend on, read before it: the program counts of its block's
+/// pages, the page's index in the block, and whether the block is bad.
+struct Before {
+    programs: Vec<u32>,
+    idx: usize,
+    bad: bool,
+}
+
+impl Before {
+    fn of(n: &Nand, ppn: u64) -> Before {
+        let g = n.geometry();
+        let b = g.block_of(ppn);
+        let first = g.first_page(b);
+        Before {
+            programs: (0..g.pages_per_block as u64)
+                .map(|i| n.page_programs(first + i))
+                .collect(),
+            idx: (ppn - first) as usize,
+            bad: n.is_bad(b),
+        }
+    }
+    /// In-order devices: the page may be programmed (the next page of its block, or the
+    /// last one programmed again).
+    fn in_order_ok(&self) -> bool {
+        let wp = self
+            .programs
+            .iter()
+            .rposition(|&c| c > 0)
+            .map_or(0, |i| i + 1);
+        self.idx == wp || (wp > 0 && self.idx == wp - 1)
+    }
+}
+
 /// The rules checked against the test's model, independently of the device's code (the
 /// devices share the bit comparison and the placement checks, so comparing them with each
-/// other cannot find a fault there): a program that succeeded cleared bits only and stayed
-/// within the page's NOP; one refused for setting bits names the first byte that does.
+/// other cannot find a fault there): a program that succeeded lay within the device and
+/// the page, cleared bits only, hit a good block, stayed within the page's NOP and came in
+/// order; one refused for setting bits names the first byte that does; a bad-block, NOP or
+/// order refusal is one the rules call for.
 fn rules_oracle(
     m: &Model,
     g: &nand::Geometry,
     op: &Op,
     r: &nand::Result<()>,
-    programs_before: Option<u32>,
+    before: Option<&Before>,
 ) -> Result<(), TestCaseError> {
     let Some(ppn) = op_page(op) else {
         return Ok(());
     };
     match r {
         Ok(()) => {
+            let Some(before) = before else {
+                return Err(TestCaseError::fail(format!(
+                    "program {op:?} of a page beyond the device succeeded"
+                )));
+            };
+            prop_assert!(!before.bad, "program {:?} of a bad block succeeded", op);
+            prop_assert!(
+                !g.in_order || before.in_order_ok(),
+                "program {:?} out of order succeeded ({:?})",
+                op,
+                before.programs
+            );
+            if let Op::Program {
+                col, data, spare, ..
+            } = op
+            {
+                let len = match data {
+                    DataArg::None => 0,
+                    DataArg::Bytes(b) => b.len() as u32,
+                    DataArg::Opaque(n) => *n,
+                };
+                prop_assert!(col + len <= g.page_size, "{:?} overran the data area", op);
+                if let Some((o, s)) = spare {
+                    prop_assert!(
+                        o + s.len() as u32 <= g.spare_size,
+                        "{:?} overran the spare area",
+                        op
+                    );
+                }
+            }
+            for (col, b) in op_writes(op, g.page_size) {
+                prop_assert!(col as usize + b.len() <= m.raw, "{:?} overran the page", op);
+            }
             let page = m.page(ppn);
             for (col, b) in op_writes(op, g.page_size) {
                 for (i, x) in b.iter().enumerate() {
@@ -586,7 +654,7 @@ fn rules_oracle(
                     );
                 }
             }
-            let done = programs_before.unwrap_or(0);
+            let done = before.programs[before.idx];
             prop_assert!(
                 g.nop == 0 || done < g.nop,
                 "program {:?} succeeded after {} programs (nop {})",
@@ -604,6 +672,23 @@ fn rules_oracle(
                     .map(|(i, _)| col + i as u32)
             });
             prop_assert_eq!(first, Some(*bad), "SetsBits column of {:?}", op);
+        }
+        Err(NandError::BadBlock { .. }) => {
+            prop_assert!(before.is_some_and(|b| b.bad), "{:?}: {:?}", op, r);
+        }
+        Err(NandError::NopExceeded { done, nop, .. }) => {
+            let b = before.expect("a page of the device");
+            prop_assert!(
+                g.nop != 0 && *nop as u32 == g.nop && *done as u32 == b.programs[b.idx],
+                "{:?}: {:?}",
+                op,
+                r
+            );
+            prop_assert!(*done as u32 >= g.nop, "{:?}: {:?}", op, r);
+        }
+        Err(NandError::OutOfOrder { .. }) => {
+            let b = before.expect("a page of the device");
+            prop_assert!(g.in_order && !b.in_order_ok(), "{:?}: {:?}", op, r);
         }
         Err(_) => {}
     }
@@ -727,9 +812,9 @@ fn run(spec: DeviceSpec, seed: u64, n_ops: usize) -> Result<(), TestCaseError> {
         }
         tame(&mut op, &devs[PL].nand, &m);
         let was_dead = devs[0].nand.is_dead();
-        let programs_before = op_page(&op)
+        let before = op_page(&op)
             .filter(|&p| p < g.pages())
-            .map(|p| devs[0].nand.page_programs(p));
+            .map(|p| Before::of(&devs[0].nand, p));
         let (r0, read0) = apply(&mut devs[0].nand, &op);
         let out0 = outcome(&r0, read0.clone());
         let st0 = state(&devs[0].nand);
@@ -745,7 +830,7 @@ fn run(spec: DeviceSpec, seed: u64, n_ops: usize) -> Result<(), TestCaseError> {
             );
             same_state(&st0, &state(&d.nand), d.name, i, &op)?;
         }
-        rules_oracle(&m, &g, &op, &r0, programs_before)?;
+        rules_oracle(&m, &g, &op, &r0, before.as_ref())?;
         let torn = !was_dead && matches!(r0, Err(NandError::PowerLoss));
         if !torn {
             model_apply(&mut m, &op, &r0, &read0)?;

@@ -399,9 +399,13 @@ impl Nand {
     ) -> Result<()> {
         match (data, spare) {
             (Some(d), Some(s)) => {
-                self.read(ppn, 0, d)?;
+                // Both ranges are checked before anything is read, so a refused request
+                // reads nothing, costs nothing and meets no bit flip (the data range
+                // first, as the data is read first).
                 self.alive()?;
+                self.check_range(ppn, 0, d.len())?;
                 self.check_range(ppn, self.geo.page_size, s.len())?;
+                self.read(ppn, 0, d)?;
                 self.store.read(ppn, self.geo.page_size, s)?;
                 self.counters.bytes_read += s.len() as u64;
                 self.clock_ps += self.costs.read_byte * s.len() as u64;

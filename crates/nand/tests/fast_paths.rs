@@ -374,8 +374,6 @@ fn model_apply(
 ) -> Result<(), TestCaseError> {
     let ps = m.ps;
     let ok = r.is_ok();
-    let spare_refused =
-        matches!(r, Err(NandError::ColumnOutOfRange(c)) if c.col as usize == ps && ps > 0);
     match op {
         Op::Program {
             ppn,
@@ -418,16 +416,6 @@ fn model_apply(
                 let want = m.read(*ppn, ps, *s);
                 prop_assert_eq!(&read[1], &want, "read_page spare of {} vs the model", ppn);
             }
-        }
-        // A read of data and spare reads the data first: when only the spare range is
-        // refused, the data was read (and met its flips).
-        Op::ReadPage {
-            ppn,
-            data: Some(d),
-            spare: Some(_),
-        } if spare_refused => {
-            let want = m.read(*ppn, 0, *d);
-            prop_assert_eq!(&read[0], &want, "read_page data of {} vs the model", ppn);
         }
         Op::Flip { ppn, col, bit } => m.flips.push((*ppn, *col, *bit & 7)),
         _ => {}

@@ -408,6 +408,30 @@ fn reads_never_change_state() {
     );
 }
 
+/// A read of data and spare with a spare buffer past the page is refused before anything
+/// is read: no cost, no counter, and a pending bit flip still waits for the next read (it
+/// used to read the data first, meeting its flips, and then refuse).
+#[test]
+fn a_refused_page_read_reads_nothing() {
+    let spec = small("nandsim-256m", 4);
+    let mut n = ram(&spec);
+    let raw = pattern(3, 528);
+    program_raw(&mut n, 2, &raw).unwrap();
+    n.inject_bitflip(2, 5, 1);
+    let (before, clock) = (n.counters().clone(), n.clock_ps());
+    let (mut d, mut s) = ([0u8; 512], [0u8; 17]);
+    assert_err!(
+        n.read_page(2, Some(&mut d), Some(&mut s)),
+        NandError::ColumnOutOfRange(_)
+    );
+    assert_eq!(n.counters().page_reads, before.page_reads);
+    assert_eq!(n.counters().bytes_read, before.bytes_read);
+    assert_eq!(n.clock_ps(), clock);
+    // The flip is met by the next read, not lost to the refused one.
+    n.read(2, 0, &mut d).unwrap();
+    assert_eq!(d[5], raw[5] ^ 0b10);
+}
+
 // ---- wear and bad blocks ------------------------------------------------------------------
 
 #[test]

@@ -1116,10 +1116,6 @@ impl Fms {
         }
     }
 
-    fn view(&self, s: &Seg) -> SegView {
-        s.view(self.lay.slots)
-    }
-
     /// Pick the victim among closed segments with garbage.
     fn select_victim(&mut self) -> Option<u32> {
         let ctx = SelectCtx {
@@ -1165,7 +1161,7 @@ impl Fms {
             .filter(|(_, s)| {
                 s.state == SegState::Used && s.valid < slots && region.is_none_or(|r| s.stream == r)
             })
-            .map(|(i, s)| (i as u32, self.view(s)));
+            .map(|(i, s)| (i as u32, s.view(slots)));
         select::lowest(&self.selector, cands, ctx)
     }
 
@@ -1514,12 +1510,7 @@ impl Fms {
         let m4 = self.cfg.regions == 1 && self.cfg.redistribution == Redistribution::M4;
         let (valid, used) = match self.sums.as_ref() {
             _ if !m4 => (0, 0),
-            Some(sums) => {
-                let active = self.active.iter().filter(|&&a| a != NONE);
-                let n = active.clone().count() as u64;
-                let valid: u64 = active.map(|&a| self.segs[a as usize].valid as u64).sum();
-                (sums.closed_valid + valid, sums.closed + n)
-            }
+            Some(sums) => self.summed_utilization(sums),
             None => self.scan_utilization(),
         };
         let slots = self.lay.slots as f64;
@@ -1532,8 +1523,19 @@ impl Fms {
         }
     }
 
+    /// Valid blocks and segments holding data (closed or active) from the running sums of
+    /// the closed ones plus the streams' active segments, which the user write path does
+    /// not keep in the sums.
+    fn summed_utilization(&self, sums: &TableSums) -> (u64, u64) {
+        let active = self.active.iter().filter(|&&a| a != NONE);
+        let (valid, n) = active.fold((0, 0), |(v, n), &a| {
+            (v + self.segs[a as usize].valid as u64, n + 1)
+        });
+        (sums.closed_valid + valid, sums.closed + n)
+    }
+
     /// Valid blocks and segments holding data (closed or active), summed over the table
-    /// (what `sums` must give).
+    /// (what `summed_utilization` must give).
     fn scan_utilization(&self) -> (u64, u64) {
         let data = self
             .segs
@@ -1940,12 +1942,7 @@ mod tests {
                     assert_eq!(got, want, "case {k}, op {at}, {region:?}");
                 }
                 let sums = f.sums.as_ref().unwrap();
-                let active = f.active.iter().filter(|&&a| a != NONE);
-                let v: u64 = active
-                    .clone()
-                    .map(|&a| f.segs[a as usize].valid as u64)
-                    .sum();
-                let got = (sums.closed_valid + v, sums.closed + active.count() as u64);
+                let got = f.summed_utilization(sums);
                 assert_eq!(got, f.scan_utilization(), "case {k}, op {at}");
                 let r = regions as usize;
                 let loads = sums.region_loads(r);

@@ -33,7 +33,7 @@ use dac::{Dac, RegionLoad, RegionSelect};
 use hot::HotDegree;
 use layout::{IndexEntry, Layout, Record, RecordMode, SegHeader, ENTRY, SEG_HEADER};
 use redistribute::{Averages, Moving, Redistribution};
-use select::{AgeTransform, CbAge, Policy, SegView, SelectCtx};
+use select::{AgeTransform, CbAge, Policy, SegView, SelectCtx, Selector};
 use summary::{TableSums, WearIndex};
 
 const NONE: u32 = u32::MAX;
@@ -247,6 +247,9 @@ pub struct Fms {
     /// Closed segments by group and age (cost-benefit, CAT and adaptive's CAT choices):
     /// their victim without scoring every segment.
     aged: Option<select::AgedIndex>,
+    /// Cost-benefit's or CAT's [`select::Row`] of every segment, on devices too small for
+    /// `aged`: a scan rules most segments out with it instead of scoring them.
+    rows: Option<Vec<select::Row>>,
     /// M4's and DAC region selection's sums over the table, on devices with many segments.
     sums: Option<TableSums>,
     /// Wear levelling's least-erased segment holding data, on devices with many segments.
@@ -345,6 +348,9 @@ impl Fms {
         .then(|| select::UsedIndex::new(segments, lay.slots));
         let aged = (cfg.policy != Policy::Greedy && large(select::AGED_INDEX_MIN_SEGMENTS))
             .then(|| aged_index(&cfg, segments));
+        let selector = select::build(cfg.policy, cfg.cat_age, cfg.cb_age);
+        let rows = (cfg.policy != Policy::Greedy && aged.is_none())
+            .then(|| vec![selector.absent_row(); segments]);
         let sums = ((cfg.regions == 1 && cfg.redistribution == Redistribution::M4
             || cfg.regions > 1 && cfg.region_select != RegionSelect::All)
             && large(select::AGED_INDEX_MIN_SEGMENTS))
@@ -352,7 +358,7 @@ impl Fms {
         let wear = (cfg.wear_threshold.is_some() && large(select::AGED_INDEX_MIN_SEGMENTS))
             .then(|| WearIndex::new(segments));
         Ok(Fms {
-            selector: select::build(cfg.policy, cfg.cat_age, cfg.cb_age),
+            selector,
             dac: Dac {
                 regions: cfg.regions,
                 threshold_ps: cfg.region_threshold_ps,
@@ -362,6 +368,7 @@ impl Fms {
             indexed: used.is_some() || aged.is_some() || sums.is_some() || wear.is_some(),
             used,
             aged,
+            rows,
             sums,
             wear,
             keeps_hot,
@@ -521,6 +528,9 @@ impl Fms {
             + self.hot.ram_bytes()
             + self.used.as_ref().map_or(0, |u| u.ram_bytes())
             + self.aged.as_ref().map_or(0, |u| u.ram_bytes())
+            + self.rows.as_ref().map_or(0, |r| {
+                r.len() as u64 * std::mem::size_of::<select::Row>() as u64
+            })
             + self.sums.as_ref().map_or(0, |u| u.ram_bytes())
             + self.wear.as_ref().map_or(0, |u| u.ram_bytes())
             + self.adaptive.as_ref().map_or(0, |a| a.ram_bytes())
@@ -727,9 +737,18 @@ impl Fms {
 
     /// Keep the victim indexes of used (closed) segments in step with segment `seg`'s row;
     /// called after every change of its state, valid count, stream or age stamps. Without
-    /// an index (small devices) it is one test; the update itself is out of line.
+    /// an index (small devices) it is one test, or the segment's scan row; the update of
+    /// the large devices' indexes is out of line.
     #[inline(always)]
     fn sync_used(&mut self, seg: u32) {
+        if let Some(rows) = self.rows.as_mut() {
+            let s = &self.segs[seg as usize];
+            rows[seg as usize] = if s.state == SegState::Used && s.valid < self.lay.slots {
+                self.selector.row(&s.view(self.lay.slots))
+            } else {
+                self.selector.absent_row()
+            };
+        }
         if self.indexed {
             self.sync_used_now(seg);
         }
@@ -1150,9 +1169,23 @@ impl Fms {
         }
     }
 
-    /// Cost-benefit's or CAT's victim by scoring every closed segment with garbage (what
-    /// the index must give).
+    /// Cost-benefit's or CAT's victim by a scan of the table: the rows rule most segments
+    /// out, the rest are scored (the choice is `scan_lowest_scored`'s).
     fn scan_lowest(&self, region: Option<u8>, ctx: &SelectCtx) -> Option<u32> {
+        let Some(rows) = self.rows.as_ref() else {
+            return self.scan_lowest_scored(region, ctx);
+        };
+        let slots = self.lay.slots;
+        self.selector.lowest_rows(rows, ctx, |i| {
+            let s = &self.segs[i as usize];
+            (s.state == SegState::Used && s.valid < slots && region.is_none_or(|r| s.stream == r))
+                .then(|| s.view(slots))
+        })
+    }
+
+    /// Cost-benefit's or CAT's victim by scoring every closed segment with garbage (what
+    /// the index and the rows must give).
+    fn scan_lowest_scored(&self, region: Option<u8>, ctx: &SelectCtx) -> Option<u32> {
         let slots = self.lay.slots;
         let cands = self
             .segs
@@ -1905,7 +1938,8 @@ mod tests {
                 },
                 ..FmsConfig::default()
             };
-            // These small devices scan; give them the indexes large ones keep.
+            // These small devices scan (by rows, but for greedy); give them the indexes
+            // large ones keep as well.
             let indexed = |mut f: Fms| {
                 let n = f.segs.len();
                 f.used = Some(select::UsedIndex::new(n, f.lay.slots));
@@ -1930,7 +1964,12 @@ mod tests {
                         .unwrap()
                         .first_fewest(|i| region.is_none_or(|r| segs[i as usize].stream == r));
                     assert_eq!(got, f.scan_fewest(region), "case {k}, op {at}, {region:?}");
-                    let want = f.scan_lowest(region, &ctx);
+                    let want = f.scan_lowest_scored(region, &ctx);
+                    // The rows every small device keeps (cost-benefit, CAT, adaptive).
+                    if f.rows.is_some() {
+                        let got = f.scan_lowest(region, &ctx);
+                        assert_eq!(got, want, "rows: case {k}, op {at}, {region:?}");
+                    }
                     let (slots, segs) = (f.lay.slots, &f.segs);
                     let got =
                         f.aged

@@ -12,7 +12,7 @@
 //!   available for study.
 //! * `erase_count + 1`: the paper multiplies by the number of times the segment was erased;
 //!   we add one so never-erased segments do not all score 0.
-use super::{SegView, SelectCtx, Selector};
+use super::{Prep, Row, SegView, SelectCtx, Selector, BOUND_SLACK};
 
 /// The age transformation of Fig. 7.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
@@ -92,6 +92,60 @@ impl Selector for Cat {
             }
             t => cost / (free * t.apply(age / unit).max(MIN_AGE)),
         }
+    }
+    /// The creation stamp, the cost (valid · (erase count + 1), as `score` computes it) and
+    /// the free slots.
+    #[inline]
+    fn row(&self, seg: &SegView) -> Row {
+        Row {
+            stamp: seg.created_ps as f64,
+            a: seg.valid as f64 * (seg.erase_count as f64 + 1.0),
+            b: (seg.slots - seg.valid) as f64,
+        }
+    }
+    /// Infinite cost, no free slot: `above` compares ∞ with best · 0.
+    #[inline]
+    fn absent_row(&self) -> Row {
+        Row {
+            stamp: 0.0,
+            a: f64::INFINITY,
+            b: 0.0,
+        }
+    }
+    /// `c`: 1 - slack for the saturating transform, else (1 - slack) / G, where G bounds
+    /// the age factor the score divides by at this clock (a clamp's is at most X, the log
+    /// and linear ones grow with the age, which is at most `now`). `d`: the age below
+    /// which the saturating score takes its tiny-age branch.
+    #[inline]
+    fn prepare(&self, ctx: &SelectCtx) -> Prep {
+        let unit = ctx.age_unit_ps.max(1.0);
+        let g = match self.age {
+            AgeTransform::Saturating => 1.0,
+            AgeTransform::Clamp(x) => x,
+            t => t.apply(ctx.now_ps as f64 / unit),
+        };
+        Prep {
+            c: (1.0 - BOUND_SLACK) / g.max(MIN_AGE),
+            d: unit * (MIN_AGE / (1.0 - MIN_AGE)),
+            ..Prep::at(ctx)
+        }
+    }
+    /// The saturating score past its tiny-age branch (which an age surely at least `d`
+    /// takes) is N / D with N = cost·(age + unit) and D = free·age, falling as the age
+    /// grows: it is above `best` (≥ 0, a score) when N·(1 - slack) > best·D for an age A
+    /// at least the segment's, which the roundings cannot overturn. Every other score is
+    /// cost / (free · g) with g ≤ G, so at least cost / (free · G): above `best` when
+    /// cost · (1 - slack) / G > best · free. Both tests are free of divisions.
+    #[inline]
+    fn above(&self, row: &Row, ctx: &SelectCtx, prep: &Prep, best: f64) -> bool {
+        if let AgeTransform::Saturating = self.age {
+            let (lo, hi) = prep.ages(row.stamp);
+            if lo >= prep.d {
+                let unit = ctx.age_unit_ps.max(1.0);
+                return row.a * (hi + unit) * prep.c > best * (row.b * hi);
+            }
+        }
+        row.a * prep.c > best * row.b
     }
 }
 

@@ -20,7 +20,7 @@
 //! written reading reproduces. One global
 //! definition, chosen by which reading reproduces the paper's own behaviour; the other
 //! stays selectable with `--cb-age invalidation`.
-use super::{SegView, SelectCtx, Selector};
+use super::{Prep, Row, SegView, SelectCtx, Selector, BOUND_SLACK};
 
 /// Which time the cost-benefit age is measured from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -65,5 +65,41 @@ impl Selector for CostBenefit {
         let age = ctx.now_ps.saturating_sub(since) as f64;
         // (1−u)/2u = (slots − valid)/(2·valid): one division.
         -(age * (seg.slots - seg.valid) as f64 / (2.0 * seg.valid as f64))
+    }
+    /// The age stamp, the free slots and twice the valid count.
+    #[inline]
+    fn row(&self, seg: &SegView) -> Row {
+        Row {
+            stamp: match self.age {
+                CbAge::Invalidation => seg.last_inval_ps,
+                CbAge::Written => seg.created_ps,
+            } as f64,
+            a: (seg.slots - seg.valid) as f64,
+            b: 2.0 * seg.valid as f64,
+        }
+    }
+    /// No free slot and infinitely many valid: `above` says 0 < -best·∞, true for every
+    /// best below 0.
+    #[inline]
+    fn absent_row(&self) -> Row {
+        Row {
+            stamp: 0.0,
+            a: 0.0,
+            b: f64::INFINITY,
+        }
+    }
+    #[inline]
+    fn prepare(&self, ctx: &SelectCtx) -> Prep {
+        Prep::at(ctx)
+    }
+    /// The score is -V with V = age·free/(2·valid), rounded twice, growing with the age:
+    /// it is not below `best` (≤ 0, a score) when V ≤ -best, which A·free·(1 + slack) <
+    /// -best·2·valid guarantees for any A at least the age (the slack outweighs the
+    /// roundings of both sides). An empty segment (valid 0, score -∞) is never ruled out
+    /// (the right side is 0 or NaN); once one is the best (-∞), every other segment is.
+    #[inline]
+    fn above(&self, row: &Row, _ctx: &SelectCtx, prep: &Prep, best: f64) -> bool {
+        let (_, age) = prep.ages(row.stamp);
+        age * row.a * (1.0 + BOUND_SLACK) < -best * row.b
     }
 }

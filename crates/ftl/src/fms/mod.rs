@@ -346,16 +346,17 @@ impl Fms {
         let used = (matches!(cfg.policy, Policy::Greedy | Policy::Adaptive)
             && large(select::USED_INDEX_MIN_SEGMENTS))
         .then(|| select::UsedIndex::new(segments, lay.slots));
-        let aged = (cfg.policy != Policy::Greedy && large(select::AGED_INDEX_MIN_SEGMENTS))
-            .then(|| aged_index(&cfg, segments));
+        let aged = (cfg.policy != Policy::Greedy
+            && large(select::aged_index_min_segments(cfg.policy)))
+        .then(|| aged_index(&cfg, segments));
         let selector = select::build(cfg.policy, cfg.cat_age, cfg.cb_age);
         let rows = (cfg.policy != Policy::Greedy && aged.is_none())
             .then(|| vec![selector.absent_row(); segments]);
         let sums = ((cfg.regions == 1 && cfg.redistribution == Redistribution::M4
             || cfg.regions > 1 && cfg.region_select != RegionSelect::All)
-            && large(select::AGED_INDEX_MIN_SEGMENTS))
+            && large(select::SUMMARY_MIN_SEGMENTS))
         .then(|| TableSums::new(segments, lay.slots));
-        let wear = (cfg.wear_threshold.is_some() && large(select::AGED_INDEX_MIN_SEGMENTS))
+        let wear = (cfg.wear_threshold.is_some() && large(select::SUMMARY_MIN_SEGMENTS))
             .then(|| WearIndex::new(segments));
         Ok(Fms {
             selector,

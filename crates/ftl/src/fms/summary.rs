@@ -12,7 +12,7 @@
 //! stream or erase count (`Fms::sync_used`), hold the same integers a scan would sum, and
 //! so give the same answers; `fms::tests::victim_indexes_match_a_scan_of_the_table`
 //! compares them with the scans after every operation of random runs. Small devices scan
-//! (see [`super::select::AGED_INDEX_MIN_SEGMENTS`]).
+//! (see [`super::select::SUMMARY_MIN_SEGMENTS`]).
 
 use super::dac::RegionLoad;
 use super::SegState;

@@ -22,7 +22,7 @@
 //!
 //! Kept in step with the table at every change of a segment's state, valid count, age
 //! stamp or erase count (`Fms::sync_used`); only devices with many segments keep one (see
-//! [`super::AGED_INDEX_MIN_SEGMENTS`]).
+//! [`super::aged_index_min_segments`]).
 
 use super::{SegView, SelectCtx, Selector};
 use std::collections::btree_map::Entry;

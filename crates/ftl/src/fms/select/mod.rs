@@ -2,7 +2,12 @@
 //! cleaner takes the lowest score. Adding a policy: a file here and a line in [`build`].
 //!
 //! Selection runs once per cleaned segment over the segments that hold data (the paper's
-//! lookup table), never per write.
+//! lookup table), never per write. Greedy scans valid counts ([`UsedIndex`] on large
+//! devices). Cost-benefit and CAT scan [`Row`]s on small devices: a division-free
+//! [`Selector::above`] rules out every segment whose score is certainly above the best so
+//! far, and only the rest are scored ([`lowest_rows`]); large devices keep an
+//! [`AgedIndex`] ([`aged_index_min_segments`]). Every way finds the segment a scan scoring
+//! every candidate finds ([`lowest`]): the lowest score, the first one on ties.
 
 mod aged;
 mod cat;
@@ -23,18 +28,32 @@ pub use used::UsedIndex;
 /// a scan reads about 0.4 ns a segment, so past a few thousand segments the index wins.
 pub const USED_INDEX_MIN_SEGMENTS: u32 = 2048;
 
-/// Devices with at least this many segments keep an [`AgedIndex`] for cost-benefit, CAT
-/// and adaptive (its CAT choices), and the running summaries of `fms::summary` (M4's
-/// utilisation, DAC region loads, wear levelling's least-worn segment); smaller ones score
-/// (or sum) every segment at each cleaning. The index's upkeep (a B-tree entry moved at
-/// every invalidation in a closed segment) costs more than the scan it saves on small
-/// devices. Measured (`flashkit bench --device chang-kuo-16g --blocks N --block-size 512
-/// --fill 0.8 --written 64MiB`, 32 slots a segment, user writes/s, index vs scan, best of
-/// 3, twice): 1 024 segments: cost-benefit 3.27 M vs 3.26 M, CAT 2.38–2.41 M vs 3.49 M,
-/// adaptive 2.35 M vs 3.40–3.45 M; 2 048: 3.04–3.07 M vs 2.11–2.15 M, 2.43–2.45 M vs
-/// 2.25–2.28 M, 2.35 M vs 2.12–2.17 M; the Intel card's 192 segments: 0.86 M vs 1.29 M
-/// (cost-benefit).
-pub const AGED_INDEX_MIN_SEGMENTS: u32 = 2048;
+/// Devices with at least this many segments keep an [`AgedIndex`] for `policy`
+/// (cost-benefit, CAT, adaptive's CAT choices); smaller ones scan the table with
+/// [`lowest_rows`], which rules most segments out by a bound and scores the rest. The
+/// index's upkeep (a B-tree entry moved at every invalidation in a closed segment) costs
+/// more than the scan on small devices. Measured (`flashkit bench --device chang-kuo-16g
+/// --blocks N --block-size 512 --fill 0.8 --written 64MiB`, 32 slots a segment, user
+/// writes/s, index vs rows, stop 11): 2 048 segments: cost-benefit 3.17 M vs 3.24 M, CAT
+/// 1.70 M vs 3.51 M, adaptive 1.64 M vs 3.40 M; 3 072: 2.96–3.02 M vs 2.47–2.54 M, 2.02–
+/// 2.04 M vs 2.76–2.77 M, 1.93–1.95 M vs 2.60–2.71 M; 4 096: 2.84 M vs 1.93 M, 2.16 M vs
+/// 2.17 M, 2.06 M vs 2.05 M; 8 192: 2.84 M vs 1.17 M, 2.29 M vs 1.21 M, 2.12 M vs 1.16 M.
+/// (A scan scoring every segment, before the rows: 2.11–2.15 M for cost-benefit at 2 048.)
+pub fn aged_index_min_segments(policy: Policy) -> u32 {
+    match policy {
+        Policy::CostBenefit => 2048,
+        Policy::Greedy | Policy::Cat | Policy::Adaptive => 4096,
+    }
+}
+
+/// Devices with at least this many segments keep the running summaries of `fms::summary`
+/// (M4's utilisation, DAC region loads, wear levelling's least-worn segment); smaller ones
+/// sum (or scan) every segment at each cleaning, which costs less than keeping them there.
+/// Measured with the index of cost-benefit and CAT (stop 10): at 1 024 segments the index
+/// and summaries gave cost-benefit 3.27 M user writes/s against 3.26 M by scans, at
+/// 2 048 3.04–3.07 M against 2.11–2.15 M; the Intel card's 192 segments 0.86 M against
+/// 1.29 M.
+pub const SUMMARY_MIN_SEGMENTS: u32 = 2048;
 
 /// What a policy may look at: one row of the segment lookup table.
 #[derive(Clone, Copy, Debug)]

@@ -626,7 +626,9 @@ impl Store for PayloadlessStore {
         let first = self.geo.first_page(block) as usize;
         let n = self.geo.pages_per_block as usize;
         let ss = self.geo.spare_size as usize;
-        self.spare[first * ss..(first + n) * ss].fill(0xFF);
+        if ss > 0 {
+            self.spare[first * ss..(first + n) * ss].fill(0xFF);
+        }
         self.programs[first..first + n].fill(0);
         // Most pages of a block are erased or all opaque: nothing to forget but the mark,
         // which the fill below resets; the others (kept, partly opaque) in page order.

@@ -296,6 +296,7 @@ const FLAG_WRITABLE: u8 = 2;
 impl Record {
     /// 24-byte header-mode entry. Byte 5 holds the flags (bit 0 live, bit 1 writable) and
     /// is excluded from the checksum so the live bit can be cleared in place.
+    #[inline(always)]
     pub fn encode_entry(&self) -> [u8; ENTRY] {
         let flags = 0xFC | FLAG_LIVE | if self.readonly { 0 } else { FLAG_WRITABLE };
         // Built as little-endian words in registers: byte arrays stored piecemeal and read

@@ -131,7 +131,7 @@ impl Selector for Cat {
         }
     }
     /// The saturating score past its tiny-age branch (which an age surely at least `d`
-    /// takes) is N / D with N = cost·(age + unit) and D = free·age, falling as the age
+    /// takes; a younger segment is never ruled out) is N / D with N = cost·(age + unit) and D = free·age, falling as the age
     /// grows: it is above `best` (≥ 0, a score) when N·(1 - slack) > best·D for an age A
     /// at least the segment's, which the roundings cannot overturn. Every other score is
     /// cost / (free · g) with g ≤ G, so at least cost / (free · G): above `best` when
@@ -139,11 +139,11 @@ impl Selector for Cat {
     #[inline]
     fn above(&self, row: &Row, ctx: &SelectCtx, prep: &Prep, best: f64) -> bool {
         if let AgeTransform::Saturating = self.age {
+            // A segment that may be in the tiny-age branch (a rare few picoseconds old) is
+            // simply scored.
             let (lo, hi) = prep.ages(row.stamp);
-            if lo >= prep.d {
-                let unit = ctx.age_unit_ps.max(1.0);
-                return row.a * (hi + unit) * prep.c > best * (row.b * hi);
-            }
+            let unit = ctx.age_unit_ps.max(1.0);
+            return lo >= prep.d && row.a * (hi + unit) * prep.c > best * (row.b * hi);
         }
         row.a * prep.c > best * row.b
     }

@@ -83,6 +83,12 @@ impl UsedIndex {
     pub fn ram_bytes(&self) -> u64 {
         (self.bits.len() * 8 + self.count.len() * 4 + self.at.len() * 4) as u64
     }
+    /// [`UsedIndex::ram_bytes`] of `UsedIndex::new(segments, slots)`, without one: a bit
+    /// per segment per valid count, a count per valid count, a position per segment.
+    pub fn ram_bytes_for(segments: u64, slots: u32) -> u64 {
+        let words = segments.div_ceil(64);
+        words.saturating_mul(slots as u64 * 8) + slots as u64 * 4 + segments.saturating_mul(4)
+    }
 }
 
 #[cfg(test)]

@@ -156,8 +156,9 @@ impl Prep {
     }
 
     /// Bounds on the age (`now - stamp`, 0 if the stamp is later) of a row with stamp
-    /// `stamp`: (at most the exact age, at least it). A row keeps its stamp as an f64 so
-    /// that a scan subtracts instead of converting a u64 (several instructions on x86-64).
+    /// `stamp`: a value no greater than the exact age and one no smaller. A row keeps its
+    /// stamp as an f64 so that a scan subtracts instead of converting a u64 (several
+    /// instructions on x86-64).
     #[inline(always)]
     pub fn ages(&self, stamp: f64) -> (f64, f64) {
         let diff = self.now - stamp;

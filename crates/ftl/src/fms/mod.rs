@@ -244,6 +244,9 @@ pub struct Fms {
     /// Closed segments by valid count (greedy and adaptive only): greedy's victim without
     /// a scan of the segment table.
     used: Option<select::UsedIndex>,
+    /// Every segment's valid count as a key (greedy, on devices too small for `used`):
+    /// greedy's victim by a vectorised minimum.
+    keys: Option<select::ValidKeys>,
     /// Closed segments by group and age (cost-benefit, CAT and adaptive's CAT choices):
     /// their victim without scoring every segment.
     aged: Option<select::AgedIndex>,
@@ -349,6 +352,11 @@ impl Fms {
         let aged = (cfg.policy != Policy::Greedy
             && large(select::aged_index_min_segments(cfg.policy)))
         .then(|| aged_index(&cfg, segments));
+        // Adaptive keeps none: it chooses greedy rarely (5 % of the flagship's cleanings),
+        // and the keys' upkeep cost it more than its scans.
+        let keys = (cfg.policy == Policy::Greedy && used.is_none())
+            .then(|| select::ValidKeys::new(segments, lay.slots))
+            .flatten();
         let selector = select::build(cfg.policy, cfg.cat_age, cfg.cb_age);
         let rows = (cfg.policy != Policy::Greedy && aged.is_none())
             .then(|| vec![selector.absent_row(); segments]);
@@ -368,6 +376,7 @@ impl Fms {
             hot: HotDegree::new(if keeps_hot { n } else { 0 }, half_life),
             indexed: used.is_some() || aged.is_some() || sums.is_some() || wear.is_some(),
             used,
+            keys,
             aged,
             rows,
             sums,
@@ -528,6 +537,7 @@ impl Fms {
             + self.segs.len() as u64 * std::mem::size_of::<Seg>() as u64
             + self.hot.ram_bytes()
             + self.used.as_ref().map_or(0, |u| u.ram_bytes())
+            + self.keys.as_ref().map_or(0, |k| k.ram_bytes())
             + self.aged.as_ref().map_or(0, |u| u.ram_bytes())
             + self.rows.as_ref().map_or(0, |r| {
                 r.len() as u64 * std::mem::size_of::<select::Row>() as u64
@@ -742,6 +752,11 @@ impl Fms {
     /// the large devices' indexes is out of line.
     #[inline(always)]
     fn sync_used(&mut self, seg: u32) {
+        if let Some(keys) = self.keys.as_mut() {
+            let s = &self.segs[seg as usize];
+            let candidate = s.state == SegState::Used && s.valid < self.lay.slots;
+            keys.set(seg, candidate.then_some(s.valid));
+        }
         if let Some(rows) = self.rows.as_mut() {
             let s = &self.segs[seg as usize];
             rows[seg as usize] = if s.state == SegState::Used && s.valid < self.lay.slots {
@@ -1158,7 +1173,10 @@ impl Fms {
                     let segs = &self.segs;
                     ix.first_fewest(|i| region.is_none_or(|r| segs[i as usize].stream == r))
                 }
-                None => self.scan_fewest(region),
+                None => match (self.keys.as_ref(), region) {
+                    (Some(keys), None) => keys.first_fewest(),
+                    _ => self.scan_fewest(region),
+                },
             }
         } else if let Some(ix) = self.aged.as_mut() {
             let segs = &self.segs;
@@ -1965,6 +1983,10 @@ mod tests {
                         .unwrap()
                         .first_fewest(|i| region.is_none_or(|r| segs[i as usize].stream == r));
                     assert_eq!(got, f.scan_fewest(region), "case {k}, op {at}, {region:?}");
+                    if let (Some(keys), None) = (f.keys.as_ref(), region) {
+                        let got = keys.first_fewest();
+                        assert_eq!(got, f.scan_fewest(None), "keys: case {k}, op {at}");
+                    }
                     let want = f.scan_lowest_scored(region, &ctx);
                     // The rows every small device keeps (cost-benefit, CAT, adaptive).
                     if f.rows.is_some() {

@@ -19,7 +19,7 @@ pub use aged::{AgeStamp, AgedIndex};
 pub use cat::{AgeTransform, Cat};
 pub use cost_benefit::{CbAge, CostBenefit};
 pub use greedy::Greedy;
-pub use used::UsedIndex;
+pub use used::{UsedIndex, ValidKeys};
 
 /// Devices with at least this many segments keep a [`UsedIndex`] for greedy (and adaptive's
 /// greedy choices); smaller ones scan the table. Keeping the index costs tens of

@@ -114,3 +114,45 @@ fn bad_arguments_are_one_line_errors() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+/// A full-size device's prefill leaves far more free segments than a few operations use:
+/// the run says that its cuts never fell in a cleaning, and how many operations would.
+#[test]
+fn a_run_that_never_cleans_says_so() {
+    let o = flashkit([
+        "torture",
+        "--device",
+        "intel-series2plus-24m",
+        "--full-device",
+        "--ops",
+        "20",
+        "--cuts",
+        "2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    assert_eq!(v["cleanings"], 0, "{v}");
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("torture: warning: the workload never started the cleaner"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "about {}, the logical block count",
+            v["logical_blocks"]
+        )),
+        "{err}"
+    );
+    // The default, derived device cleans: no warning.
+    let o = flashkit([
+        "torture",
+        "--device",
+        "intel-series2plus-24m",
+        "--cuts",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!text(&o.stderr).contains("warning"), "{}", text(&o.stderr));
+}

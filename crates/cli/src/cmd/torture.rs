@@ -144,6 +144,9 @@ pub fn run(a: TortureArgs) -> Result<()> {
     } else {
         print_table(&report)?;
     }
+    for w in report.untested(cfg.fms.wear_threshold.is_some()) {
+        eprintln!("torture: warning: {w}");
+    }
     if let Some(path) = &a.report.csv {
         output::write_csv(path, std::slice::from_ref(&report))?;
     }

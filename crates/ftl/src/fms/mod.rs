@@ -244,6 +244,9 @@ pub struct Fms {
     /// Closed segments by valid count (greedy and adaptive only): greedy's victim without
     /// a scan of the segment table.
     used: Option<select::UsedIndex>,
+    /// Every segment's valid count as a key (greedy, on devices too small for `used`):
+    /// greedy's victim by a vectorised minimum.
+    keys: Option<select::ValidKeys>,
     /// Closed segments by group and age (cost-benefit, CAT and adaptive's CAT choices):
     /// their victim without scoring every segment.
     aged: Option<select::AgedIndex>,
@@ -301,6 +304,7 @@ impl Fms {
             logical,
             keeps_hot,
             used,
+            keys,
             aged,
             rows,
             sums,
@@ -318,6 +322,9 @@ impl Fms {
             adaptive.then(|| Adaptive::new(n, cfg.adaptive_window, cfg.adaptive_threshold));
         let used = used.then(|| select::UsedIndex::new(segments, lay.slots));
         let aged = aged.then(|| aged_index(&cfg, segments));
+        let keys = keys
+            .then(|| select::ValidKeys::new(segments, lay.slots))
+            .flatten();
         let selector = select::build(cfg.policy, cfg.cat_age, cfg.cb_age);
         let rows = rows.then(|| vec![selector.absent_row(); segments]);
         let sums = sums.then(|| TableSums::new(segments, lay.slots));
@@ -332,6 +339,7 @@ impl Fms {
             hot: HotDegree::new(if keeps_hot { n } else { 0 }, half_life),
             indexed: used.is_some() || aged.is_some() || sums.is_some() || wear.is_some(),
             used,
+            keys,
             aged,
             rows,
             sums,
@@ -492,6 +500,7 @@ impl Fms {
             + self.segs.len() as u64 * std::mem::size_of::<Seg>() as u64
             + self.hot.ram_bytes()
             + self.used.as_ref().map_or(0, |u| u.ram_bytes())
+            + self.keys.as_ref().map_or(0, |k| k.ram_bytes())
             + self.aged.as_ref().map_or(0, |u| u.ram_bytes())
             + self.rows.as_ref().map_or(0, |r| {
                 r.len() as u64 * std::mem::size_of::<select::Row>() as u64
@@ -706,6 +715,11 @@ impl Fms {
     /// the large devices' indexes is out of line.
     #[inline(always)]
     fn sync_used(&mut self, seg: u32) {
+        if let Some(keys) = self.keys.as_mut() {
+            let s = &self.segs[seg as usize];
+            let candidate = s.state == SegState::Used && s.valid < self.lay.slots;
+            keys.set(seg, candidate.then_some(s.valid));
+        }
         if let Some(rows) = self.rows.as_mut() {
             let s = &self.segs[seg as usize];
             rows[seg as usize] = if s.state == SegState::Used && s.valid < self.lay.slots {
@@ -1122,7 +1136,10 @@ impl Fms {
                     let segs = &self.segs;
                     ix.first_fewest(|i| region.is_none_or(|r| segs[i as usize].stream == r))
                 }
-                None => self.scan_fewest(region),
+                None => match (self.keys.as_ref(), region) {
+                    (Some(keys), None) => keys.first_fewest(),
+                    _ => self.scan_fewest(region),
+                },
             }
         } else if let Some(ix) = self.aged.as_mut() {
             let segs = &self.segs;
@@ -1631,6 +1648,8 @@ struct Sizing {
     logical: u64,
     keeps_hot: bool,
     used: bool,
+    /// Greedy's valid-count keys (small devices; `ValidKeys::new` may still decline).
+    keys: bool,
     aged: bool,
     rows: bool,
     sums: bool,
@@ -1695,6 +1714,9 @@ impl Sizing {
             slot_bits,
             phys,
             logical,
+            // Adaptive keeps none: it chooses greedy rarely (5 % of the flagship's
+            // cleanings), and the keys' upkeep cost it more than its scans.
+            keys: cfg.policy == Policy::Greedy && !used,
             // Hot degrees are kept only where something reads them (see `keeps_hot`).
             keeps_hot: cfg.regions == 1 && cfg.redistribution.uses_hot_degree(),
             used,
@@ -1759,6 +1781,10 @@ impl Fms {
             .saturating_add(opt(
                 z.used,
                 select::UsedIndex::ram_bytes_for(segments, slots),
+            ))
+            .saturating_add(opt(
+                z.keys,
+                select::ValidKeys::ram_bytes_for(segments, slots),
             ))
             .saturating_add(opt(
                 z.aged,
@@ -2234,6 +2260,10 @@ mod tests {
                         .unwrap()
                         .first_fewest(|i| region.is_none_or(|r| segs[i as usize].stream == r));
                     assert_eq!(got, f.scan_fewest(region), "case {k}, op {at}, {region:?}");
+                    if let (Some(keys), None) = (f.keys.as_ref(), region) {
+                        let got = keys.first_fewest();
+                        assert_eq!(got, f.scan_fewest(None), "keys: case {k}, op {at}");
+                    }
                     let want = f.scan_lowest_scored(region, &ctx);
                     // The rows every small device keeps (cost-benefit, CAT, adaptive).
                     if f.rows.is_some() {

@@ -19,7 +19,7 @@ pub use aged::{AgeStamp, AgedIndex};
 pub use cat::{AgeTransform, Cat};
 pub use cost_benefit::{CbAge, CostBenefit};
 pub use greedy::Greedy;
-pub use used::UsedIndex;
+pub use used::{UsedIndex, ValidKeys};
 
 /// Devices with at least this many segments keep a [`UsedIndex`] for greedy (and adaptive's
 /// greedy choices); smaller ones scan the table. Keeping the index costs tens of
@@ -156,8 +156,9 @@ impl Prep {
     }
 
     /// Bounds on the age (`now - stamp`, 0 if the stamp is later) of a row with stamp
-    /// `stamp`: (at most the exact age, at least it). A row keeps its stamp as an f64 so
-    /// that a scan subtracts instead of converting a u64 (several instructions on x86-64).
+    /// `stamp`: a value no greater than the exact age and one no smaller. A row keeps its
+    /// stamp as an f64 so that a scan subtracts instead of converting a u64 (several
+    /// instructions on x86-64).
     #[inline(always)]
     pub fn ages(&self, stamp: f64) -> (f64, f64) {
         let diff = self.now - stamp;

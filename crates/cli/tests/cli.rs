@@ -491,6 +491,36 @@ fn devices_too_large_for_ram_are_one_line_errors() {
     }
 }
 
+/// A run the FMS can size but no machine can hold (134 M segments of chang-kuo-16g: about
+/// 400 GB at its peak) is refused by the RAM estimate before anything is allocated, one
+/// run or a grid, naming the device, the block size and the parts; not an allocation
+/// failure or an out-of-memory kill.
+#[test]
+fn runs_that_cannot_fit_in_ram_are_refused_before_they_start() {
+    for policies in ["greedy", "greedy,cat"] {
+        let err = fails_with(
+            flashkit([
+                "sim",
+                "--device",
+                "chang-kuo-16g",
+                "--blocks",
+                "134000000",
+                "--block-size",
+                "512",
+                "--policy",
+                policies,
+                "--written",
+                "1MiB",
+            ]),
+            "device chang-kuo-16g (134000000 blocks of 16384 bytes), block size 512: a run needs about",
+        );
+        assert!(
+            err.contains("FMS tables 2 ×") && err.contains("bytes available"),
+            "{err}"
+        );
+    }
+}
+
 /// clap's own errors follow the contract too: one `flashkit: …` line (exit code 2), with
 /// clap's hints folded in; help and version print as usual.
 #[test]

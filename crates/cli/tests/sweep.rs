@@ -25,6 +25,25 @@ fn fails_with(o: Output, needles: &[&str]) -> String {
     err
 }
 
+/// A grid with a job no machine can hold is refused before any job runs, and nothing is
+/// written to the results file (see cli.rs for `sim`).
+#[test]
+fn sweep_refuses_jobs_that_cannot_fit_in_ram() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("s.toml");
+    std::fs::write(
+        &spec,
+        "device = \"chang-kuo-16g\"\nblocks = [64, 134000000]\nblock_size = 512\nfill = 0.5\nwritten = \"64KiB\"\n",
+    )
+    .unwrap();
+    let out = dir.path().join("r.jsonl");
+    fails_with(
+        flashkit(["sweep", path_str(&spec), "--out", path_str(&out)]),
+        &["134000000 blocks", "block size 512", "a run needs about"],
+    );
+    assert!(std::fs::read_to_string(&out).unwrap_or_default().is_empty());
+}
+
 const SPEC: &str = r#"
 # a small grid: 2 policies x 3 fills x 2 seeds = 12 jobs
 policy = ["greedy", "cat"]

@@ -176,6 +176,15 @@ pub struct RamStore {
 }
 
 impl RamStore {
+    /// The bytes of RAM [`RamStore::new`] allocates for `geo` (what [`Store::ram_bytes`]
+    /// then reports), computed without allocating: every page's data and spare bytes, a
+    /// program count per page, 8 bytes per block. Saturates instead of overflowing.
+    pub fn ram_bytes_for(geo: &Geometry) -> u64 {
+        geo.pages()
+            .saturating_mul(geo.raw_page_size() as u64 + 1)
+            .saturating_add(geo.blocks as u64 * std::mem::size_of::<BlockInfo>() as u64)
+    }
+
     pub fn new(geo: &Geometry) -> Result<Self> {
         geo.validate()?;
         let total = geo.pages() as u128 * geo.raw_page_size() as u128;
@@ -334,6 +343,22 @@ fn add_range(ranges: &mut Vec<(u32, u32)>, lo: u32, hi: u32) {
 }
 
 impl PayloadlessStore {
+    /// The bytes of RAM this store holds for `geo` once `kept_pages` pages hold real bytes
+    /// (what [`Store::ram_bytes`] reports then; the layer above knows how many pages it
+    /// programs with real bytes), computed without allocating: per page its spare area, a
+    /// program count and a kept-page index entry; 8 bytes per block; per kept page its
+    /// bytes and dirty range. Byte ranges of pages filled by sub-page opaque programs
+    /// (blocks smaller than a page, being filled) are transient and not counted.
+    /// Saturates instead of overflowing.
+    pub fn ram_bytes_for(geo: &Geometry, kept_pages: u64) -> u64 {
+        let per_page = geo.spare_size as u64 + 1 + std::mem::size_of::<u32>() as u64;
+        let per_kept = geo.page_size as u64 + std::mem::size_of::<(u32, u32)>() as u64;
+        geo.pages()
+            .saturating_mul(per_page)
+            .saturating_add(geo.blocks as u64 * std::mem::size_of::<BlockInfo>() as u64)
+            .saturating_add(kept_pages.saturating_mul(per_kept))
+    }
+
     pub fn new(geo: &Geometry) -> Result<Self> {
         geo.validate()?;
         Ok(PayloadlessStore {
@@ -704,5 +729,45 @@ impl Store for PayloadlessStore {
                 .values()
                 .map(|r| 48 + r.capacity() as u64 * 8)
                 .sum::<u64>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The estimates without a store against the stores' own count, on every preset
+    /// shrunk to a few blocks; the payload-less store also after it kept pages.
+    #[test]
+    fn ram_bytes_for_matches_the_stores() {
+        for spec in crate::presets() {
+            let mut geo = spec.geometry.clone();
+            geo.blocks = 6;
+            let ram = RamStore::new(&geo).unwrap();
+            assert_eq!(
+                RamStore::ram_bytes_for(&geo),
+                ram.ram_bytes(),
+                "{}",
+                spec.name
+            );
+            let mut pl = PayloadlessStore::new(&geo).unwrap();
+            assert_eq!(
+                PayloadlessStore::ram_bytes_for(&geo, 0),
+                pl.ram_bytes(),
+                "{}",
+                spec.name
+            );
+            // Real bytes in three pages (one of them twice): three kept pages.
+            let ppb = geo.pages_per_block as u64;
+            for ppn in [0, 1, ppb, 1] {
+                pl.write(ppn, 0, &[0x12]).unwrap();
+            }
+            assert_eq!(
+                PayloadlessStore::ram_bytes_for(&geo, 3),
+                pl.ram_bytes(),
+                "{}",
+                spec.name
+            );
+        }
     }
 }

@@ -361,6 +361,16 @@ fn too_full(cfg: &SimConfig, exported: u64, slots: u32) -> anyhow::Error {
     )
 }
 
+/// The pre-fill's read-only blocks, its writable blocks, and the request-sized units in
+/// the writable blocks (the workload's address space).
+pub(crate) fn workload_space(cfg: &SimConfig) -> (u64, u64, u64) {
+    let fill_blocks = fill_blocks(cfg);
+    let ro_blocks = (fill_blocks as f64 * cfg.readonly_fraction).round() as u64;
+    let writable_blocks = fill_blocks.saturating_sub(ro_blocks);
+    let units = writable_blocks * cfg.fms.block_size as u64 / cfg.unit_bytes.max(1) as u64;
+    (ro_blocks, writable_blocks, units)
+}
+
 /// Blocks the sequential pre-fill writes.
 fn fill_blocks(cfg: &SimConfig) -> u64 {
     let capacity = cfg.device.geometry.capacity_bytes();
@@ -383,8 +393,7 @@ pub fn prepare(cfg: &SimConfig) -> Result<Prepared> {
         // `check` counted every segment good.
         return Err(too_full(cfg, fms.logical_blocks(), fms.layout().slots));
     }
-    let ro_blocks = (fill_blocks as f64 * cfg.readonly_fraction).round() as u64;
-    let writable_blocks = fill_blocks - ro_blocks;
+    let (ro_blocks, writable_blocks, units) = workload_space(cfg);
     if ro_blocks > 0 {
         fms.mark_readonly(writable_blocks as u32, ro_blocks as u32);
     }
@@ -392,7 +401,6 @@ pub fn prepare(cfg: &SimConfig) -> Result<Prepared> {
         fms.write_block(lbn as u32, None)
             .with_context(|| format!("pre-fill at block {lbn}"))?;
     }
-    let units = writable_blocks * bs / cfg.unit_bytes as u64;
     if units == 0 {
         let ro = if ro_blocks > 0 {
             format!(", {ro_blocks} of them read-only (--readonly-fraction)")

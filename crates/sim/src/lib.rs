@@ -7,6 +7,7 @@
 
 pub mod driver;
 pub mod plot;
+pub mod ram;
 pub mod reproduce;
 pub mod speed;
 pub mod staged;

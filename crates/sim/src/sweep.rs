@@ -1411,8 +1411,11 @@ fn is_torn_record(line: &[u8]) -> bool {
 }
 
 /// Run `jobs` on `threads` worker threads (all cores when `None`), calling `done` with
-/// each job's index and result in completion order.
-pub fn run_jobs<F>(jobs: &[Job], threads: Option<usize>, done: F) -> Result<()>
+/// each job's index and result in completion order. Before any starts, fewer threads are
+/// used when the largest jobs would not fit in the available RAM together, saying so once
+/// through `note`, and the whole grid is refused when one job cannot fit alone
+/// ([`crate::ram::plan`]).
+pub fn run_jobs<F>(jobs: &[Job], threads: Option<usize>, note: &dyn Fn(&str), done: F) -> Result<()>
 where
     F: Fn(usize, Result<SimResult>) + Sync,
 {
@@ -1422,6 +1425,12 @@ where
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .min(jobs.len())
         .clamp(1, MAX_THREADS);
+    let cfgs: Vec<&SimConfig> = jobs.iter().map(|j| &j.config).collect();
+    let plan = crate::ram::plan(&cfgs, n, nand::available_ram())?;
+    if let Some(text) = &plan.note {
+        note(text);
+    }
+    let n = plan.runs;
     let b = rayon::ThreadPoolBuilder::new().num_threads(n);
     let pool = b.build().context("thread pool")?;
     pool.install(|| {

@@ -148,9 +148,23 @@ enum Order {
 }
 
 impl Order {
+    /// Whether the order of `units` units is a table (up to `table_max` units).
+    fn is_table(units: u64, table_max: u64) -> bool {
+        units <= table_max.min(u32::MAX as u64)
+    }
+
+    /// Bytes of [`Order::new`]'s table, without it.
+    fn table_bytes(units: u64, table_max: u64) -> u64 {
+        if Order::is_table(units, table_max) {
+            units * std::mem::size_of::<u32>() as u64
+        } else {
+            0
+        }
+    }
+
     /// The order of `units` units drawn from `rng`, by a table up to `table_max` units.
     fn new(units: u64, rng: &mut Xoshiro256PlusPlus, table_max: u64) -> Order {
-        if units <= table_max.min(u32::MAX as u64) {
+        if Order::is_table(units, table_max) {
             let mut table: Vec<u32> = (0..units as u32).collect();
             table.shuffle(rng);
             Order::Table(table)
@@ -245,6 +259,20 @@ impl Workload {
     /// `total` requests over `units` units (`units > 0`).
     pub fn new(spec: &WorkloadSpec, units: u64, total: u64, seed: u64) -> Workload {
         Workload::with_table_max(spec, units, total, seed, HOT_TABLE_MAX_UNITS)
+    }
+
+    /// Bytes of the tables [`Workload::new`] allocates for `spec` over `units` units,
+    /// without allocating them: the shuffled order of each hot/cold phase (see [`Order`]).
+    pub fn table_bytes(spec: &WorkloadSpec, units: u64) -> u64 {
+        let list = match spec {
+            WorkloadSpec::Phases(p) => p.as_slice(),
+            w => std::slice::from_ref(w),
+        };
+        let tables = list
+            .iter()
+            .filter(|w| matches!(w, WorkloadSpec::HotCold { .. }))
+            .count() as u64;
+        tables.saturating_mul(Order::table_bytes(units, HOT_TABLE_MAX_UNITS))
     }
 
     /// [`Workload::new`] with the hot/cold order shuffled as a table up to `table_max` units.

@@ -250,6 +250,8 @@ pub fn execute(jobs: &[Job]) -> Result<Vec<SimResult>> {
             sim::workload::WorkloadSpec::Trace(t) => t.options.limit,
             _ => Some(c.written_bytes / c.unit_bytes.max(1) as u64),
         };
+        // Refused here, before any table exists, when the run cannot fit in RAM.
+        sim::ram::plan(&[c], 1, nand::available_ram())?;
         let bar = Progress::requests(total);
         let r = sim::driver::run_with_progress(c, &|n| bar.set(n));
         bar.finish();
@@ -258,7 +260,7 @@ pub fn execute(jobs: &[Job]) -> Result<Vec<SimResult>> {
     let bar = Progress::jobs(jobs.len() as u64);
     let slots: Vec<std::sync::Mutex<Option<Result<SimResult>>>> =
         jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    sim::sweep::run_jobs(jobs, None, |i, r| {
+    sim::sweep::run_jobs(jobs, None, &note, |i, r| {
         *slots[i].lock().expect("slot") = Some(r);
         bar.inc(1);
     })?;
@@ -269,6 +271,11 @@ pub fn execute(jobs: &[Job]) -> Result<Vec<SimResult>> {
         out.push(r.map_err(|e| anyhow!("{}: {e:#}", describe(&job.options, &keys)))?);
     }
     Ok(out)
+}
+
+/// A one-line note on stderr (e.g. fewer runs at a time for lack of RAM).
+pub fn note(text: &str) {
+    eprintln!("flashkit: note: {text}");
 }
 
 pub fn run(a: SimArgs) -> Result<()> {

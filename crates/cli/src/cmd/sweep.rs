@@ -119,7 +119,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
     let fresh: Vec<Mutex<Option<Result<Record, String>>>> =
         sub.iter().map(|_| Mutex::new(None)).collect();
     let bar = Progress::jobs(sub.len() as u64);
-    sim::sweep::run_jobs(&sub, a.jobs, |k, r| {
+    sim::sweep::run_jobs(&sub, a.jobs, &super::sim::note, |k, r| {
         let job = &sub[k];
         let rec = r
             .and_then(|result| Record::new(job, &result))

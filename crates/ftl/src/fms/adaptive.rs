@@ -94,6 +94,11 @@ impl Adaptive {
     pub fn ram_bytes(&self) -> u64 {
         (self.stamp.len() * 8) as u64
     }
+    /// [`Adaptive::ram_bytes`] for `logical_blocks` blocks, without the tables: a stamp
+    /// and a count per block.
+    pub fn ram_bytes_for(logical_blocks: u64) -> u64 {
+        logical_blocks.saturating_mul(2 * std::mem::size_of::<u32>() as u64)
+    }
 }
 
 #[cfg(test)]

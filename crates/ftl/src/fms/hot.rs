@@ -96,6 +96,10 @@ impl HotDegree {
     pub fn ram_bytes(&self) -> u64 {
         (self.h.len() * 8) as u64
     }
+    /// [`HotDegree::ram_bytes`] of a table of `blocks` blocks, without one.
+    pub fn ram_bytes_for(blocks: u64) -> u64 {
+        blocks.saturating_mul(std::mem::size_of::<f64>() as u64)
+    }
 }
 
 #[cfg(test)]

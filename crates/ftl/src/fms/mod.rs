@@ -294,78 +294,41 @@ impl Fms {
             nand::table(n as u64, fill, what)
                 .map_err(|e| DevError::config(format!("device too large for the FMS here: {e}")))
         }
-        cfg.validate()?;
-        let lay = Layout::new(nand.geometry(), cfg.block_size)?;
+        let good = (0..nand.geometry().blocks)
+            .filter(|&s| !nand.is_bad(s))
+            .count() as u64;
+        let Sizing {
+            lay,
+            slot_bits,
+            phys,
+            logical,
+            keeps_hot,
+            used,
+            keys,
+            aged,
+            rows,
+            sums,
+            wear,
+            adaptive,
+        } = Sizing::new(nand.geometry(), &cfg, good, recorded)?;
         let segments = lay.segments as usize;
-        // A physical slot number is `seg << slot_bits | slot`: shifts, not divisions by
-        // the (often odd) slot count, on every lookup. Numbers past `slots` are unused.
-        let slot_bits = 32 - (lay.slots.max(2) - 1).leading_zeros();
-        let phys = segments << slot_bits;
-        if phys >= NONE as usize {
-            return Err(DevError::config("device too large for the FMS"));
-        }
-        let good = (0..lay.segments).filter(|&s| !nand.is_bad(s)).count() as u64;
-        let reserve = cfg.reserve_segments();
-        let auto = good.saturating_sub(reserve) * lay.slots as u64;
-        let recorded = recorded.filter(|_| cfg.logical_blocks.is_none());
-        if let Some(n) = recorded {
-            // The capacity the medium was formatted to: segments gone bad since (worn out)
-            // may have eaten into the reserve, but the data on it must stay readable (writes
-            // say `WornOut` when space runs out). Bounded by the slots of the whole device,
-            // so a corrupt header cannot make the tables huge.
-            let slots = lay.segments as u64 * lay.slots as u64;
-            if n > slots {
-                return Err(DevError::corrupt(format!(
-                    "segment header: capacity of {n} blocks recorded, but the device has {slots} slots"
-                )));
-            }
-        } else if auto == 0 && cfg.logical_blocks.is_none() {
-            return Err(DevError::config(format!(
-                "no room for data: {good} good segment(s), {reserve} kept in reserve (1 index, high_water {}, {} active stream(s))",
-                cfg.high_water,
-                cfg.streams()
-            )));
-        }
-        let logical = cfg.logical_blocks.or(recorded).unwrap_or(auto);
-        if recorded.is_none() && (logical == 0 || logical > auto) {
-            return Err(DevError::config(format!(
-                "logical_blocks: {logical} does not fit: the device holds at most {auto} blocks of {} bytes with the reserve",
-                cfg.block_size
-            )));
-        }
         let cfg = FmsConfig {
             logical_blocks: cfg.logical_blocks.or(recorded),
             ..cfg
         };
         let n = logical as usize;
         let half_life = cfg.hot_half_life.unwrap_or(logical as f64 / 2.0);
-        // Hot degrees are kept only where something reads them (see `keeps_hot`).
-        let keeps_hot = cfg.regions == 1 && cfg.redistribution.uses_hot_degree();
-        let adaptive = (cfg.policy == Policy::Adaptive)
-            .then(|| Adaptive::new(n, cfg.adaptive_window, cfg.adaptive_threshold));
-        // The indexes of large devices (see `select`): greedy's, cost-benefit's and CAT's
-        // (adaptive keeps both), M4's utilisation sums.
-        let large = |min| lay.segments >= min;
-        let used = (matches!(cfg.policy, Policy::Greedy | Policy::Adaptive)
-            && large(select::USED_INDEX_MIN_SEGMENTS))
-        .then(|| select::UsedIndex::new(segments, lay.slots));
-        let aged = (cfg.policy != Policy::Greedy
-            && large(select::aged_index_min_segments(cfg.policy)))
-        .then(|| aged_index(&cfg, segments));
-        // Adaptive keeps none: it chooses greedy rarely (5 % of the flagship's cleanings),
-        // and the keys' upkeep cost it more than its scans.
-        let keys = (cfg.policy == Policy::Greedy && used.is_none())
+        let adaptive =
+            adaptive.then(|| Adaptive::new(n, cfg.adaptive_window, cfg.adaptive_threshold));
+        let used = used.then(|| select::UsedIndex::new(segments, lay.slots));
+        let aged = aged.then(|| aged_index(&cfg, segments));
+        let keys = keys
             .then(|| select::ValidKeys::new(segments, lay.slots))
             .flatten();
         let selector = select::build(cfg.policy, cfg.cat_age, cfg.cb_age);
-        let rows = (cfg.policy != Policy::Greedy && aged.is_none())
-            .then(|| vec![selector.absent_row(); segments]);
-        let sums = ((cfg.regions == 1 && cfg.redistribution == Redistribution::M4
-            || cfg.regions > 1 && cfg.region_select != RegionSelect::All)
-            && large(select::SUMMARY_MIN_SEGMENTS))
-        .then(|| TableSums::new(segments, lay.slots));
-        let wear = (cfg.wear_threshold.is_some() && large(select::SUMMARY_MIN_SEGMENTS))
-            .then(|| WearIndex::new(segments));
+        let rows = rows.then(|| vec![selector.absent_row(); segments]);
+        let sums = sums.then(|| TableSums::new(segments, lay.slots));
+        let wear = wear.then(|| WearIndex::new(segments));
         Ok(Fms {
             selector,
             dac: Dac {
@@ -1674,6 +1637,176 @@ fn all_ones(b: &[u8]) -> bool {
     b.iter().all(|&x| x == 0xFF)
 }
 
+/// How [`Fms::new_empty`] sizes its tables: the layout, the slot numbering, the logical
+/// blocks and which optional tables are kept. Computed without allocating, so that
+/// [`Fms::estimate_ram`] sizes the same tables as a format.
+struct Sizing {
+    lay: Layout,
+    slot_bits: u32,
+    /// Physical slot numbers (the reverse map's length).
+    phys: usize,
+    logical: u64,
+    keeps_hot: bool,
+    used: bool,
+    /// Greedy's valid-count keys (small devices; `ValidKeys::new` may still decline).
+    keys: bool,
+    aged: bool,
+    rows: bool,
+    sums: bool,
+    wear: bool,
+    adaptive: bool,
+}
+
+impl Sizing {
+    /// `good`: the device's good segments; `recorded` as for [`Fms::new_empty`].
+    fn new(
+        geo: &nand::Geometry,
+        cfg: &FmsConfig,
+        good: u64,
+        recorded: Option<u64>,
+    ) -> DevResult<Sizing> {
+        cfg.validate()?;
+        let lay = Layout::new(geo, cfg.block_size)?;
+        let segments = lay.segments as usize;
+        // A physical slot number is `seg << slot_bits | slot`: shifts, not divisions by
+        // the (often odd) slot count, on every lookup. Numbers past `slots` are unused.
+        let slot_bits = 32 - (lay.slots.max(2) - 1).leading_zeros();
+        let phys = segments << slot_bits;
+        if phys >= NONE as usize {
+            return Err(DevError::config("device too large for the FMS"));
+        }
+        let reserve = cfg.reserve_segments();
+        let auto = good.saturating_sub(reserve) * lay.slots as u64;
+        let recorded = recorded.filter(|_| cfg.logical_blocks.is_none());
+        if let Some(n) = recorded {
+            // The capacity the medium was formatted to: segments gone bad since (worn out)
+            // may have eaten into the reserve, but the data on it must stay readable (writes
+            // say `WornOut` when space runs out). Bounded by the slots of the whole device,
+            // so a corrupt header cannot make the tables huge.
+            let slots = lay.segments as u64 * lay.slots as u64;
+            if n > slots {
+                return Err(DevError::corrupt(format!(
+                    "segment header: capacity of {n} blocks recorded, but the device has {slots} slots"
+                )));
+            }
+        } else if auto == 0 && cfg.logical_blocks.is_none() {
+            return Err(DevError::config(format!(
+                "no room for data: {good} good segment(s), {reserve} kept in reserve (1 index, high_water {}, {} active stream(s))",
+                cfg.high_water,
+                cfg.streams()
+            )));
+        }
+        let logical = cfg.logical_blocks.or(recorded).unwrap_or(auto);
+        if recorded.is_none() && (logical == 0 || logical > auto) {
+            return Err(DevError::config(format!(
+                "logical_blocks: {logical} does not fit: the device holds at most {auto} blocks of {} bytes with the reserve",
+                cfg.block_size
+            )));
+        }
+        // The indexes of large devices (see `select`): greedy's, cost-benefit's and CAT's
+        // (adaptive keeps both), M4's utilisation sums.
+        let large = |min| lay.segments >= min;
+        let used = matches!(cfg.policy, Policy::Greedy | Policy::Adaptive)
+            && large(select::USED_INDEX_MIN_SEGMENTS);
+        let aged =
+            cfg.policy != Policy::Greedy && large(select::aged_index_min_segments(cfg.policy));
+        Ok(Sizing {
+            slot_bits,
+            phys,
+            logical,
+            // Adaptive keeps none: it chooses greedy rarely (5 % of the flagship's
+            // cleanings), and the keys' upkeep cost it more than its scans.
+            keys: cfg.policy == Policy::Greedy && !used,
+            // Hot degrees are kept only where something reads them (see `keeps_hot`).
+            keeps_hot: cfg.regions == 1 && cfg.redistribution.uses_hot_degree(),
+            used,
+            aged,
+            rows: cfg.policy != Policy::Greedy && !aged,
+            sums: (cfg.regions == 1 && cfg.redistribution == Redistribution::M4
+                || cfg.regions > 1 && cfg.region_select != RegionSelect::All)
+                && large(select::SUMMARY_MIN_SEGMENTS),
+            wear: cfg.wear_threshold.is_some() && large(select::SUMMARY_MIN_SEGMENTS),
+            adaptive: cfg.policy == Policy::Adaptive,
+            lay,
+        })
+    }
+}
+
+/// Bytes of host RAM a run of the FMS needs, estimated before anything is allocated
+/// ([`Fms::estimate_ram`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RamEstimate {
+    /// The FMS tables at their largest: [`Fms::ram_bytes`] once the victim indexes hold
+    /// every segment they can.
+    pub tables: u64,
+    /// Pages the FMS programs with real bytes (segment headers, the index segment): what
+    /// a payload-less store keeps of the data areas
+    /// ([`nand::PayloadlessStore::ram_bytes_for`]).
+    pub kept_pages: u64,
+    /// Logical blocks the format exports.
+    pub logical_blocks: u64,
+    /// Of `tables`, the bytes allowed for the groups of the cost-benefit / CAT index on
+    /// large devices: a bound (their number depends on the run's valid counts and erase
+    /// counts), not an estimate, and the one part of `tables` that can be well above what
+    /// a run holds.
+    pub aged_groups: u64,
+}
+
+impl Fms {
+    /// What [`Fms::format`] of a device of `geo`, all segments good, with `cfg` would hold
+    /// in RAM, computed without allocating (a device too large for this machine gets a
+    /// number, not an allocation failure). Sized by the same code as the format
+    /// ([`Sizing`]); each optional table by its own module's `ram_bytes_for`. Keep it in
+    /// step with [`Fms::ram_bytes`] (`tests::ram_estimate_tracks_the_tables` checks it).
+    pub fn estimate_ram(geo: &nand::Geometry, cfg: &FmsConfig) -> DevResult<RamEstimate> {
+        let z = Sizing::new(geo, cfg, geo.blocks as u64, None)?;
+        let n = z.logical;
+        let segments = z.lay.segments as u64;
+        let slots = z.lay.slots;
+        let per_block: u64 = 4 + 2 + 8 + 1 + 8 + 1;
+        let opt = |keep: bool, bytes: u64| if keep { bytes } else { 0 };
+        // A CAT group is (stream, valid count, erase count): as many as segments at most,
+        // and empty groups stay until they are half the map; cost-benefit's have no erase
+        // count.
+        let groups = match cfg.policy {
+            Policy::CostBenefit => (cfg.streams() as u64 * (slots as u64 + 1)).min(segments),
+            _ => segments,
+        } * 2;
+        let aged_groups = opt(z.aged, select::AgedIndex::peak_ram_bytes_for(0, groups));
+        let tables = n
+            .saturating_mul(per_block)
+            .saturating_add(z.phys as u64 * 4)
+            .saturating_add(segments * std::mem::size_of::<Seg>() as u64)
+            .saturating_add(opt(z.keeps_hot, HotDegree::ram_bytes_for(n)))
+            .saturating_add(opt(
+                z.used,
+                select::UsedIndex::ram_bytes_for(segments, slots),
+            ))
+            .saturating_add(opt(
+                z.keys,
+                select::ValidKeys::ram_bytes_for(segments, slots),
+            ))
+            .saturating_add(opt(
+                z.aged,
+                select::AgedIndex::peak_ram_bytes_for(segments, groups),
+            ))
+            .saturating_add(opt(
+                z.rows,
+                segments * std::mem::size_of::<select::Row>() as u64,
+            ))
+            .saturating_add(opt(z.sums, TableSums::ram_bytes_for(segments)))
+            .saturating_add(opt(z.wear, WearIndex::peak_ram_bytes_for(segments)))
+            .saturating_add(opt(z.adaptive, Adaptive::ram_bytes_for(n)));
+        let header_pages = (z.lay.header_bytes as u64).div_ceil(z.lay.page_size as u64);
+        Ok(RamEstimate {
+            tables,
+            kept_pages: segments * header_pages + z.lay.pages_per_seg as u64,
+            logical_blocks: n,
+            aged_groups,
+        })
+    }
+}
+
 /// The error when the block sequence numbers run out (out of line: never on a hot path).
 #[cold]
 #[inline(never)]
@@ -1801,6 +1934,150 @@ impl BlockDevice for Fms {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `Fms::estimate_ram` against the tables a format allocates and the device's store,
+    /// on shrunk presets and configurations that switch each optional table on: exact for
+    /// the tables whose size is fixed at format, a bound within a few percent for the
+    /// indexes that grow as segments close, checked after a fill and random updates
+    /// (every segment has closed, most hold garbage, the index segment has been written).
+    #[test]
+    fn ram_estimate_tracks_the_tables() {
+        let dev = |name: &str, blocks: u32| {
+            let mut d = nand::DeviceSpec::preset(name).unwrap();
+            d.geometry.blocks = blocks;
+            d
+        };
+        let cfg = |block_size: u32| FmsConfig {
+            block_size,
+            ..FmsConfig::default()
+        };
+        let cases = [
+            // The Intel card (header mode): CAT + M6 (hot degrees), then M1 (none).
+            (dev("intel-series2plus-24m", 40), cfg(4096)),
+            (
+                dev("intel-series2plus-24m", 40),
+                FmsConfig {
+                    redistribution: Redistribution::M1,
+                    ..cfg(4096)
+                },
+            ),
+            (
+                dev("intel-series2plus-24m", 40),
+                FmsConfig {
+                    policy: Policy::Adaptive,
+                    wear_threshold: Some(10),
+                    ..cfg(1024)
+                },
+            ),
+            (
+                dev("nandsim-256m", 64),
+                FmsConfig {
+                    policy: Policy::Greedy,
+                    regions: 3,
+                    ..cfg(1024)
+                },
+            ),
+            (
+                dev("slc-large-1g", 48),
+                FmsConfig {
+                    policy: Policy::CostBenefit,
+                    redistribution: Redistribution::M4,
+                    ..cfg(4096)
+                },
+            ),
+            (dev("mlc2-2g", 24), cfg(4096)),
+            // Large enough for the victim indexes and summaries (4 096 segments).
+            (
+                dev("nandsim-256m", 4096),
+                FmsConfig {
+                    wear_threshold: Some(50),
+                    redistribution: Redistribution::M4,
+                    ..cfg(4096)
+                },
+            ),
+            (
+                dev("nandsim-256m", 4096),
+                FmsConfig {
+                    policy: Policy::Adaptive,
+                    ..cfg(4096)
+                },
+            ),
+            (
+                dev("nandsim-256m", 4096),
+                FmsConfig {
+                    policy: Policy::CostBenefit,
+                    regions: 2,
+                    region_select: RegionSelect::MostGarbage,
+                    ..cfg(1024)
+                },
+            ),
+            (
+                dev("chang-kuo-16g", 4096),
+                FmsConfig {
+                    policy: Policy::Greedy,
+                    ..cfg(512)
+                },
+            ),
+        ];
+        for (spec, cfg) in cases {
+            let name = format!(
+                "{} × {} blocks, {:?} {} {}-byte blocks",
+                spec.name,
+                spec.geometry.blocks,
+                cfg.policy,
+                cfg.redistribution_name(),
+                cfg.block_size
+            );
+            let geo = spec.geometry.clone();
+            let est = Fms::estimate_ram(&geo, &cfg).unwrap();
+            let mut f = Fms::format(Nand::payloadless(spec).unwrap(), cfg).unwrap();
+            assert_eq!(est.logical_blocks, f.logical_blocks(), "{name}");
+            let growing = f.aged.is_some() || f.wear.is_some();
+            if !growing {
+                assert_eq!(est.tables, f.ram_bytes(), "{name}: at format");
+            }
+            // Fill, then random updates: most closed segments hold garbage (candidates
+            // for the victim indexes), as in a steady state.
+            // (80 % of the blocks: the garbage is spread over most segments, as under the
+            // simulator's fill).
+            let n = f.logical_blocks() * 4 / 5;
+            for lbn in 0..n as u32 {
+                f.write_block(lbn, None).unwrap();
+            }
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            for _ in 0..3 * n {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                f.write_block((x % n) as u32, None).unwrap();
+            }
+            let (tables, store) = (f.ram_bytes(), f.nand().store().ram_bytes());
+            if growing {
+                // A bound, and within a few percent of it without the groups' allowance.
+                let tight = est.tables - est.aged_groups;
+                assert!(
+                    est.tables >= tables && tight as f64 <= tables as f64 * 1.05,
+                    "{name}: estimate {} ({tight} without the groups) for {tables} bytes of tables",
+                    est.tables
+                );
+            } else {
+                assert_eq!(est.tables, tables, "{name}: after writes");
+            }
+            let est_store = nand::PayloadlessStore::ram_bytes_for(&geo, est.kept_pages);
+            eprintln!(
+                "{name}: tables {} / {tables}, store {est_store} / {store}",
+                est.tables
+            );
+            // Every segment's header pages are kept; of the index segment, the pages
+            // written so far (all of them in a long enough run).
+            let index_pages = f.lay.pages_per_seg as u64 - 1;
+            let least = nand::PayloadlessStore::ram_bytes_for(&geo, est.kept_pages - index_pages);
+            assert!(
+                (least..=est_store).contains(&store),
+                "{name}: store estimate {least}..={est_store} for {store} bytes"
+            );
+        }
+    }
 
     /// DAC region selection on a hand-built table: greedy's victim over all regions, or
     /// within the region with the most garbage, or the one with the most segments.

@@ -105,6 +105,10 @@ impl TableSums {
     pub fn ram_bytes(&self) -> u64 {
         self.at.len() as u64 * std::mem::size_of::<Counted>() as u64
     }
+    /// [`TableSums::ram_bytes`] on `segments` segments, without the table.
+    pub fn ram_bytes_for(segments: u64) -> u64 {
+        segments.saturating_mul(std::mem::size_of::<Counted>() as u64)
+    }
 }
 
 /// Segments holding data (active, or closed with a valid block) by erase count: the least
@@ -145,5 +149,10 @@ impl WearIndex {
     pub fn ram_bytes(&self) -> u64 {
         // A B-tree entry is its key plus about a third for the nodes' slack and links.
         self.set.len() as u64 * 11 + self.at.len() as u64 * 8
+    }
+    /// [`WearIndex::ram_bytes`] at its largest on `segments` segments (every segment
+    /// holding data), without one.
+    pub fn peak_ram_bytes_for(segments: u64) -> u64 {
+        segments.saturating_mul(11 + 8)
     }
 }

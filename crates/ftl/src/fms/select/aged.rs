@@ -226,6 +226,14 @@ impl AgedIndex {
             + self.groups.len() as u64 * 64
             + self.at.len() as u64 * std::mem::size_of::<Option<Key>>() as u64
     }
+    /// [`AgedIndex::ram_bytes`] at its largest on `segments` segments, without one: every
+    /// segment indexed, in at most `groups` groups (their number depends on the run: the
+    /// caller bounds it).
+    pub fn peak_ram_bytes_for(segments: u64, groups: u64) -> u64 {
+        let entry = std::mem::size_of::<(u64, u32)>() as u64;
+        segments.saturating_mul(entry + entry / 3 + std::mem::size_of::<Option<Key>>() as u64)
+            + groups.saturating_mul(64)
+    }
 }
 
 #[cfg(test)]

@@ -83,6 +83,12 @@ impl UsedIndex {
     pub fn ram_bytes(&self) -> u64 {
         (self.bits.len() * 8 + self.count.len() * 4 + self.at.len() * 4) as u64
     }
+    /// [`UsedIndex::ram_bytes`] of `UsedIndex::new(segments, slots)`, without one: a bit
+    /// per segment per valid count, a count per valid count, a position per segment.
+    pub fn ram_bytes_for(segments: u64, slots: u32) -> u64 {
+        let words = segments.div_ceil(64);
+        words.saturating_mul(slots as u64 * 8) + slots as u64 * 4 + segments.saturating_mul(4)
+    }
 }
 
 /// Greedy's lookup on devices too small for a [`UsedIndex`]: every segment's valid count as
@@ -98,7 +104,7 @@ impl ValidKeys {
     /// Keys for `segments` segments, none a candidate; `None` when a valid count of
     /// `slots` could not be told from a non-candidate in an `i16`.
     pub fn new(segments: usize, slots: u32) -> Option<ValidKeys> {
-        (slots < i16::MAX as u32).then(|| ValidKeys {
+        ValidKeys::fits(slots).then(|| ValidKeys {
             keys: vec![i16::MAX; segments],
         })
     }
@@ -121,8 +127,23 @@ impl ValidKeys {
             .map(|i| i as u32)
     }
 
+    /// Whether a valid count of `slots` can be told from a non-candidate in an `i16`.
+    fn fits(slots: u32) -> bool {
+        slots < i16::MAX as u32
+    }
+
     pub fn ram_bytes(&self) -> u64 {
         self.keys.len() as u64 * 2
+    }
+
+    /// [`ValidKeys::ram_bytes`] of `ValidKeys::new(segments, slots)`, without one (0 when
+    /// it declines).
+    pub fn ram_bytes_for(segments: u64, slots: u32) -> u64 {
+        if ValidKeys::fits(slots) {
+            segments.saturating_mul(std::mem::size_of::<i16>() as u64)
+        } else {
+            0
+        }
     }
 }
 

@@ -1807,9 +1807,6 @@ impl Fms {
     }
 }
 
-/// The error when the block sequence numbers run out (out of line: never on a hot path).
-#[cold]
-#[inline(never)]
 /// The cost-benefit / CAT index for `cfg`'s policy: grouped by valid count, and for CAT
 /// (adaptive's other choice) by erase count too, aged by the stamp its score reads.
 fn aged_index(cfg: &FmsConfig, segments: usize) -> select::AgedIndex {
@@ -1820,6 +1817,9 @@ fn aged_index(cfg: &FmsConfig, segments: usize) -> select::AgedIndex {
     select::AgedIndex::new(segments, stamp, cfg.policy != Policy::CostBenefit)
 }
 
+/// The error when the block sequence numbers run out (out of line: never on a hot path).
+#[cold]
+#[inline(never)]
 fn seq_exhausted(next: u64, end: u64) -> DevError {
     DevError::corrupt(format!(
         "block sequence numbers exhausted (next {next}, records hold numbers below {end}): a corrupt record, or that many block writes; the medium can still be read: copy the data off and format it"

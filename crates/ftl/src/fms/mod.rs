@@ -494,8 +494,7 @@ impl Fms {
     /// Host RAM held by the FMS tables (not the device model).
     pub fn ram_bytes(&self) -> u64 {
         let n = self.map.len() as u64;
-        let per_block = 4 + 2 + 8 + 1 + 8 + 1;
-        n * per_block
+        n * PER_BLOCK_BYTES
             + self.rev.len() as u64 * 4
             + self.segs.len() as u64 * std::mem::size_of::<Seg>() as u64
             + self.hot.ram_bytes()
@@ -1766,7 +1765,6 @@ impl Fms {
         let n = z.logical;
         let segments = z.lay.segments as u64;
         let slots = z.lay.slots;
-        let per_block: u64 = 4 + 2 + 8 + 1 + 8 + 1;
         let opt = |keep: bool, bytes: u64| if keep { bytes } else { 0 };
         // A CAT group is (stream, valid count, erase count): as many as segments at most,
         // and empty groups stay until they are half the map; cost-benefit's have no erase
@@ -1777,7 +1775,7 @@ impl Fms {
         } * 2;
         let aged_groups = opt(z.aged, select::AgedIndex::peak_ram_bytes_for(0, groups));
         let tables = n
-            .saturating_mul(per_block)
+            .saturating_mul(PER_BLOCK_BYTES)
             .saturating_add(z.phys as u64 * 4)
             .saturating_add(segments * std::mem::size_of::<Seg>() as u64)
             .saturating_add(opt(z.keeps_hot, HotDegree::ram_bytes_for(n)))
@@ -1809,6 +1807,10 @@ impl Fms {
         })
     }
 }
+
+/// RAM per logical block of the FMS's per-block tables: `map` (4), `updates` (2),
+/// `write_ps` (8), `region` (1), `region_ps` (8) and `readonly` (1).
+const PER_BLOCK_BYTES: u64 = 4 + 2 + 8 + 1 + 8 + 1;
 
 /// The cost-benefit / CAT index for `cfg`'s policy: grouped by valid count, and for CAT
 /// (adaptive's other choice) by erase count too, aged by the stamp its score reads.

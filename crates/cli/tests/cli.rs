@@ -466,11 +466,13 @@ fn info_on_bad_images_is_a_one_line_error_naming_the_file() {
 }
 
 /// Device overrides too large for this machine's RAM are a one-line error, not an
-/// allocation abort.
+/// allocation abort; overrides too large for the FMS's block numbers are refused by the FMS,
+/// naming the field, before the device is allocated (it used to be allocated first, and a
+/// device just small enough to allocate was killed by the kernel instead).
 #[test]
 fn devices_too_large_for_ram_are_one_line_errors() {
     for cmd in ["sim", "bench"] {
-        fails_with(
+        let err = fails_with(
             flashkit([
                 cmd,
                 "--device",
@@ -486,9 +488,33 @@ fn devices_too_large_for_ram_are_one_line_errors() {
                 "--fill",
                 "0.5",
             ]),
-            "more than this machine can allocate",
+            "device too large for the FMS: blocks: 4294967295 erase segments",
         );
+        assert!(!err.contains("allocate"), "{err}");
     }
+    // Sized by the FMS, but by no machine (16 TB of spare areas): `bench` (no RAM
+    // estimate) is refused by the device's allocation check (`sim` by its RAM estimate:
+    // see below).
+    fails_with(
+        flashkit([
+            "bench",
+            "--device",
+            "chang-kuo-16g",
+            "--blocks",
+            "1000000000",
+            "--pages-per-block",
+            "1024",
+            "--block-size",
+            "131072",
+            "--policy",
+            "greedy",
+            "--written",
+            "1MiB",
+            "--fill",
+            "0.5",
+        ]),
+        "more than this machine can allocate",
+    );
 }
 
 /// A run the FMS can size but no machine can hold (134 M segments of chang-kuo-16g: about

@@ -340,10 +340,15 @@ pub fn check(cfg: &SimConfig) -> Result<()> {
         );
     }
     cfg.device.validate().context("device")?;
+    // The FMS's own refusals of the sizing (a device too large for its block numbers, no
+    // room for data) come first, before the device model is allocated: the RAM check
+    // leaves a run it cannot estimate to fail with its own error, and the device of such
+    // a run can be larger than the machine.
+    Fms::estimate_ram(&cfg.device.geometry, &cfg.fms).context("fms")?;
     let (exported, slots) = Fms::exported_blocks(&cfg.device.geometry, &cfg.fms).context("fms")?;
     let exported = cfg.fms.logical_blocks.unwrap_or(exported);
     let fill_blocks = fill_blocks(cfg);
-    // (No room at all is the format's error, which says what the reserve holds.)
+    // (No room at all is the sizing's error above, which says what the reserve holds.)
     if exported > 0 && fill_blocks > exported {
         return Err(too_full(cfg, exported, slots));
     }

@@ -250,6 +250,23 @@ mod tests {
         assert_eq!(plan(&[&bad], 1, Some(1)).unwrap().runs, 1);
     }
 
+    /// A device the FMS's sizing refuses (more physical block numbers than a u32 holds)
+    /// cannot be estimated, so the RAM check leaves it to its run; the run's `check`
+    /// must then refuse it before the device model is allocated (`--blocks 100000000
+    /// --block-size 512` on the Intel card allocated 16 GB of device and was killed by
+    /// the kernel before the FMS said no), in one line naming the field.
+    #[test]
+    fn what_the_fms_cannot_size_is_refused_before_the_device() {
+        let c = cfg("intel-series2plus-24m", 30_000_000, 512);
+        assert!(estimate(&c).is_err());
+        let e = format!("{:#}", crate::driver::check(&c).unwrap_err());
+        assert!(
+            e.starts_with("fms: ") && e.contains("too large for the FMS: blocks: "),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
+    }
+
     #[test]
     fn a_device_no_machine_holds_gets_a_number() {
         let c = cfg("chang-kuo-16g", u32::MAX / 64, 512);

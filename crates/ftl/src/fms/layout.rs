@@ -134,11 +134,18 @@ impl Layout {
         let nop = geo.nop;
         if nop == 0 {
             // Header mode: the header (with one entry per slot) takes whole blocks.
-            let total = (seg_bytes / block_size as u64) as u32;
-            let mut h = 1;
-            while SEG_HEADER + (total as usize) * ENTRY > (h * block_size) as usize {
-                h += 1;
+            // The fewest blocks h >= 1 holding SEG_HEADER + total·ENTRY bytes, in u64: the
+            // header must fit a u32 of bytes, so a segment of absurdly many blocks is
+            // refused rather than truncated (a u32 product used to wrap and loop for ever).
+            let total = seg_bytes / block_size as u64;
+            let need = SEG_HEADER as u64 + total * ENTRY as u64;
+            let h = need.div_ceil(block_size as u64).max(1);
+            if h * block_size as u64 > u32::MAX as u64 {
+                return cfg(format!(
+                    "block_size: {block_size} makes {total} blocks per {seg_bytes}-byte erase segment, whose header of {need} bytes exceeds 4 GiB; use larger blocks or smaller erase blocks"
+                ));
             }
+            let (total, h) = (total as u32, h as u32);
             let per_page = geo.page_size / INDEX_ENTRY as u32;
             Ok(Layout {
                 mode: RecordMode::Header,
@@ -527,6 +534,34 @@ impl IndexEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Header mode sizes its header in u64: erase segments of absurdly many blocks (device
+    /// overrides such as `--pages-per-block 4294967295`) get a one-line error naming
+    /// block_size, where a u32 product wrapped and the sizing loop never ended (or, in a
+    /// debug build, panicked); a large segment that fits keeps the smallest header.
+    #[test]
+    fn header_of_a_huge_segment_is_refused_not_looped() {
+        let geo = |page_size: u32, pages_per_block: u32| nand::Geometry {
+            page_size,
+            spare_size: 0,
+            pages_per_block,
+            blocks: 4,
+            nop: 0,
+            in_order: false,
+        };
+        for (page, ppb, bs) in [
+            (4096, u32::MAX, 4096),
+            (1 << 20, 1 << 20, 4096),
+            (1 << 20, 1 << 21, 512),
+        ] {
+            let e = Layout::new(&geo(page, ppb), bs).unwrap_err().to_string();
+            assert!(e.contains("block_size: ") && !e.contains('\n'), "{e}");
+        }
+        // 2^20 blocks of 4 KiB: 64 + 24·2^20 header bytes in 6 145 blocks.
+        let lay = Layout::new(&geo(1 << 20, 4096), 4096).unwrap();
+        assert_eq!(lay.header_bytes, 6145 * 4096);
+        assert_eq!(lay.slots, (1 << 20) - 6145);
+    }
 
     #[test]
     fn encoders_checksum_the_documented_bytes() {

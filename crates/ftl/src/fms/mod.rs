@@ -1672,7 +1672,10 @@ impl Sizing {
         let slot_bits = 32 - (lay.slots.max(2) - 1).leading_zeros();
         let phys = segments << slot_bits;
         if phys >= NONE as usize {
-            return Err(DevError::config("device too large for the FMS"));
+            return Err(DevError::config(format!(
+                "device too large for the FMS: blocks: {segments} erase segments of {} data blocks need {phys} physical block numbers (2^{slot_bits} a segment), more than 2^32 - 1; use fewer blocks or a larger block_size",
+                lay.slots
+            )));
         }
         let reserve = cfg.reserve_segments();
         let auto = good.saturating_sub(reserve) * lay.slots as u64;

@@ -530,6 +530,185 @@ mod tests {
         );
     }
 
+    /// Adversarial tables (proptest): clocks at 0 and near 2^64 ps, stamps later than the
+    /// clock and around CAT's tiny-age boundary, age units from 0, NaN and negative to
+    /// ∞, valid counts 0 and slots - 1 (and full), erase counts near u32::MAX, every age
+    /// transform (clamps below and above 1, tiny and infinite): `lowest_rows` picks what
+    /// `lowest` picks.
+    mod adversarial {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// A selector's description (`AnySelector` has no `Debug` for proptest's reports).
+        #[derive(Clone, Copy, Debug)]
+        enum Sel {
+            Greedy,
+            CostBenefit(CbAge),
+            Cat(AgeTransform),
+        }
+
+        impl Sel {
+            fn build(self) -> AnySelector {
+                match self {
+                    Sel::Greedy => AnySelector::Greedy(Greedy),
+                    Sel::CostBenefit(age) => AnySelector::CostBenefit(CostBenefit { age }),
+                    Sel::Cat(age) => AnySelector::Cat(Cat { age }),
+                }
+            }
+        }
+
+        fn selector() -> impl Strategy<Value = Sel> {
+            prop_oneof![
+                Just(Sel::CostBenefit(CbAge::Written)),
+                Just(Sel::CostBenefit(CbAge::Invalidation)),
+                Just(Sel::Greedy),
+                prop_oneof![
+                    Just(AgeTransform::Saturating),
+                    Just(AgeTransform::Log),
+                    Just(AgeTransform::Linear),
+                    prop::sample::select(vec![
+                        1e-300,
+                        1e-12,
+                        1e-9,
+                        0.5,
+                        1.0,
+                        1.0 + 1e-15,
+                        3.0,
+                        1e9,
+                        1e300,
+                        f64::MAX,
+                        f64::INFINITY,
+                    ])
+                    .prop_map(AgeTransform::Clamp),
+                    (1e-12f64..10.0).prop_map(AgeTransform::Clamp),
+                ]
+                .prop_map(Sel::Cat),
+            ]
+        }
+
+        fn unit() -> impl Strategy<Value = f64> {
+            prop_oneof![
+                prop::sample::select(vec![
+                    0.0,
+                    -1.0,
+                    f64::NAN,
+                    f64::MIN_POSITIVE,
+                    1e-300,
+                    0.5,
+                    1.0,
+                    1.5,
+                    1e3,
+                    1e9,
+                    1e12,
+                    1e15,
+                    1e19,
+                    1e30,
+                    1e300,
+                    f64::MAX,
+                    f64::INFINITY,
+                ]),
+                (0.0f64..1e16),
+            ]
+        }
+
+        fn now() -> impl Strategy<Value = u64> {
+            prop_oneof![
+                0u64..4,
+                0u64..100_000,
+                (0u64..1 << 20).prop_map(|d| u64::MAX - d),
+                (0u64..1 << 20).prop_map(|d| (1u64 << 53) + d - (1 << 19)),
+                (0u64..1 << 20).prop_map(|d| (1u64 << 63) + d - (1 << 19)),
+                any::<u64>(),
+            ]
+        }
+
+        /// A stamp relative to `now`, `shared` and the tiny-age boundary of `unit`.
+        fn stamp(now: u64, shared: u64, unit: f64, pick: u8, d: u64) -> u64 {
+            let u = if unit.is_nan() { 1.0 } else { unit.max(1.0) };
+            let edge = (u * (1e-9 / (1.0 - 1e-9))).min(u64::MAX as f64) as u64;
+            match pick % 10 {
+                0 => shared,
+                1 => shared.wrapping_sub(d % 3),
+                2 => now,
+                3 => now.saturating_sub(d % 8),
+                4 => now.saturating_add(d % 8),
+                5 => now
+                    .saturating_sub(edge)
+                    .saturating_add(d % 5)
+                    .saturating_sub(2),
+                6 => 0,
+                7 => u64::MAX - d % 4,
+                8 => d,
+                _ => now.saturating_sub(d % (1 << 40)),
+            }
+        }
+
+        #[derive(Debug, Clone)]
+        struct Case {
+            now: u64,
+            unit: f64,
+            segs: Vec<Option<SegView>>,
+        }
+
+        fn case() -> impl Strategy<Value = Case> {
+            (
+                prop::sample::select(vec![1u32, 2, 3, 4, 32, 255, 32766, 65536, u32::MAX]),
+                now(),
+                unit(),
+                any::<u64>(),
+            )
+                .prop_flat_map(|(slots, now, unit, shared)| {
+                    let seg = (
+                        any::<bool>(),
+                        prop_oneof![
+                            Just(0u32),
+                            Just(1u32),
+                            Just(slots - 1),
+                            Just(slots),
+                            0..slots
+                        ],
+                        prop_oneof![0u32..3, Just(u32::MAX), Just(u32::MAX - 1), any::<u32>()],
+                        (any::<u8>(), any::<u64>()),
+                        (any::<u8>(), any::<u64>()),
+                    )
+                        .prop_map(
+                            move |(cand, valid, ec, (p1, d1), (p2, d2))| {
+                                (cand || valid == 0).then(|| SegView {
+                                    valid,
+                                    slots,
+                                    erase_count: ec,
+                                    created_ps: stamp(now, shared, unit, p1, d1),
+                                    last_inval_ps: stamp(now, shared, unit, p2, d2),
+                                })
+                            },
+                        );
+                    prop::collection::vec(seg, 1..24).prop_map(move |segs| Case { now, unit, segs })
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 30000, ..ProptestConfig::default() })]
+            #[test]
+            fn lowest_rows_is_lowest(desc in selector(), c in case()) {
+                let sel = desc.build();
+                let ctx = SelectCtx { now_ps: c.now, age_unit_ps: c.unit };
+                let rows: Vec<Row> = c
+                    .segs
+                    .iter()
+                    .map(|v| v.map_or(sel.absent_row(), |v| sel.row(&v)))
+                    .collect();
+                let cands = c
+                    .segs
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, v)| v.map(|v| (i as u32, v)));
+                let want = lowest(&sel, cands, &ctx);
+                let got = sel.lowest_rows(&rows, &ctx, |i| c.segs[i as usize]);
+                prop_assert_eq!(got, want, "{}", sel.name());
+            }
+        }
+    }
+
     #[test]
     fn policy_names_parse() {
         for p in Policy::ALL {

@@ -175,4 +175,53 @@ mod tests {
             assert_eq!(ix.first_fewest(accept), best.1, "step {step}");
         }
     }
+
+    /// `ValidKeys::first_fewest` is the table scan's choice (`Fms::scan_fewest(None)`: the
+    /// first candidate whose valid count is below every earlier one, starting from
+    /// `slots`), for slots up to the largest the keys accept, valid counts 0 and
+    /// slots - 1, and changes back to non-candidates; slots an `i16` cannot tell apart
+    /// are declined.
+    mod keys {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+            #[test]
+            fn first_fewest_is_the_scan(
+                slots in prop_oneof![Just(1u32), Just(2), 1u32..64, Just(32_765), Just(32_766)],
+                n in 1usize..40,
+                changes in prop::collection::vec((any::<u16>(), 0u8..4, any::<u32>()), 0..120),
+            ) {
+                let mut keys = ValidKeys::new(n, slots).expect("fits");
+                let mut table: Vec<Option<u32>> = vec![None; n];
+                for (seg, kind, v) in changes {
+                    let seg = seg as usize % n;
+                    let valid = match kind {
+                        0 => None,
+                        1 => Some(0),
+                        2 => Some(slots - 1),
+                        _ => Some(v % slots),
+                    };
+                    table[seg] = valid;
+                    keys.set(seg as u32, valid);
+                    let mut best = (slots, None);
+                    for (i, v) in table.iter().enumerate() {
+                        if let Some(v) = v.filter(|&v| v < best.0) {
+                            best = (v, Some(i as u32));
+                        }
+                    }
+                    prop_assert_eq!(keys.first_fewest(), best.1);
+                }
+            }
+        }
+
+        #[test]
+        fn declines_what_an_i16_cannot_hold() {
+            assert!(ValidKeys::new(4, 32_766).is_some());
+            assert!(ValidKeys::new(4, 32_767).is_none());
+            assert!(ValidKeys::new(4, u32::MAX).is_none());
+            assert_eq!(ValidKeys::ram_bytes_for(4, u32::MAX), 0);
+        }
+    }
 }

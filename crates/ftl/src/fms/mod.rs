@@ -1495,10 +1495,24 @@ impl Fms {
         }
         self.segs[seg as usize].valid += n as u32;
         self.sync_used(seg);
+        // What `commit_copy` does for each block, with the victim's row updated once for
+        // the run: every block of a run comes from the one segment being evacuated, and no
+        // device operation (so no clock tick) comes between their invalidations.
+        let victim = self.split(blocks[0].phys).0;
         for (q, m) in blocks[..n].iter().enumerate() {
+            debug_assert_eq!(self.split(m.phys).0, victim);
+            let i = m.lbn as usize;
             let phys = self.phys(seg, slot0 + q as u32);
-            self.commit_copy(m, m.lbn as usize, dest[q].1, phys)?;
+            self.region[i] = dest[q].1;
+            self.rev[m.phys as usize] = NONE;
+            self.map[i] = phys;
+            self.rev[phys as usize] = m.lbn;
         }
+        let v = &mut self.segs[victim as usize];
+        v.valid -= n as u32;
+        v.last_inval_ps = self.nand.clock_ps();
+        self.sync_used(victim);
+        self.stats.blocks_copied += n as u64;
         Ok(n)
     }
 
@@ -2293,6 +2307,19 @@ mod tests {
                 assert_eq!(loads, &f.scan_region_loads()[..r], "case {k}, op {at}");
                 let least = f.wear.as_ref().unwrap().least();
                 assert_eq!(least, f.scan_least_worn(), "case {k}, op {at}");
+                // The reverse map names a block exactly where its current copy is, and a
+                // segment's valid count is the number of such slots (the cleaner's batched
+                // commit of a run keeps both).
+                let mut valid = vec![0u32; f.segs.len()];
+                for (phys, &lbn) in f.rev.iter().enumerate() {
+                    if lbn != NONE {
+                        assert_eq!(f.map[lbn as usize], phys as u32, "case {k}, op {at}");
+                        valid[f.split(phys as u32).0 as usize] += 1;
+                    }
+                }
+                for (s, seg) in f.segs.iter().enumerate() {
+                    assert_eq!(seg.valid, valid[s], "case {k}, op {at}, segment {s}");
+                }
             };
             let mut f = indexed(Fms::format(Nand::ram(spec).unwrap(), cfg.clone()).unwrap());
             let n = f.logical_blocks() as u32;

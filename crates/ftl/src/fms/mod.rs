@@ -177,6 +177,13 @@ pub struct Seg {
 }
 
 impl Seg {
+    /// A cleaning candidate: closed, with at least one slot of garbage (what every victim
+    /// lookup, index and scan row takes in).
+    #[inline(always)]
+    pub fn candidate(&self, slots: u32) -> bool {
+        self.state == SegState::Used && self.valid < slots
+    }
+
     /// What a selection policy sees of this row, in a segment of `slots` slots.
     pub fn view(&self, slots: u32) -> SegView {
         SegView {
@@ -716,12 +723,11 @@ impl Fms {
     fn sync_used(&mut self, seg: u32) {
         if let Some(keys) = self.keys.as_mut() {
             let s = &self.segs[seg as usize];
-            let candidate = s.state == SegState::Used && s.valid < self.lay.slots;
-            keys.set(seg, candidate.then_some(s.valid));
+            keys.set(seg, s.candidate(self.lay.slots).then_some(s.valid));
         }
         if let Some(rows) = self.rows.as_mut() {
             let s = &self.segs[seg as usize];
-            rows[seg as usize] = if s.state == SegState::Used && s.valid < self.lay.slots {
+            rows[seg as usize] = if s.candidate(self.lay.slots) {
                 self.selector.row(&s.view(self.lay.slots))
             } else {
                 self.selector.absent_row()
@@ -735,7 +741,7 @@ impl Fms {
     #[inline(never)]
     fn sync_used_now(&mut self, seg: u32) {
         let s = &self.segs[seg as usize];
-        let candidate = s.state == SegState::Used && s.valid < self.lay.slots;
+        let candidate = s.candidate(self.lay.slots);
         if let Some(ix) = self.used.as_mut() {
             ix.set(seg, candidate.then_some(s.valid));
         }
@@ -1159,8 +1165,7 @@ impl Fms {
         let slots = self.lay.slots;
         self.selector.lowest_rows(rows, ctx, |i| {
             let s = &self.segs[i as usize];
-            (s.state == SegState::Used && s.valid < slots && region.is_none_or(|r| s.stream == r))
-                .then(|| s.view(slots))
+            (s.candidate(slots) && region.is_none_or(|r| s.stream == r)).then(|| s.view(slots))
         })
     }
 
@@ -1172,9 +1177,7 @@ impl Fms {
             .segs
             .iter()
             .enumerate()
-            .filter(|(_, s)| {
-                s.state == SegState::Used && s.valid < slots && region.is_none_or(|r| s.stream == r)
-            })
+            .filter(|(_, s)| s.candidate(slots) && region.is_none_or(|r| s.stream == r))
             .map(|(i, s)| (i as u32, s.view(slots)));
         select::lowest(&self.selector, cands, ctx)
     }

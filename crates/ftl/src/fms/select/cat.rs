@@ -93,29 +93,31 @@ impl Selector for Cat {
             t => cost / (free * t.apply(age / unit).max(MIN_AGE)),
         }
     }
-    /// The creation stamp, the cost (valid · (erase count + 1), as `score` computes it) and
-    /// the free slots.
+    /// The creation stamp and R = cost · (1 − slack) / free: the cost (valid times the
+    /// erase count plus one, as `score` computes it) per free slot, narrowed by the slack
+    /// (∞ for a segment without a free slot, never NaN: it has valid blocks). The division
+    /// is made here, once per change of the segment's row, instead of at every scan that
+    /// reads the row.
     #[inline]
     fn row(&self, seg: &SegView) -> Row {
+        let cost = seg.valid as f64 * (seg.erase_count as f64 + 1.0);
         Row {
             stamp: seg.created_ps as f64,
-            a: seg.valid as f64 * (seg.erase_count as f64 + 1.0),
-            b: (seg.slots - seg.valid) as f64,
+            a: cost * (1.0 - BOUND_SLACK) / (seg.slots - seg.valid) as f64,
         }
     }
-    /// Infinite cost, no free slot: `above` compares ∞ with best · 0.
+    /// Infinite cost per free slot: `above` rules it out against every finite best.
     #[inline]
     fn absent_row(&self) -> Row {
         Row {
             stamp: 0.0,
             a: f64::INFINITY,
-            b: 0.0,
         }
     }
-    /// `c`: 1 - slack for the saturating transform, else (1 - slack) / G, where G bounds
-    /// the age factor the score divides by at this clock (a clamp's is at most X, the log
-    /// and linear ones grow with the age, which is at most `now`). `d`: the age below
-    /// which the saturating score takes its tiny-age branch.
+    /// `c`: 1 for the saturating transform, else 1 / G, where G bounds the age factor the
+    /// score divides by at this clock (a clamp's is at most X, the log and linear ones grow
+    /// with the age, which is at most `now`). `d`: the age below which the saturating score
+    /// takes its tiny-age branch.
     #[inline]
     fn prepare(&self, ctx: &SelectCtx) -> Prep {
         let unit = ctx.age_unit_ps.max(1.0);
@@ -125,17 +127,18 @@ impl Selector for Cat {
             t => t.apply(ctx.now_ps as f64 / unit),
         };
         Prep {
-            c: (1.0 - BOUND_SLACK) / g.max(MIN_AGE),
+            c: 1.0 / g.max(MIN_AGE),
             d: unit * (MIN_AGE / (1.0 - MIN_AGE)),
             ..Prep::at(ctx)
         }
     }
     /// The saturating score past its tiny-age branch (which an age surely at least `d`
-    /// takes; a younger segment is never ruled out) is N / D with N = cost·(age + unit) and D = free·age, falling as the age
-    /// grows: it is above `best` (≥ 0, a score) when N·(1 - slack) > best·D for an age A
-    /// at least the segment's, which the roundings cannot overturn. Every other score is
+    /// takes; a younger segment is never ruled out) is cost·(age + unit) / (free·age),
+    /// falling as the age grows: it is above `best` (≥ 0, a score) when R·(A + unit) >
+    /// best·A for an age A at least the segment's (R carries the slack, which the roundings
+    /// of R, of both sides and of the score cannot overturn). Every other score is
     /// cost / (free · g) with g ≤ G, so at least cost / (free · G): above `best` when
-    /// cost · (1 - slack) / G > best · free. Both tests are free of divisions.
+    /// R / G > best. Both tests are free of divisions.
     #[inline]
     fn above(&self, row: &Row, ctx: &SelectCtx, prep: &Prep, best: f64) -> bool {
         if let AgeTransform::Saturating = self.age {
@@ -143,9 +146,9 @@ impl Selector for Cat {
             // simply scored.
             let (lo, hi) = prep.ages(row.stamp);
             let unit = ctx.age_unit_ps.max(1.0);
-            return lo >= prep.d && row.a * (hi + unit) * prep.c > best * (row.b * hi);
+            return lo >= prep.d && row.a * (hi + unit) > best * hi;
         }
-        row.a * prep.c > best * row.b
+        row.a * prep.c > best
     }
 }
 

@@ -66,7 +66,10 @@ impl Selector for CostBenefit {
         // (1−u)/2u = (slots − valid)/(2·valid): one division.
         -(age * (seg.slots - seg.valid) as f64 / (2.0 * seg.valid as f64))
     }
-    /// The age stamp, the free slots and twice the valid count.
+    /// The age stamp and R = free · (1 + slack) / (2 · valid), the benefit per unit of age
+    /// widened by the slack (∞ for an empty segment, never NaN: free > 0 when valid = 0).
+    /// The division is made here, once per change of the segment's row, instead of at
+    /// every scan that reads the row.
     #[inline]
     fn row(&self, seg: &SegView) -> Row {
         Row {
@@ -74,32 +77,27 @@ impl Selector for CostBenefit {
                 CbAge::Invalidation => seg.last_inval_ps,
                 CbAge::Written => seg.created_ps,
             } as f64,
-            a: (seg.slots - seg.valid) as f64,
-            b: 2.0 * seg.valid as f64,
+            a: (seg.slots - seg.valid) as f64 * (1.0 + BOUND_SLACK) / (2.0 * seg.valid as f64),
         }
     }
-    /// No free slot and infinitely many valid: `above` says 0 < -best·∞, true for every
-    /// best below 0.
+    /// No benefit: `above` says 0 < -best, true for every best below 0.
     #[inline]
     fn absent_row(&self) -> Row {
-        Row {
-            stamp: 0.0,
-            a: 0.0,
-            b: f64::INFINITY,
-        }
+        Row { stamp: 0.0, a: 0.0 }
     }
     #[inline]
     fn prepare(&self, ctx: &SelectCtx) -> Prep {
         Prep::at(ctx)
     }
     /// The score is -V with V = age·free/(2·valid), rounded twice, growing with the age:
-    /// it is not below `best` (≤ 0, a score) when V ≤ -best, which A·free·(1 + slack) <
-    /// -best·2·valid guarantees for any A at least the age (the slack outweighs the
-    /// roundings of both sides). An empty segment (valid 0, score -∞) is never ruled out
-    /// (the right side is 0 or NaN); once one is the best (-∞), every other segment is.
+    /// it is not below `best` (≤ 0, a score) when V ≤ -best, which A·R < -best guarantees
+    /// for any A at least the age (R carries the slack, which outweighs the roundings of
+    /// R, of the product and of the score). An empty segment (R = ∞, score -∞) is never
+    /// ruled out (the left side is ∞, or NaN at age 0); once one is the best (-∞), every
+    /// other segment is.
     #[inline]
     fn above(&self, row: &Row, _ctx: &SelectCtx, prep: &Prep, best: f64) -> bool {
         let (_, age) = prep.ages(row.stamp);
-        age * row.a * (1.0 + BOUND_SLACK) < -best * row.b
+        age * row.a < -best
     }
 }

@@ -120,13 +120,13 @@ pub trait Selector: Send {
 }
 
 /// A segment as a scan's cheap test sees it: an age stamp (as an f64: see
-/// [`Prep::ages`]) and two factors whose meaning is the policy's ([`Selector::row`]). Kept
-/// per segment on small devices, updated with every change of its row of the table.
+/// [`Prep::ages`]) and a factor whose meaning is the policy's ([`Selector::row`]), with the
+/// segment's division already made. Kept per segment on small devices, updated with every
+/// change of its row of the table.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Row {
     pub stamp: f64,
     pub a: f64,
-    pub b: f64,
 }
 
 /// Per-selection constants of a policy's [`Selector::above`] test.

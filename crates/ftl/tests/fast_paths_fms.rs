@@ -6,6 +6,9 @@
 //! counters and clock, and every byte, program count and block state of the medium, with
 //! RAM and payload-less stores, in header mode (sub-page blocks too) and spare mode. The
 //! payload-less FMS (no data, simulation mode) must also do the same work as the RAM one.
+//! The payload-less FMS on the fast path also copies each cleaning run with one batched
+//! device call (`Nand::opaque_batch`), which the armed fault plan declines: the two must
+//! still agree.
 //!
 //! The FMS never breaks a flash rule, so this cannot see a rule the fast paths forget
 //! (`crates/nand/tests/fast_paths.rs` drives the device directly for that); it checks that

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::error::{ColumnRange, NandError, PageRange, Result};
 use crate::geometry::{DeviceSpec, Geometry};
-use crate::store::{BadState, BlockInfo, Store};
+use crate::store::{BadState, BlockInfo, Span, Store};
 use crate::table::config_table;
 
 /// Data-area argument of a program operation.
@@ -657,6 +657,122 @@ impl Nand {
             return Some(r.and(Err(NandError::ProgramFailed { ppn, block })));
         }
         None
+    }
+
+    // ---- batched opaque copies ---------------------------------------------------------
+
+    /// The opaque reads `reads` and the opaque data programs `programs` (each a [`Span`]:
+    /// page, column, length) in one call, when they would all succeed: returns true after
+    /// doing exactly what [`Nand::read_opaque`] of every read and [`Nand::program`] of
+    /// `Data::Opaque` (no spare bytes) of every program would have done, in any
+    /// interleaving — the same counters, clock, operation count, page program counts,
+    /// write pointers and medium — and false, having changed nothing, when one of them would
+    /// fail, a fault plan is installed, the programs are not in page order within one
+    /// block, or the store does not batch ([`Store::program_opaque_spans`]). The caller
+    /// then makes them one call at a time and meets the failure where it falls.
+    ///
+    /// Every rule of those calls is checked, once per read and program, before anything
+    /// changes: the device is powered; each read lies within the raw page and the device;
+    /// each program lies within the data area, in a good block, within the page's program
+    /// budget (counting the batch's own earlier programs of the page) and, on in-order
+    /// devices, at the write pointer or the page before it (advanced by the batch's own
+    /// earlier programs). Reads cannot depend on the programs: an opaque read checks only
+    /// power and range. This is the cleaner's copy of a run of blocks in simulation mode,
+    /// where a call per page cost more than the rules it checks.
+    pub fn opaque_batch(&mut self, reads: &[Span], programs: &[Span]) -> bool {
+        if self.faults_armed || self.dead {
+            return false;
+        }
+        let raw = self.geo.raw_page_size() as u64;
+        let mut read_bytes = 0u64;
+        for &(ppn, col, len) in reads {
+            if ppn >= self.pages || col as u64 + len as u64 > raw {
+                return false;
+            }
+            read_bytes += len as u64;
+        }
+        let Some(&(first_ppn, _, _)) = programs.first() else {
+            return self.opaque_batch_apply(reads.len() as u64, read_bytes, programs, 0, 0, 0);
+        };
+        if first_ppn >= self.pages {
+            return false;
+        }
+        let block = match self.ppb_shift {
+            Some(sh) => (first_ppn >> sh) as u32,
+            None => self.geo.block_of(first_ppn),
+        };
+        if self.bad[block as usize] {
+            return false;
+        }
+        let base = self.geo.first_page(block);
+        let end = base + self.geo.pages_per_block as u64;
+        let mut wp = if self.geo.in_order {
+            self.write_ptr[block as usize]
+        } else {
+            0
+        };
+        let (mut last, mut again) = (u64::MAX, 0u32);
+        let mut prog_bytes = 0u64;
+        for &(ppn, col, len) in programs {
+            if col as u64 + len as u64 > self.geo.page_size as u64 || ppn < base || ppn >= end {
+                return false;
+            }
+            if last != u64::MAX && ppn < last {
+                return false;
+            }
+            // Earlier programs of this page in the batch.
+            again = if ppn == last { again + 1 } else { 0 };
+            if self.geo.nop != 0 && self.store.page_programs(ppn) as u32 + again >= self.geo.nop {
+                return false;
+            }
+            let idx = (ppn - base) as u32;
+            if self.geo.in_order {
+                if !(idx == wp || (wp > 0 && idx == wp - 1)) {
+                    return false;
+                }
+                wp = wp.max(idx + 1);
+            }
+            last = ppn;
+            prog_bytes += len as u64;
+        }
+        self.opaque_batch_apply(
+            reads.len() as u64,
+            read_bytes,
+            programs,
+            prog_bytes,
+            block,
+            wp,
+        )
+    }
+
+    /// [`Nand::opaque_batch`] once every rule has passed: the store's programs (false if it
+    /// does not batch: nothing changed), then the counters and clock, summed (the sums of
+    /// one call at a time, in integers), and the write pointer.
+    #[inline]
+    fn opaque_batch_apply(
+        &mut self,
+        nreads: u64,
+        read_bytes: u64,
+        programs: &[Span],
+        prog_bytes: u64,
+        block: u32,
+        wp: u32,
+    ) -> bool {
+        if !programs.is_empty() && !self.store.program_opaque_spans(programs) {
+            return false;
+        }
+        let np = programs.len() as u64;
+        self.counters.page_reads += nreads;
+        self.counters.bytes_read += read_bytes;
+        self.clock_ps += nreads * self.costs.read + self.costs.read_byte * read_bytes;
+        self.ops += np;
+        self.counters.programs += np;
+        self.counters.bytes_programmed += prog_bytes;
+        self.clock_ps += np * self.costs.program + self.costs.program_byte * prog_bytes;
+        if np > 0 && self.geo.in_order {
+            self.write_ptr[block as usize] = wp;
+        }
+        true
     }
 
     // ---- erase -------------------------------------------------------------------------

@@ -33,5 +33,5 @@ pub mod table;
 pub use device::{Counters, Data, FaultPlan, Nand, TornMode, WearStats};
 pub use error::{ColumnRange, ImageError, NandError, PageRange, Result};
 pub use geometry::{presets, DeviceSpec, FlatSpec, Geometry, Timing};
-pub use store::{BadState, BlockInfo, PayloadlessStore, RamStore, Store};
+pub use store::{BadState, BlockInfo, PayloadlessStore, RamStore, Span, Store};
 pub use table::{available_ram, table};

@@ -80,6 +80,9 @@ fn copy_bytes(dst: &mut [u8], src: &[u8]) {
 }
 
 /// The medium.
+/// A byte range of one page: (page, column, length).
+pub type Span = (u64, u32, u32);
+
 pub trait Store: Send {
     fn geometry(&self) -> &Geometry;
     /// False for the payload-less store: data areas written with [`Store::program_opaque`]
@@ -128,6 +131,13 @@ pub trait Store: Send {
             self.write(ppn, ps + so, s)?;
         }
         self.bump_page_programs(ppn)
+    }
+    /// [`Store::program`] of an opaque data area without spare bytes of every span, in
+    /// order, as one call; returns false, having done nothing, when the store does not
+    /// batch (the default). A store that batches cannot fail here. The device calls it
+    /// only after checking every rule ([`crate::Nand::opaque_batch`]).
+    fn program_opaque_spans(&mut self, _spans: &[Span]) -> bool {
+        false
     }
     /// [`Store::program`] of an opaque data area without spare bytes (the simulator's data
     /// programs): a call of its own so that a store can make it a short leaf.
@@ -637,6 +647,14 @@ impl Store for PayloadlessStore {
         let p = &mut self.programs[ppn as usize];
         *p = p.saturating_add(1);
         Some(None)
+    }
+    fn program_opaque_spans(&mut self, spans: &[Span]) -> bool {
+        for &(ppn, col, len) in spans {
+            self.opaque(ppn, col, len);
+            let p = &mut self.programs[ppn as usize];
+            *p = p.saturating_add(1);
+        }
+        true
     }
     fn program_opaque_data(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
         self.opaque(ppn, col, len);

@@ -12,7 +12,13 @@
 //! * RAM store, fast paths; RAM store, general path; image file, general path;
 //! * payload-less store, fast paths; payload-less store, general path;
 //!
-//! and every outcome must be identical: the same `Ok`/`Err` (variant and fields), the same
+//! A batch of opaque reads and programs (`Nand::opaque_batch`, the cleaner's copy of a run
+//! in simulation mode) is taken whole by the payload-less store when every call would
+//! succeed; where it is declined (a call would fail, a fault plan is armed, the store does
+//! not batch) the test makes the same calls one at a time, so every device must reach the
+//! same outcome either way.
+//!
+//! Every outcome must be identical: the same `Ok`/`Err` (variant and fields), the same
 //! bytes read, the same counters, clock and operation count, the same program count of
 //! every page and state of every block, and at every reopen the same bytes on the medium.
 //! Reads are also checked against a plain model of the medium kept by the test (a byte
@@ -25,7 +31,9 @@
 //! generated freely.
 
 use nand::image::create_device;
-use nand::{presets, Counters, Data, DeviceSpec, FaultPlan, Nand, NandError, Store, TornMode};
+use nand::{
+    presets, Counters, Data, DeviceSpec, FaultPlan, Nand, NandError, Span, Store, TornMode,
+};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -83,6 +91,12 @@ enum Op {
         ppn: u64,
         col: u32,
         len: u32,
+    },
+    /// `Nand::opaque_batch`, and where it declines, the same reads and then the same
+    /// opaque programs one call at a time, up to the first failure.
+    OpaqueBatch {
+        reads: Vec<Span>,
+        programs: Vec<Span>,
     },
     Erase(u32),
     Flip {
@@ -217,6 +231,47 @@ fn pick_range(rng: &mut Xoshiro256PlusPlus, area: u32) -> (u32, u32) {
     (col, len)
 }
 
+/// A batch as the cleaner makes one: a few opaque reads anywhere, then opaque programs of
+/// consecutive pages from `ppn` (usually whole pages, now and then a part, the same page
+/// again, a step back, or past the block's end).
+fn gen_batch(rng: &mut Xoshiro256PlusPlus, n: &Nand, ppn: u64) -> Op {
+    let g = n.geometry();
+    let (ps, ss) = (g.page_size, g.spare_size);
+    let reads = (0..rng.gen_range(0..4))
+        .map(|_| {
+            let p = match rng.gen_range(0..10) {
+                0 => g.pages() + rng.gen_range(0..2),
+                _ => rng.gen_range(0..g.pages()),
+            };
+            let (col, len) = if rng.gen_bool(0.7) {
+                (0, ps)
+            } else {
+                pick_range(rng, ps + ss)
+            };
+            (p, col, len)
+        })
+        .collect();
+    let mut p = ppn;
+    let programs = (0..rng.gen_range(0..5))
+        .map(|k| {
+            if k > 0 {
+                match rng.gen_range(0..20) {
+                    0 => {}
+                    1 => p = p.saturating_sub(1),
+                    _ => p += 1,
+                }
+            }
+            let (col, len) = if rng.gen_bool(0.7) {
+                (0, ps)
+            } else {
+                pick_range(rng, ps)
+            };
+            (p, col, len)
+        })
+        .collect();
+    Op::OpaqueBatch { reads, programs }
+}
+
 fn gen_op(rng: &mut Xoshiro256PlusPlus, n: &Nand, model: &Model, last: &mut u64) -> Op {
     let g = n.geometry().clone();
     let (ps, ss) = (g.page_size, g.spare_size);
@@ -279,10 +334,11 @@ fn gen_op(rng: &mut Xoshiro256PlusPlus, n: &Nand, model: &Model, last: &mut u64)
                 spare: s,
             }
         }
-        77..=79 => {
+        77 => {
             let (col, len) = pick_range(rng, ps + ss);
             Op::ReadOpaque { ppn, col, len }
         }
+        78..=79 => gen_batch(rng, n, ppn),
         80..=87 => Op::Erase(match rng.gen_range(0..20) {
             0 => g.blocks + rng.gen_range(0..2),
             _ if ppn < g.pages() && rng.gen_bool(0.5) => g.block_of(ppn),
@@ -356,6 +412,24 @@ fn apply(n: &mut Nand, op: &Op) -> (nand::Result<()>, Vec<Vec<u8>>) {
             (r, vec![d, s])
         }
         Op::ReadOpaque { ppn, col, len } => (n.read_opaque(*ppn, *col, *len), vec![]),
+        Op::OpaqueBatch { reads, programs } => {
+            // The outcome: the first failure (if any) and how many programs were made.
+            if n.opaque_batch(reads, programs) {
+                return (Ok(()), vec![vec![programs.len() as u8]]);
+            }
+            let mut done = 0u8;
+            let r = reads
+                .iter()
+                .try_for_each(|&(p, c, l)| n.read_opaque(p, c, l))
+                .and_then(|()| {
+                    programs.iter().try_for_each(|&(p, c, l)| {
+                        n.program(p, c, Data::Opaque(l), None)?;
+                        done += 1;
+                        Ok(())
+                    })
+                });
+            (r, vec![vec![done]])
+        }
         Op::Erase(b) => (n.erase(*b), vec![]),
         Op::Flip { ppn, col, bit } => {
             n.inject_bitflip(*ppn, *col, *bit);
@@ -418,6 +492,11 @@ fn model_apply(
             }
         }
         Op::Flip { ppn, col, bit } => m.flips.push((*ppn, *col, *bit & 7)),
+        Op::OpaqueBatch { programs, .. } => {
+            for &(p, c, l) in &programs[..read[0][0] as usize] {
+                m.fill(p, c as usize, l as usize, 0);
+            }
+        }
         _ => {}
     }
     Ok(())
@@ -842,5 +921,140 @@ proptest! {
         for p in presets() {
             run(shrink(&p, blocks, ppb), seed, 400)?;
         }
+    }
+}
+
+/// `Nand::opaque_batch` accepts the batches the cleaner makes (reads anywhere, whole-page
+/// or part-page programs of consecutive pages from a block's write pointer) and then
+/// leaves the device as one call at a time does; it declines, changing nothing, whenever
+/// one of those calls would fail or a fault plan is installed.
+#[test]
+fn opaque_batches_are_taken_when_they_succeed_and_declined_whole_otherwise() {
+    for spec in presets() {
+        let spec = shrink(&spec, 4, 8);
+        let g = spec.geometry.clone();
+        let ps = g.page_size;
+        let fresh = || {
+            let mut n = Nand::payloadless(spec.clone()).unwrap();
+            n.mark_factory_bad(&[3]).unwrap();
+            // Block 1 half written, one call at a time.
+            for p in 0..4 {
+                n.program(g.first_page(1) + p, 0, Data::Opaque(ps), None)
+                    .unwrap();
+            }
+            n
+        };
+        let one_by_one = |n: &mut Nand, reads: &[Span], progs: &[Span]| {
+            for &(p, c, l) in reads {
+                n.read_opaque(p, c, l).unwrap();
+            }
+            for &(p, c, l) in progs {
+                n.program(p, c, Data::Opaque(l), None).unwrap();
+            }
+        };
+        let b1 = g.first_page(1);
+        let reads = vec![(b1, 0, ps), (b1 + 2, 0, ps), (g.first_page(2), 0, ps / 2)];
+        let mut taken: Vec<Vec<Span>> = vec![
+            (0..4).map(|k| (b1 + 4 + k, 0, ps)).collect(),
+            (0..8).map(|k| (g.first_page(2) + k, 0, ps)).collect(),
+            vec![],
+        ];
+        if !g.in_order {
+            // Any page of the block, in page order.
+            taken.push(vec![(b1 + 5, 0, ps), (b1 + 7, 0, ps)]);
+        }
+        if g.nop == 0 || g.nop >= 2 {
+            // Two part programs of one page, then the next page.
+            taken.push(vec![
+                (b1 + 4, 0, ps / 2),
+                (b1 + 4, ps / 2, ps / 2),
+                (b1 + 5, 0, ps),
+            ]);
+        }
+        for progs in &taken {
+            let (mut a, mut b) = (fresh(), fresh());
+            assert!(a.opaque_batch(&reads, progs), "{}: {progs:?}", spec.name);
+            one_by_one(&mut b, &reads, progs);
+            assert_eq!(a.counters(), b.counters(), "{}", spec.name);
+            assert_eq!(a.clock_ps(), b.clock_ps(), "{}", spec.name);
+            assert_eq!(a.op_count(), b.op_count(), "{}", spec.name);
+            for p in 0..g.pages() {
+                assert_eq!(
+                    a.page_programs(p),
+                    b.page_programs(p),
+                    "{} page {p}",
+                    spec.name
+                );
+            }
+            // The write pointers agree: the next page programs (or fails) alike.
+            let next = progs.last().map_or(b1 + 4, |&(p, _, _)| p + 1);
+            if next < g.first_page(g.block_of(next.saturating_sub(1)) + 1) {
+                let ra = a.program(next, 0, Data::Opaque(ps), None);
+                let rb = b.program(next, 0, Data::Opaque(ps), None);
+                assert_eq!(format!("{ra:?}"), format!("{rb:?}"), "{}", spec.name);
+            }
+        }
+        let mut declined: Vec<(&str, Vec<Span>, Vec<Span>)> = vec![
+            ("a read past the device", vec![(g.pages(), 0, ps)], vec![]),
+            (
+                "a read past the page",
+                vec![(0, 1, g.raw_page_size())],
+                vec![],
+            ),
+            (
+                "a program past the data area",
+                vec![],
+                vec![(b1 + 4, 1, ps)],
+            ),
+            (
+                "a program past the device",
+                vec![],
+                vec![(g.pages(), 0, ps)],
+            ),
+            ("a bad block", vec![], vec![(g.first_page(3), 0, ps)]),
+            ("two blocks", vec![], vec![(b1 + 7, 0, ps), (b1 + 8, 0, ps)]),
+            (
+                "pages out of order",
+                vec![],
+                vec![(b1 + 5, 0, ps), (b1 + 4, 0, ps)],
+            ),
+        ];
+        if g.in_order {
+            declined.push(("a skipped page", vec![], vec![(b1 + 5, 0, ps)]));
+            declined.push(("a rewind", vec![], vec![(b1 + 1, 0, ps)]));
+        }
+        if g.nop != 0 {
+            let again = (0..g.nop).map(|_| (b1 + 3, 0, 1)).collect();
+            declined.push(("the program budget", vec![], again));
+        }
+        for (why, reads, progs) in &declined {
+            let mut a = fresh();
+            let before = (a.counters().clone(), a.clock_ps(), a.op_count());
+            let progs_before: Vec<u32> = (0..g.pages()).map(|p| a.page_programs(p)).collect();
+            assert!(!a.opaque_batch(reads, progs), "{}: {why}", spec.name);
+            assert_eq!(
+                before,
+                (a.counters().clone(), a.clock_ps(), a.op_count()),
+                "{why}"
+            );
+            let after: Vec<u32> = (0..g.pages()).map(|p| a.page_programs(p)).collect();
+            assert_eq!(progs_before, after, "{}: {why}", spec.name);
+        }
+        // A fault plan, even one that never fires, and a dead device: declined.
+        let mut a = fresh();
+        a.set_faults(never_fires());
+        assert!(!a.opaque_batch(&reads, &taken[0]), "{}", spec.name);
+        let mut a = fresh();
+        a.set_faults(FaultPlan {
+            power_cut_at: Some(1),
+            ..FaultPlan::default()
+        });
+        let _ = a.program(b1 + 4, 0, Data::Opaque(ps), None);
+        assert!(a.is_dead());
+        a.set_faults(FaultPlan::default());
+        assert!(!a.opaque_batch(&reads, &[]), "{}", spec.name);
+        // A store that does not batch (RAM): declined.
+        let mut r = Nand::ram(spec.clone()).unwrap();
+        assert!(!r.opaque_batch(&[], &[(0, 0, ps)]), "{}", spec.name);
     }
 }

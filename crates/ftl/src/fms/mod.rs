@@ -278,6 +278,9 @@ pub struct Fms {
     /// Scratch for the cleaner: each moving block's (stream, region), a run's entries.
     dest: Vec<(usize, u8)>,
     entries: Vec<u8>,
+    /// Scratch for a run's batched device operations in simulation mode: its reads and
+    /// its data programs ([`Fms::copy_run_batched`]).
+    spans: (Vec<nand::Span>, Vec<nand::Span>),
 }
 
 impl Fms {
@@ -389,6 +392,7 @@ impl Fms {
             moving: Vec::new(),
             dest: Vec::new(),
             entries: Vec::new(),
+            spans: (Vec::new(), Vec::new()),
             cfg,
         })
     }
@@ -1435,9 +1439,12 @@ impl Fms {
         self.segs[seg as usize].next = slot0 + n as u32;
         let mut res: Result<(), NandError> = Ok(());
         let mut buf_reused = false;
+        // Simulation mode: the run's reads and data programs in one device call when none
+        // can fail (the loop below then only writes the entries).
+        let batched = !storage && self.copy_run_batched(seg, slot0, &blocks[..n]);
         for (q, m) in blocks[..n].iter().enumerate() {
             // The caller has read the first block into `buf`.
-            if q > 0 {
+            if q > 0 && !batched {
                 if storage {
                     // `buf` still holds the previous block. One of all 0xFF ends the run:
                     // its slot reads erased even without its entry, and mount takes the
@@ -1461,10 +1468,12 @@ impl Fms {
             rec.seq = self.seq;
             self.seq += 1;
             entries.extend_from_slice(&rec.encode_entry());
-            let data = storage.then_some(&buf[..bs]);
-            res = self.program_data(seg, slot0 + q as u32, data);
-            if res.is_err() {
-                break;
+            if !batched {
+                let data = storage.then_some(&buf[..bs]);
+                res = self.program_data(seg, slot0 + q as u32, data);
+                if res.is_err() {
+                    break;
+                }
             }
         }
         let n = end;
@@ -1517,6 +1526,35 @@ impl Fms {
         self.sync_used(victim);
         self.stats.blocks_copied += n as u64;
         Ok(n)
+    }
+
+    /// Simulation mode: the device operations of a run of `blocks` copied into `seg` from
+    /// `slot0`, as one [`Nand::opaque_batch`] — the reads of every block but the first
+    /// (which the caller has read) and the data programs of every slot — exactly the
+    /// operations the per-block loop of [`Fms::copy_run`] makes. False, with nothing
+    /// done, when the device declines (an operation would fail, or a fault plan is
+    /// installed): the loop then makes them one at a time.
+    fn copy_run_batched(&mut self, seg: u32, slot0: u32, blocks: &[Moving]) -> bool {
+        let (mut reads, mut progs) = std::mem::take(&mut self.spans);
+        reads.clear();
+        progs.clear();
+        let bs = self.lay.block_size as u64;
+        for m in blocks.iter().skip(1) {
+            let (s, slot) = self.split(m.phys);
+            let first = self.nand.geometry().first_page(s);
+            for (page, col, _, n) in self.lay.pages_of(self.lay.slot_offset(slot), bs) {
+                reads.push((first + page, col, n as u32));
+            }
+        }
+        let first = self.nand.geometry().first_page(seg);
+        for q in 0..blocks.len() as u32 {
+            for (page, col, _, n) in self.lay.pages_of(self.lay.slot_offset(slot0 + q), bs) {
+                progs.push((first + page, col, n as u32));
+            }
+        }
+        let done = self.nand.opaque_batch(&reads, &progs);
+        self.spans = (reads, progs);
+        done
     }
 
     /// Program into a specific segment (wear swap target), which must have room.

@@ -79,10 +79,10 @@ fn copy_bytes(dst: &mut [u8], src: &[u8]) {
     }
 }
 
-/// The medium.
 /// A byte range of one page: (page, column, length).
 pub type Span = (u64, u32, u32);
 
+/// The medium.
 pub trait Store: Send {
     fn geometry(&self) -> &Geometry;
     /// False for the payload-less store: data areas written with [`Store::program_opaque`]

@@ -109,6 +109,22 @@ impl Layout {
         }
     }
 
+    /// The device spans (page, column, length) of slot `slot` of the segment whose first
+    /// page is `first`, appended to `out`: the pieces of [`Layout::pages_of`], with the
+    /// usual case of a slot within one page taken without the iterator.
+    #[inline(always)]
+    pub fn slot_spans(&self, first: u64, slot: u32, out: &mut Vec<(u64, u32, u32)>) {
+        let off = self.slot_offset(slot);
+        let (page, col) = self.page_col(off);
+        if col as u64 + self.block_size as u64 <= self.page_size as u64 {
+            out.push((first + page, col, self.block_size));
+        } else {
+            for (page, col, _, n) in self.pages_of(off, self.block_size as u64) {
+                out.push((first + page, col, n as u32));
+            }
+        }
+    }
+
     /// A byte offset inside a segment as (page of the segment, column).
     #[inline]
     pub fn page_col(&self, off: u64) -> (u64, u32) {
@@ -770,6 +786,46 @@ mod tests {
                 }
                 let got: Vec<_> = l.pages_of(off, len).collect();
                 assert_eq!(got, want, "page {ps} off {off} len {len}");
+            }
+        }
+    }
+
+    /// A slot's device spans are its pieces, whether it lies within one page (the short
+    /// path) or not: blocks smaller than, equal to and larger than a page, pages of a size
+    /// that is not a power of two, headers that do not end on a page boundary.
+    #[test]
+    fn slot_spans_are_the_pieces_of_the_slot() {
+        let ns = nand::DeviceSpec::preset("nandsim-256m").unwrap().geometry;
+        let base = Layout::new(&ns, 1024).unwrap();
+        for (ps, shift) in [
+            (512u32, Some(9)),
+            (4096, Some(12)),
+            (1536, None),
+            (1000, None),
+        ] {
+            for bs in [512u32, 1024, 4096] {
+                for header in [0u32, 1, 2, 3] {
+                    let l = Layout {
+                        page_size: ps,
+                        page_shift: shift,
+                        block_size: bs,
+                        header_bytes: header * bs,
+                        ..base.clone()
+                    };
+                    for slot in 0..24 {
+                        let first = 1000 * slot as u64;
+                        let mut got = vec![];
+                        l.slot_spans(first, slot, &mut got);
+                        let want: Vec<_> = l
+                            .pages_of(l.slot_offset(slot), bs as u64)
+                            .map(|(page, col, _, n)| (first + page, col, n as u32))
+                            .collect();
+                        assert_eq!(
+                            got, want,
+                            "page {ps} block {bs} header {header} slot {slot}"
+                        );
+                    }
+                }
             }
         }
     }

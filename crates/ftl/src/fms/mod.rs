@@ -1538,19 +1538,14 @@ impl Fms {
         let (mut reads, mut progs) = std::mem::take(&mut self.spans);
         reads.clear();
         progs.clear();
-        let bs = self.lay.block_size as u64;
         for m in blocks.iter().skip(1) {
             let (s, slot) = self.split(m.phys);
             let first = self.nand.geometry().first_page(s);
-            for (page, col, _, n) in self.lay.pages_of(self.lay.slot_offset(slot), bs) {
-                reads.push((first + page, col, n as u32));
-            }
+            self.lay.slot_spans(first, slot, &mut reads);
         }
         let first = self.nand.geometry().first_page(seg);
         for q in 0..blocks.len() as u32 {
-            for (page, col, _, n) in self.lay.pages_of(self.lay.slot_offset(slot0 + q), bs) {
-                progs.push((first + page, col, n as u32));
-            }
+            self.lay.slot_spans(first, slot0 + q, &mut progs);
         }
         let done = self.nand.opaque_batch(&reads, &progs);
         self.spans = (reads, progs);

@@ -22,6 +22,7 @@
 //! [`blockdev::BlockDevice`] is the disk-like interface every FTL and cache implements.
 
 pub mod blockdev;
+pub mod cgroup;
 mod device;
 pub mod ecc;
 mod error;

@@ -5,10 +5,14 @@
 //! tables twice at its peak (the run's, then the remount that measures the mount time and
 //! its temporary table of every block's newest copy: docs/results.md, "At scale"), and the
 //! workload's hot/cold order table. With Linux overcommit, runs that together exceed the
-//! memory are not refused by the allocator but killed later; so `sweep::run_jobs` (behind
-//! `flashkit sim` and `flashkit sweep`) estimates each run's peak from its configuration
-//! ([`estimate`], which allocates nothing), runs fewer at a time when the largest ones
-//! would not fit together ([`plan`]), and refuses a run that cannot fit alone.
+//! memory are not refused by the allocator but killed later; so `sweep::run_configs`
+//! (behind `flashkit sim`, `flashkit sweep` and `flashkit reproduce`) estimates each run's
+//! peak from its configuration ([`estimate`], which allocates nothing), runs fewer at a
+//! time when the largest ones would not fit together ([`plan`]), and refuses a run that
+//! cannot fit alone; `flashkit bench`, one run at a time, refuses the same way before its
+//! first ([`plan_for`] with [`Kind::Bench`]: no remount). The memory available is
+//! [`nand::available_ram`]: `MemAvailable`, or less under a container's or a systemd
+//! slice's memory limit (cgroup v2 or v1).
 //!
 //! Traces stream in constant memory and are not counted, except that a `compact` map keeps
 //! an entry per distinct block of the trace, which is not known before it is read.
@@ -31,20 +35,43 @@ pub struct RunRam {
     pub workload: u64,
 }
 
+/// What a run holds at its peak besides the device model and the workload's table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A simulation run (`sim`, `sweep`, `reproduce`): the FMS tables twice, the run's and
+    /// the remount's that measures the mount time.
+    Sim,
+    /// A `bench` repetition: the FMS tables once (it does not remount, and each
+    /// repetition's FMS is dropped before the next one is prepared).
+    Bench,
+}
+
 impl RunRam {
     /// The run's peak: the device, the tables twice (run and remount), the workload.
     pub fn peak(&self) -> u64 {
+        self.peak_of(Kind::Sim)
+    }
+
+    /// The peak of a run of `kind`.
+    pub fn peak_of(&self, kind: Kind) -> u64 {
+        let copies = match kind {
+            Kind::Sim => 2,
+            Kind::Bench => 1,
+        };
         self.device
-            .saturating_add(self.tables.saturating_mul(2))
+            .saturating_add(self.tables.saturating_mul(copies))
             .saturating_add(self.workload)
     }
 
-    /// `device model D, FMS tables T twice (the run's and the remount's), ...`.
-    fn parts(&self) -> String {
-        let mut s = format!(
-            "device model {}, FMS tables 2 × {} (the run's and the remount's)",
-            self.device, self.tables
-        );
+    /// `device model D, FMS tables 2 × T (the run's and the remount's), ...`.
+    fn parts(&self, kind: Kind) -> String {
+        let mut s = match kind {
+            Kind::Sim => format!(
+                "device model {}, FMS tables 2 × {} (the run's and the remount's)",
+                self.device, self.tables
+            ),
+            Kind::Bench => format!("device model {}, FMS tables {}", self.device, self.tables),
+        };
         if self.workload > 0 {
             s += &format!(", workload table {}", self.workload);
         }
@@ -99,6 +126,16 @@ pub struct Plan {
 /// available memory (`None`), `want` runs as before. A configuration whose estimate fails
 /// is left to fail when it runs, with the run's own error.
 pub fn plan(cfgs: &[&SimConfig], want: usize, available: Option<u64>) -> Result<Plan> {
+    plan_for(Kind::Sim, cfgs, want, available)
+}
+
+/// [`plan`] for runs of `kind` (a `bench` repetition holds the FMS tables once).
+pub fn plan_for(
+    kind: Kind,
+    cfgs: &[&SimConfig],
+    want: usize,
+    available: Option<u64>,
+) -> Result<Plan> {
     let want = want.max(1);
     let Some(avail) = available else {
         return Ok(Plan {
@@ -109,12 +146,12 @@ pub fn plan(cfgs: &[&SimConfig], want: usize, available: Option<u64>) -> Result<
     let mut peaks = Vec::with_capacity(cfgs.len());
     for cfg in cfgs {
         let Ok(ram) = estimate(cfg) else { continue };
-        let peak = ram.peak();
+        let peak = ram.peak_of(kind);
         if peak > avail {
             anyhow::bail!(
                 "{}: a run needs about {peak} bytes of RAM ({}), more than the {avail} bytes available; use a smaller device (--blocks), larger blocks (--block-size) or free some memory",
                 label(cfg),
-                ram.parts()
+                ram.parts(kind)
             );
         }
         peaks.push(peak);
@@ -265,6 +302,29 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains('\n'), "{e}");
+    }
+
+    /// A bench repetition holds the tables once: what a simulation run (tables twice)
+    /// cannot fit, a bench may; below its own peak it is refused, naming its parts.
+    #[test]
+    fn bench_runs_count_the_tables_once() {
+        let c = cfg("nandsim-256m", 2048, 1024);
+        let ram = estimate(&c).unwrap();
+        let bench = ram.peak_of(Kind::Bench);
+        assert_eq!(bench, ram.device + ram.tables + ram.workload);
+        assert_eq!(ram.peak_of(Kind::Sim), ram.peak());
+        assert!(bench < ram.peak());
+        assert!(plan(&[&c], 1, Some(bench)).is_err());
+        assert_eq!(
+            plan_for(Kind::Bench, &[&c], 1, Some(bench)).unwrap().runs,
+            1
+        );
+        let e = plan_for(Kind::Bench, &[&c], 1, Some(bench - 1))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("needs about {bench} bytes")), "{e}");
+        assert!(e.contains(&format!("FMS tables {}", ram.tables)), "{e}");
+        assert!(!e.contains("remount") && !e.contains('\n'), "{e}");
     }
 
     #[test]

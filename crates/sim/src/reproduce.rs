@@ -3,7 +3,7 @@
 //! the configurations are the papers' set-ups, the figures are typed from the papers.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Result};
 use ftl::fms::redistribute::Redistribution;
@@ -48,6 +48,23 @@ impl std::fmt::Debug for OnJob {
     }
 }
 
+/// A function given one line of text.
+pub type NoteFn = dyn Fn(&str) + Send + Sync;
+
+/// Called with a one-line note for the user (fewer runs at a time for lack of RAM).
+#[derive(Clone, Default)]
+pub struct OnNote(pub Option<Arc<NoteFn>>);
+
+impl std::fmt::Debug for OnNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "OnNote(set)"
+        } else {
+            "OnNote(none)"
+        })
+    }
+}
+
 /// Knobs every reproduction accepts (to run it smaller or with another seed).
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -56,6 +73,12 @@ pub struct Options {
     pub scale: f64,
     /// Progress of the runs.
     pub progress: OnJob,
+    /// The memory the runs may use (bytes; by default [`nand::available_ram`], `None` =
+    /// unknown): runs go in parallel only as many as fit together, and an experiment with
+    /// a run that cannot fit alone is refused before any starts ([`crate::ram::plan`]).
+    pub available_ram: Option<u64>,
+    /// Where that check's note goes when it runs fewer at a time than there are cores.
+    pub note: OnNote,
 }
 
 impl Default for Options {
@@ -64,6 +87,8 @@ impl Default for Options {
             seed: 1,
             scale: 1.0,
             progress: OnJob::default(),
+            available_ram: nand::available_ram(),
+            note: OnNote::default(),
         }
     }
 }
@@ -186,23 +211,33 @@ fn spread_pct(v: &[f64]) -> Option<f64> {
     }
 }
 
-/// Run the configurations on all cores, reporting progress; results in input order.
+/// Run the configurations on all cores (fewer when they would not fit in RAM together;
+/// refused before any starts when one cannot fit alone: [`crate::sweep::run_configs`]),
+/// reporting progress; results in input order.
 fn collect(cfgs: &[SimConfig], o: &Options) -> Result<Vec<SimResult>> {
-    use rayon::prelude::*;
     let n = cfgs.len();
+    let refs: Vec<&SimConfig> = cfgs.iter().collect();
+    let slots: Vec<Mutex<Option<Result<SimResult>>>> =
+        cfgs.iter().map(|_| Mutex::new(None)).collect();
     let done = AtomicUsize::new(0);
+    let note = |text: &str| {
+        if let Some(f) = &o.note.0 {
+            f(text);
+        }
+    };
     if let Some(f) = &o.progress.0 {
         f(0, n);
     }
-    cfgs.par_iter()
-        .map(|c| {
-            let r = crate::driver::run(c);
-            let d = done.fetch_add(1, Ordering::Relaxed) + 1;
-            if let Some(f) = &o.progress.0 {
-                f(d, n);
-            }
-            r
-        })
+    crate::sweep::run_configs(&refs, None, o.available_ram, &note, |i, r| {
+        *slots[i].lock().expect("slot") = Some(r);
+        let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(f) = &o.progress.0 {
+            f(d, n);
+        }
+    })?;
+    slots
+        .into_iter()
+        .map(|s| s.into_inner().expect("slot").expect("every run ran"))
         .collect()
 }
 
@@ -1178,6 +1213,66 @@ mod tests {
             scale,
             ..Default::default()
         }
+    }
+
+    /// An experiment with a run that cannot fit in the memory available is refused in one
+    /// line naming the run's configuration and its parts, before any run starts; with
+    /// room for one run at a time it runs them one at a time, says so, and its results are
+    /// the same as with all cores.
+    #[test]
+    fn runs_are_checked_against_the_ram_available() {
+        let started = Arc::new(AtomicUsize::new(0));
+        let notes = Arc::new(Mutex::new(Vec::<String>::new()));
+        let opts = |available: Option<u64>| {
+            let (s, n) = (started.clone(), notes.clone());
+            Options {
+                available_ram: available,
+                progress: OnJob(Some(Arc::new(move |done, _| {
+                    s.fetch_max(done, Ordering::Relaxed);
+                }))),
+                note: OnNote(Some(Arc::new(move |t: &str| {
+                    n.lock().unwrap().push(t.to_string())
+                }))),
+                ..at(0.0209)
+            }
+        };
+        let e = run("chiang1999-table4", &opts(Some(1 << 20)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("device intel-series2plus-24m (") && e.contains("a run needs about"),
+            "{e}"
+        );
+        assert!(e.contains("more than the 1048576 bytes available"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+        assert_eq!(started.load(Ordering::Relaxed), 0, "a run started");
+        assert!(notes.lock().unwrap().is_empty());
+
+        let free = run("chiang1999-table4", &opts(None)).unwrap();
+        assert!(notes.lock().unwrap().is_empty());
+        // Room for exactly the largest run: one at a time, said once (with more than one
+        // core; on one core there is nothing to throttle).
+        let peak = ["sequential", "random", "hotcold:90/10"]
+            .iter()
+            .map(|w| {
+                let mut c = SimConfig::flagship();
+                c.workload = WorkloadSpec::parse(w).unwrap();
+                crate::ram::estimate(&c).unwrap().peak()
+            })
+            .max()
+            .unwrap();
+        let one = run("chiang1999-table4", &opts(Some(peak))).unwrap();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let said = notes.lock().unwrap().clone();
+        if cores > 1 {
+            assert_eq!(said.len(), 1, "{said:?}");
+            assert!(
+                said[0].starts_with("running 1 job(s) at a time"),
+                "{said:?}"
+            );
+        }
+        let json = |r: &Report| serde_json::to_string(r).unwrap();
+        assert_eq!(json(&one), json(&free));
     }
 
     #[test]

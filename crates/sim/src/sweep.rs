@@ -1411,32 +1411,48 @@ fn is_torn_record(line: &[u8]) -> bool {
 }
 
 /// Run `jobs` on `threads` worker threads (all cores when `None`), calling `done` with
-/// each job's index and result in completion order. Before any starts, fewer threads are
-/// used when the largest jobs would not fit in the available RAM together, saying so once
-/// through `note`, and the whole grid is refused when one job cannot fit alone
-/// ([`crate::ram::plan`]).
+/// each job's index and result in completion order, after the RAM check of
+/// [`run_configs`] against this machine's available memory.
 pub fn run_jobs<F>(jobs: &[Job], threads: Option<usize>, note: &dyn Fn(&str), done: F) -> Result<()>
 where
     F: Fn(usize, Result<SimResult>) + Sync,
 {
+    let cfgs: Vec<&SimConfig> = jobs.iter().map(|j| &j.config).collect();
+    run_configs(&cfgs, threads, nand::available_ram(), note, done)
+}
+
+/// Run `cfgs` on `threads` worker threads (all cores when `None`), calling `done` with
+/// each run's index and result in completion order. Before any starts, fewer threads are
+/// used when the largest runs would not fit in `available` bytes together, saying so once
+/// through `note`, and the whole list is refused when one run cannot fit alone
+/// ([`crate::ram::plan`]; `None`: nothing known, no check). Behind `sim`, `sweep` and
+/// `reproduce`: the check decides only how many runs go at once, never what a run does.
+pub fn run_configs<F>(
+    cfgs: &[&SimConfig],
+    threads: Option<usize>,
+    available: Option<u64>,
+    note: &dyn Fn(&str),
+    done: F,
+) -> Result<()>
+where
+    F: Fn(usize, Result<SimResult>) + Sync,
+{
     use rayon::prelude::*;
-    // Never more threads than jobs (nor than MAX_THREADS).
+    // Never more threads than runs (nor than MAX_THREADS).
     let n = threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .min(jobs.len())
+        .min(cfgs.len())
         .clamp(1, MAX_THREADS);
-    let cfgs: Vec<&SimConfig> = jobs.iter().map(|j| &j.config).collect();
-    let plan = crate::ram::plan(&cfgs, n, nand::available_ram())?;
+    let plan = crate::ram::plan(cfgs, n, available)?;
     if let Some(text) = &plan.note {
         note(text);
     }
-    let n = plan.runs;
-    let b = rayon::ThreadPoolBuilder::new().num_threads(n);
+    let b = rayon::ThreadPoolBuilder::new().num_threads(plan.runs);
     let pool = b.build().context("thread pool")?;
     pool.install(|| {
-        jobs.par_iter()
+        cfgs.par_iter()
             .enumerate()
-            .for_each(|(i, j)| done(i, crate::driver::run(&j.config)));
+            .for_each(|(i, c)| done(i, crate::driver::run(c)));
     });
     Ok(())
 }

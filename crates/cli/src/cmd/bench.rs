@@ -40,6 +40,12 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let spec = spec(&a.sim)?;
     super::sim::check_outputs(&a.sim, &spec)?;
     let jobs = spec.expand()?;
+    // Every configuration is checked against the RAM available before the first runs, as
+    // `sim` checks its runs (one at a time here, each without the remount's tables): one
+    // that cannot fit is refused in one line rather than killed by the kernel part-way
+    // through the grid.
+    let cfgs: Vec<&sim::driver::SimConfig> = jobs.iter().map(|j| &j.config).collect();
+    sim::ram::plan_for(sim::ram::Kind::Bench, &cfgs, 1, nand::available_ram())?;
     let bar = Progress::jobs(jobs.len() as u64);
     let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
     let mut results: Vec<SpeedResult> = Vec::new();

@@ -57,6 +57,10 @@ pub fn run(a: ReproduceArgs) -> Result<()> {
             b.set_total(total as u64);
             b.set(done as u64);
         }))),
+        // Checked before any run starts: runs in parallel only as many as fit in RAM
+        // together, refused in one line when one cannot fit alone.
+        available_ram: nand::available_ram(),
+        note: sim::reproduce::OnNote(Some(Arc::new(super::sim::note))),
     };
     let rep = sim::reproduce::run(name, &opts);
     bar.finish();

@@ -172,6 +172,8 @@ pub struct Seg {
     pub next: u32,
     pub state: SegState,
     pub stream: u8,
+    /// Counted in `Fms::data_segs` (holds data: closed or active) when last synced.
+    data: bool,
     pub created_ps: u64,
     pub last_inval_ps: u64,
 }
@@ -260,7 +262,7 @@ pub struct Fms {
     /// Cost-benefit's or CAT's [`select::Row`] of every segment, on devices too small for
     /// `aged`: a scan rules most segments out with it instead of scoring them.
     rows: Option<Vec<select::Row>>,
-    /// M4's and DAC region selection's sums over the table, on devices with many segments.
+    /// DAC region selection's sums over the table, on devices with many segments.
     sums: Option<TableSums>,
     /// Wear levelling's least-erased segment holding data, on devices with many segments.
     wear: Option<WearIndex>,
@@ -271,6 +273,10 @@ pub struct Fms {
     keeps_hot: bool,
     update_sum: u64,
     mapped: u64,
+    /// Segments holding data (closed or active), kept by `sync_used`: with `mapped` (the
+    /// valid blocks, all of which sit in such segments), M4's average utilisation without
+    /// a scan of the table.
+    data_segs: u64,
     write_clock: u64,
     stats: FmsStats,
     buf: Vec<u8>,
@@ -375,6 +381,7 @@ impl Fms {
                     next: 0,
                     state: SegState::Dirty,
                     stream: 0,
+                    data: false,
                     created_ps: 0,
                     last_inval_ps: 0,
                 };
@@ -386,6 +393,7 @@ impl Fms {
             erase_seq: 1,
             update_sum: 0,
             mapped: 0,
+            data_segs: 0,
             write_clock: 0,
             stats: FmsStats::default(),
             buf: Vec::new(),
@@ -721,10 +729,20 @@ impl Fms {
 
     /// Keep the victim indexes of used (closed) segments in step with segment `seg`'s row;
     /// called after every change of its state, valid count, stream or age stamps. Without
-    /// an index (small devices) it is one test, or the segment's scan row; the update of
-    /// the large devices' indexes is out of line.
+    /// an index (small devices) it is one test, or the segment's scan row, and the count
+    /// of segments holding data; the update of the large devices' indexes is out of line.
     #[inline(always)]
     fn sync_used(&mut self, seg: u32) {
+        let s = &mut self.segs[seg as usize];
+        let data = matches!(s.state, SegState::Used | SegState::Active);
+        if data != s.data {
+            s.data = data;
+            if data {
+                self.data_segs += 1;
+            } else {
+                self.data_segs -= 1;
+            }
+        }
         if let Some(keys) = self.keys.as_mut() {
             let s = &self.segs[seg as usize];
             keys.set(seg, s.candidate(self.lay.slots).then_some(s.valid));
@@ -1570,13 +1588,9 @@ impl Fms {
     }
 
     fn averages(&self, victim: u32) -> Averages {
-        // Only M4 compares with the average utilisation: skip the sums otherwise.
-        let m4 = self.cfg.regions == 1 && self.cfg.redistribution == Redistribution::M4;
-        let (valid, used) = match self.sums.as_ref() {
-            _ if !m4 => (0, 0),
-            Some(sums) => self.summed_utilization(sums),
-            None => self.scan_utilization(),
-        };
+        // Only M4 compares with the average utilisation over the segments holding data;
+        // every valid block sits in one of them.
+        let (valid, used) = (self.mapped, self.data_segs);
         let slots = self.lay.slots as f64;
         let n = self.mapped.max(1) as f64;
         Averages {
@@ -1587,19 +1601,9 @@ impl Fms {
         }
     }
 
-    /// Valid blocks and segments holding data (closed or active) from the running sums of
-    /// the closed ones plus the streams' active segments, which the user write path does
-    /// not keep in the sums.
-    fn summed_utilization(&self, sums: &TableSums) -> (u64, u64) {
-        let active = self.active.iter().filter(|&&a| a != NONE);
-        let (valid, n) = active.fold((0, 0), |(v, n), &a| {
-            (v + self.segs[a as usize].valid as u64, n + 1)
-        });
-        (sums.closed_valid + valid, sums.closed + n)
-    }
-
     /// Valid blocks and segments holding data (closed or active), summed over the table
-    /// (what `summed_utilization` must give).
+    /// (what `(mapped, data_segs)` must give).
+    #[cfg(test)]
     fn scan_utilization(&self) -> (u64, u64) {
         let data = self
             .segs
@@ -1756,7 +1760,7 @@ impl Sizing {
             )));
         }
         // The indexes of large devices (see `select`): greedy's, cost-benefit's and CAT's
-        // (adaptive keeps both), M4's utilisation sums.
+        // (adaptive keeps both), the DAC region loads.
         let large = |min| lay.segments >= min;
         let used = matches!(cfg.policy, Policy::Greedy | Policy::Adaptive)
             && large(select::USED_INDEX_MIN_SEGMENTS);
@@ -1774,8 +1778,8 @@ impl Sizing {
             used,
             aged,
             rows: cfg.policy != Policy::Greedy && !aged,
-            sums: (cfg.regions == 1 && cfg.redistribution == Redistribution::M4
-                || cfg.regions > 1 && cfg.region_select != RegionSelect::All)
+            sums: cfg.regions > 1
+                && cfg.region_select != RegionSelect::All
                 && large(select::SUMMARY_MIN_SEGMENTS),
             wear: cfg.wear_threshold.is_some() && large(select::SUMMARY_MIN_SEGMENTS),
             adaptive: cfg.policy == Policy::Adaptive,
@@ -2186,7 +2190,8 @@ mod tests {
     }
 
     /// The victim indexes give what a scan of the table gives (greedy's, and cost-benefit's
-    /// and CAT's for every region), and M4's running sums what summing the table gives,
+    /// and CAT's for every region), and the running sums and counts what summing the table
+    /// gives,
     /// after every write, trim and remount of random runs: every policy and age reading,
     /// DAC regions with every region selection, wear swaps, header and spare mode (storage
     /// mode, so remounts read back).
@@ -2336,8 +2341,8 @@ mod tests {
                     assert_eq!(got, want, "case {k}, op {at}, {region:?}");
                 }
                 let sums = f.sums.as_ref().unwrap();
-                let got = f.summed_utilization(sums);
-                assert_eq!(got, f.scan_utilization(), "case {k}, op {at}");
+                let got = (f.mapped, f.data_segs);
+                assert_eq!(got, f.scan_utilization(), "mapped, data: case {k}, op {at}");
                 let r = regions as usize;
                 let loads = sums.region_loads(r);
                 assert_eq!(loads, &f.scan_region_loads()[..r], "case {k}, op {at}");

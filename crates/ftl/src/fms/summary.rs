@@ -1,11 +1,10 @@
 //! Running summaries of the segment table for devices with many segments, so that what the
 //! cleaner asks of the whole table at each cleaning is not a scan of it:
 //!
-//! * [`TableSums`]: M4's average utilisation (valid blocks and count of the closed
-//!   segments; the streams' few active segments are added when the average is taken, since
-//!   the user write path does not keep them in step) and each DAC region's load for
-//!   `--region-select most-segments|most-garbage` (its active and closed segments, the
-//!   invalid blocks of its closed ones);
+//! * [`TableSums`]: each DAC region's load for `--region-select most-segments|most-garbage`
+//!   (its active and closed segments, the invalid blocks of its closed ones); M4's average
+//!   utilisation needs no sums on any device (the FMS counts the segments holding data,
+//!   and every valid block is in one);
 //! * [`WearIndex`]: wear levelling's least-erased segment holding data.
 //!
 //! Both are kept in step with the table at every change of a segment's state, valid count,
@@ -30,9 +29,6 @@ struct Counted {
 
 pub struct TableSums {
     slots: u32,
-    /// Valid blocks in closed segments, and their number.
-    pub closed_valid: u64,
-    pub closed: u64,
     /// Per stream (the DAC regions are the first ones; later streams are not kept).
     regions: [RegionLoad; 8],
     at: Vec<Counted>,
@@ -42,8 +38,6 @@ impl TableSums {
     pub fn new(segments: usize, slots: u32) -> TableSums {
         TableSums {
             slots,
-            closed_valid: 0,
-            closed: 0,
             regions: [RegionLoad::default(); 8],
             at: vec![Counted::default(); segments],
         }
@@ -84,12 +78,7 @@ impl TableSums {
         if c.kind == 0 {
             return;
         }
-        let region = self.regions.get_mut(c.stream as usize);
-        if c.kind == 2 {
-            step(&mut self.closed_valid, c.valid as u64);
-            step(&mut self.closed, 1);
-        }
-        if let Some(l) = region {
+        if let Some(l) = self.regions.get_mut(c.stream as usize) {
             step(&mut l.segments, 1);
             if c.kind == 2 {
                 step(&mut l.garbage, (self.slots - c.valid) as u64);

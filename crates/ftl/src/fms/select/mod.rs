@@ -47,7 +47,8 @@ pub fn aged_index_min_segments(policy: Policy) -> u32 {
 }
 
 /// Devices with at least this many segments keep the running summaries of `fms::summary`
-/// (M4's utilisation, DAC region loads, wear levelling's least-worn segment); smaller ones
+/// (DAC region loads, wear levelling's least-worn segment; M4's utilisation, summed here
+/// until stop 12, now comes from two counts on every device); smaller ones
 /// sum (or scan) every segment at each cleaning, which costs less than keeping them there.
 /// Measured with the index of cost-benefit and CAT (stop 10): at 1 024 segments the index
 /// and summaries gave cost-benefit 3.27 M user writes/s against 3.26 M by scans, at

@@ -711,10 +711,26 @@ impl Nand {
         } else {
             0
         };
-        let (mut last, mut again) = (u64::MAX, 0u32);
         let mut prog_bytes = 0u64;
+        let ps = self.geo.page_size as u64;
+        if self.geo.nop == 0 && !self.geo.in_order {
+            // Unlimited programs in any order (NOR-style): the ranges and the batch's page
+            // order are all there is to check, without a branch per program.
+            let (mut ok, mut prev) = (true, base);
+            for &(ppn, col, len) in programs {
+                ok &= (col as u64 + len as u64 <= ps) & (ppn >= prev) & (ppn < end);
+                prev = ppn;
+                prog_bytes += len as u64;
+            }
+            if !ok {
+                return false;
+            }
+            let n = reads.len() as u64;
+            return self.opaque_batch_apply(n, read_bytes, programs, prog_bytes, block, wp);
+        }
+        let (mut last, mut again) = (u64::MAX, 0u32);
         for &(ppn, col, len) in programs {
-            if col as u64 + len as u64 > self.geo.page_size as u64 || ppn < base || ppn >= end {
+            if col as u64 + len as u64 > ps || ppn < base || ppn >= end {
                 return false;
             }
             if last != u64::MAX && ppn < last {

@@ -1413,6 +1413,15 @@ impl Fms {
         }
     }
 
+    /// The entry of a block the cleaner copies (a run's), with the next sequence number.
+    #[inline(always)]
+    fn next_copy_entry(&mut self, m: &Moving, region: u8) -> [u8; ENTRY] {
+        let mut rec = self.copy_record(m, region);
+        rec.seq = self.seq;
+        self.seq += 1;
+        rec.encode_entry()
+    }
+
     /// RAM tables after a block was copied to `phys`. Inlined (as are `read_phys` and
     /// `program_entries`): the cleaner calls these for every block it copies, and a
     /// `DevResult` returned from a call goes through memory.
@@ -1458,35 +1467,41 @@ impl Fms {
         let mut res: Result<(), NandError> = Ok(());
         let mut buf_reused = false;
         // Simulation mode: the run's reads and data programs in one device call when none
-        // can fail (the loop below then only writes the entries).
-        let batched = !storage && self.copy_run_batched(seg, slot0, &blocks[..n]);
-        for (q, m) in blocks[..n].iter().enumerate() {
-            // The caller has read the first block into `buf`.
-            if q > 0 && !batched {
-                if storage {
-                    // `buf` still holds the previous block. One of all 0xFF ends the run:
-                    // its slot reads erased even without its entry, and mount takes the
-                    // first erased slot after a segment's last entry for the first free
-                    // one, so a cut before the run's entries would hide the run's later,
-                    // torn slots behind it (the first write there would fail).
-                    // Simulation mode has no data to look at, and never cuts power.
-                    if all_ones(&buf[..bs]) {
-                        end = q;
-                        self.segs[seg as usize].next = slot0 + q as u32;
-                        break;
-                    }
-                    buf_reused = true;
-                    self.read_phys(m.phys, Some(&mut buf[..bs]))?;
-                } else {
-                    buf_reused = true;
-                    self.read_phys(m.phys, None)?;
-                }
+        // can fail; then only the entries are left.
+        if !storage && self.copy_run_batched(seg, slot0, &blocks[..n]) {
+            entries.resize(n * ENTRY, 0);
+            let each = blocks[..n]
+                .iter()
+                .zip(dest)
+                .zip(entries.chunks_exact_mut(ENTRY));
+            for ((m, d), e) in each {
+                e.copy_from_slice(&self.next_copy_entry(m, d.1));
             }
-            let mut rec = self.copy_record(m, dest[q].1);
-            rec.seq = self.seq;
-            self.seq += 1;
-            entries.extend_from_slice(&rec.encode_entry());
-            if !batched {
+        } else {
+            for (q, m) in blocks[..n].iter().enumerate() {
+                // The caller has read the first block into `buf`.
+                if q > 0 {
+                    if storage {
+                        // `buf` still holds the previous block. One of all 0xFF ends the
+                        // run: its slot reads erased even without its entry, and mount
+                        // takes the first erased slot after a segment's last entry for the
+                        // first free one, so a cut before the run's entries would hide the
+                        // run's later, torn slots behind it (the first write there would
+                        // fail). Simulation mode has no data to look at, and never cuts
+                        // power.
+                        if all_ones(&buf[..bs]) {
+                            end = q;
+                            self.segs[seg as usize].next = slot0 + q as u32;
+                            break;
+                        }
+                        buf_reused = true;
+                        self.read_phys(m.phys, Some(&mut buf[..bs]))?;
+                    } else {
+                        buf_reused = true;
+                        self.read_phys(m.phys, None)?;
+                    }
+                }
+                entries.extend_from_slice(&self.next_copy_entry(m, dest[q].1));
                 let data = storage.then_some(&buf[..bs]);
                 res = self.program_data(seg, slot0 + q as u32, data);
                 if res.is_err() {

@@ -281,8 +281,7 @@ pub struct Fms {
     stats: FmsStats,
     buf: Vec<u8>,
     moving: Vec<Moving>,
-    /// Scratch for the cleaner: each moving block's (stream, region), a run's entries.
-    dest: Vec<(usize, u8)>,
+    /// Scratch for the cleaner: a run's entries.
     entries: Vec<u8>,
     /// Scratch for a run's batched device operations in simulation mode: its reads and
     /// its data programs ([`Fms::copy_run_batched`]).
@@ -398,7 +397,6 @@ impl Fms {
             stats: FmsStats::default(),
             buf: Vec::new(),
             moving: Vec::new(),
-            dest: Vec::new(),
             entries: Vec::new(),
             spans: (Vec::new(), Vec::new()),
             cfg,
@@ -1271,6 +1269,8 @@ impl Fms {
     fn evacuate(&mut self, victim: u32, forced: Option<u32>) -> DevResult<()> {
         let base = self.phys(victim, 0);
         let now = self.nand.clock_ps();
+        let red = self.cfg.redistribution;
+        let avg = self.averages(victim);
         let mut moving = std::mem::take(&mut self.moving);
         moving.clear();
         for slot in 0..self.segs[victim as usize].next {
@@ -1279,67 +1279,56 @@ impl Fms {
             // (set with `map`, cleared on invalidation).
             let lbn = self.rev[phys as usize];
             debug_assert!(lbn == NONE || self.map[lbn as usize] == phys);
-            if lbn != NONE {
-                moving.push(Moving {
-                    phys,
-                    lbn,
-                    updates: self.updates[lbn as usize] as u32,
-                    last_write_ps: self.write_ps[lbn as usize],
-                    hot_degree: if self.uses_hot_degree() {
-                        self.hot.degree(lbn, self.write_clock)
-                    } else {
-                        0.0
-                    },
-                });
+            if lbn == NONE {
+                continue;
             }
-        }
-        let red = self.cfg.redistribution;
-        if self.cfg.regions == 1 {
-            red.order(&mut moving);
-        }
-        let avg = self.averages(victim);
-        // Where each block goes (a stream, or usize::MAX for the wear-swap target) and its
-        // region after the move.
-        let mut dest = std::mem::take(&mut self.dest);
-        dest.clear();
-        for m in &moving {
-            let i = m.lbn as usize;
-            let ro = self.readonly[i] && self.cfg.readonly_separation;
-            let mut region = self.region[i];
-            let stream = if forced.is_some() {
-                usize::MAX
-            } else if ro {
-                self.cfg.streams() - 1
+            let i = lbn as usize;
+            let mut m = Moving {
+                phys,
+                lbn,
+                updates: self.updates[i] as u32,
+                stream: 0,
+                region: self.region[i],
+                last_write_ps: self.write_ps[i],
+                hot_degree: if self.uses_hot_degree() {
+                    self.hot.degree(lbn, self.write_clock)
+                } else {
+                    0.0
+                },
+            };
+            // Where it goes (a stream, or the wear swap's target) and its region after the
+            // move; each block's on its own, so before the order below.
+            m.stream = if forced.is_some() {
+                Moving::FORCED
+            } else if self.readonly[i] && self.cfg.readonly_separation {
+                (self.cfg.streams() - 1) as u8
             } else if self.cfg.regions > 1 {
-                let r = self.dac.on_clean(region, self.region_ps[i], now);
-                if r != region {
-                    region = r;
+                let r = self.dac.on_clean(m.region, self.region_ps[i], now);
+                if r != m.region {
+                    m.region = r;
                     self.region_ps[i] = now;
                 }
-                r as usize
-            } else if red.is_hot(m, &avg) {
+                r
+            } else if red.is_hot(&m, &avg) {
                 0
             } else {
                 1
             };
-            dest.push((stream, region));
+            moving.push(m);
         }
-        let r = self.copy_out(&moving, &dest, forced);
+        if self.cfg.regions == 1 {
+            red.order(&mut moving);
+        }
+        let r = self.copy_out(&moving, forced);
         self.moving = moving;
-        self.dest = dest;
         r
     }
 
-    /// Copy `moving[k]` to `dest[k]`, in order. In header mode consecutive blocks bound for
+    /// Copy `moving[k]` to its stream (or `forced`), in order. In header mode consecutive blocks bound for
     /// the same segment are copied as a run: their data slot by slot, then all their
     /// entries in one program (a cut in between leaves copies without entries, which mount
     /// ignores: the originals are still live until the victim is erased).
-    fn copy_out(
-        &mut self,
-        moving: &[Moving],
-        dest: &[(usize, u8)],
-        forced: Option<u32>,
-    ) -> DevResult<()> {
+    fn copy_out(&mut self, moving: &[Moving], forced: Option<u32>) -> DevResult<()> {
         let mut buf = std::mem::take(&mut self.buf);
         let storage = self.nand.store().keeps_payload();
         let bs = self.lay.block_size as usize;
@@ -1347,9 +1336,9 @@ impl Fms {
         let mut k = 0;
         let mut r = Ok(());
         while k < moving.len() {
-            let stream = dest[k].0;
+            let stream = moving[k].stream;
             let mut j = k + 1;
-            while j < moving.len() && dest[j].0 == stream {
+            while j < moving.len() && moving[j].stream == stream {
                 j += 1;
             }
             // Read the block first, then open a segment if needed, as one block at a time
@@ -1366,7 +1355,7 @@ impl Fms {
                 break;
             }
             let done = if self.lay.mode == RecordMode::Header {
-                match self.copy_run(stream, forced, &moving[k..j], &dest[k..j], &mut buf) {
+                match self.copy_run(stream as usize, forced, &moving[k..j], &mut buf) {
                     Ok(n) => n,
                     Err(e) => {
                         r = Err(e);
@@ -1380,13 +1369,13 @@ impl Fms {
                 // Spare mode, or the run hit garbage or a failing block: this block (in
                 // `buf`) through the per-slot path, which retries in a fresh segment.
                 let i = m.lbn as usize;
-                let rec = self.copy_record(m, dest[k].1);
+                let rec = self.copy_record(m);
                 let data = storage.then_some(&buf[..bs]);
                 let phys = match forced {
                     Some(target) => self.append_into(target, data, &rec),
-                    None => self.append(stream, data, &rec),
+                    None => self.append(stream as usize, data, &rec),
                 };
-                if let Err(e) = phys.and_then(|phys| self.commit_copy(m, i, dest[k].1, phys)) {
+                if let Err(e) = phys.and_then(|phys| self.commit_copy(m, i, phys)) {
                     r = Err(e);
                     break;
                 }
@@ -1401,10 +1390,10 @@ impl Fms {
 
     /// The record of a block copied by the cleaner (its sequence number is set at append),
     /// from what `evacuate` read of it.
-    fn copy_record(&self, m: &Moving, region: u8) -> Record {
+    fn copy_record(&self, m: &Moving) -> Record {
         Record {
             lbn: m.lbn,
-            region,
+            region: m.region,
             readonly: self.readonly[m.lbn as usize],
             live: true,
             updates: m.updates as u16,
@@ -1415,8 +1404,8 @@ impl Fms {
 
     /// The entry of a block the cleaner copies (a run's), with the next sequence number.
     #[inline(always)]
-    fn next_copy_entry(&mut self, m: &Moving, region: u8) -> [u8; ENTRY] {
-        let mut rec = self.copy_record(m, region);
+    fn next_copy_entry(&mut self, m: &Moving) -> [u8; ENTRY] {
+        let mut rec = self.copy_record(m);
         rec.seq = self.seq;
         self.seq += 1;
         rec.encode_entry()
@@ -1426,8 +1415,8 @@ impl Fms {
     /// `program_entries`): the cleaner calls these for every block it copies, and a
     /// `DevResult` returned from a call goes through memory.
     #[inline(always)]
-    fn commit_copy(&mut self, m: &Moving, i: usize, region: u8, phys: u32) -> DevResult<()> {
-        self.region[i] = region;
+    fn commit_copy(&mut self, m: &Moving, i: usize, phys: u32) -> DevResult<()> {
+        self.region[i] = m.region;
         self.invalidate(m.phys, false)?;
         self.map[i] = phys;
         self.rev[phys as usize] = m.lbn;
@@ -1445,7 +1434,6 @@ impl Fms {
         stream: usize,
         forced: Option<u32>,
         blocks: &[Moving],
-        dest: &[(usize, u8)],
         buf: &mut [u8],
     ) -> DevResult<usize> {
         let seg = match forced {
@@ -1470,12 +1458,8 @@ impl Fms {
         // can fail; then only the entries are left.
         if !storage && self.copy_run_batched(seg, slot0, &blocks[..n]) {
             entries.resize(n * ENTRY, 0);
-            let each = blocks[..n]
-                .iter()
-                .zip(dest)
-                .zip(entries.chunks_exact_mut(ENTRY));
-            for ((m, d), e) in each {
-                e.copy_from_slice(&self.next_copy_entry(m, d.1));
+            for (m, e) in blocks[..n].iter().zip(entries.chunks_exact_mut(ENTRY)) {
+                e.copy_from_slice(&self.next_copy_entry(m));
             }
         } else {
             for (q, m) in blocks[..n].iter().enumerate() {
@@ -1501,7 +1485,7 @@ impl Fms {
                         self.read_phys(m.phys, None)?;
                     }
                 }
-                entries.extend_from_slice(&self.next_copy_entry(m, dest[q].1));
+                entries.extend_from_slice(&self.next_copy_entry(m));
                 let data = storage.then_some(&buf[..bs]);
                 res = self.program_data(seg, slot0 + q as u32, data);
                 if res.is_err() {
@@ -1548,7 +1532,7 @@ impl Fms {
             debug_assert_eq!(self.split(m.phys).0, victim);
             let i = m.lbn as usize;
             let phys = self.phys(seg, slot0 + q as u32);
-            self.region[i] = dest[q].1;
+            self.region[i] = m.region;
             self.rev[m.phys as usize] = NONE;
             self.map[i] = phys;
             self.rev[phys as usize] = m.lbn;

@@ -74,14 +74,23 @@ impl std::fmt::Display for Redistribution {
     }
 }
 
-/// A valid block found in the victim, with what the methods look at.
+/// A valid block found in the victim, with what the methods look at and where it goes.
 #[derive(Clone, Copy, Debug)]
 pub struct Moving {
     pub phys: u32,
     pub lbn: u32,
     pub updates: u32,
+    /// The stream it is copied to ([`Moving::FORCED`]: the wear swap's target segment).
+    pub stream: u8,
+    /// Its region after the move.
+    pub region: u8,
     pub last_write_ps: u64,
     pub hot_degree: f64,
+}
+
+impl Moving {
+    /// The stream of a block copied into a wear swap's target segment.
+    pub const FORCED: u8 = u8::MAX;
 }
 
 /// Averages the separating methods compare against.
@@ -128,6 +137,8 @@ mod tests {
             phys: lbn,
             lbn,
             updates,
+            stream: 0,
+            region: 0,
             last_write_ps: t,
             hot_degree: hd,
         }

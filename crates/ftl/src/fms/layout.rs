@@ -92,6 +92,9 @@ pub struct Layout {
     /// log2 of the page size when it is a power of two (shifts instead of divisions when
     /// segment offsets are turned into pages).
     page_shift: Option<u32>,
+    /// When every slot is one whole page (blocks the size of a page; the header takes
+    /// whole blocks), the page of slot 0: a slot's page is then one addition away.
+    page_slots: Option<u64>,
 }
 
 impl Layout {
@@ -111,9 +114,14 @@ impl Layout {
 
     /// The device spans (page, column, length) of slot `slot` of the segment whose first
     /// page is `first`, appended to `out`: the pieces of [`Layout::pages_of`], with the
-    /// usual case of a slot within one page taken without the iterator.
+    /// usual cases (a slot that is a whole page, or lies within one) taken without the
+    /// iterator.
     #[inline(always)]
     pub fn slot_spans(&self, first: u64, slot: u32, out: &mut Vec<(u64, u32, u32)>) {
+        if let Some(p0) = self.page_slots {
+            out.push((first + p0 + slot as u64, 0, self.page_size));
+            return;
+        }
         let off = self.slot_offset(slot);
         let (page, col) = self.page_col(off);
         if col as u64 + self.block_size as u64 <= self.page_size as u64 {
@@ -122,6 +130,22 @@ impl Layout {
             for (page, col, _, n) in self.pages_of(off, self.block_size as u64) {
                 out.push((first + page, col, n as u32));
             }
+        }
+    }
+
+    /// The pieces of slot `slot`: `pages_of(slot_offset(slot), block_size)`, without the
+    /// page arithmetic when every slot is a whole page.
+    #[inline]
+    pub fn slot_pieces(&self, slot: u32) -> Pieces {
+        match self.page_slots {
+            Some(p0) => Pieces {
+                page: p0 + slot as u64,
+                col: 0,
+                done: 0,
+                len: self.block_size as u64,
+                page_size: self.page_size,
+            },
+            None => self.pages_of(self.slot_offset(slot), self.block_size as u64),
         }
     }
 
@@ -178,7 +202,9 @@ impl Layout {
                     .page_size
                     .is_power_of_two()
                     .then(|| geo.page_size.trailing_zeros()),
-            })
+                page_slots: None,
+            }
+            .derived())
         } else {
             if !block_size.is_multiple_of(geo.page_size) {
                 return cfg(format!(
@@ -215,7 +241,19 @@ impl Layout {
                     .page_size
                     .is_power_of_two()
                     .then(|| geo.page_size.trailing_zeros()),
-            })
+                page_slots: None,
+            }
+            .derived())
+        }
+    }
+
+    /// The layout with its derived fields set from the others.
+    pub(crate) fn derived(self) -> Layout {
+        let whole =
+            self.block_size == self.page_size && self.header_bytes.is_multiple_of(self.page_size);
+        Layout {
+            page_slots: whole.then_some((self.header_bytes / self.page_size) as u64),
+            ..self
         }
     }
 
@@ -790,8 +828,8 @@ mod tests {
         }
     }
 
-    /// A slot's device spans are its pieces, whether it lies within one page (the short
-    /// path) or not: blocks smaller than, equal to and larger than a page, pages of a size
+    /// A slot's device spans and its pieces are those of its byte range, whether it is a
+    /// whole page, lies within one (the short paths) or not: blocks smaller than, equal to and larger than a page, pages of a size
     /// that is not a power of two, headers that do not end on a page boundary.
     #[test]
     fn slot_spans_are_the_pieces_of_the_slot() {
@@ -811,19 +849,21 @@ mod tests {
                         block_size: bs,
                         header_bytes: header * bs,
                         ..base.clone()
-                    };
+                    }
+                    .derived();
                     for slot in 0..24 {
                         let first = 1000 * slot as u64;
                         let mut got = vec![];
                         l.slot_spans(first, slot, &mut got);
-                        let want: Vec<_> = l
-                            .pages_of(l.slot_offset(slot), bs as u64)
-                            .map(|(page, col, _, n)| (first + page, col, n as u32))
+                        let pieces: Vec<_> = l.pages_of(l.slot_offset(slot), bs as u64).collect();
+                        let want: Vec<_> = pieces
+                            .iter()
+                            .map(|&(page, col, _, n)| (first + page, col, n as u32))
                             .collect();
-                        assert_eq!(
-                            got, want,
-                            "page {ps} block {bs} header {header} slot {slot}"
-                        );
+                        let at = format!("page {ps} block {bs} header {header} slot {slot}");
+                        assert_eq!(got, want, "{at}");
+                        let got: Vec<_> = l.slot_pieces(slot).collect();
+                        assert_eq!(got, pieces, "{at}");
                     }
                 }
             }

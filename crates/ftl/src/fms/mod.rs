@@ -604,19 +604,18 @@ impl Fms {
         let (seg, slot) = self.split(phys);
         let first = self.nand.geometry().first_page(seg);
         let ps = self.lay.page_size as u64;
-        let off = self.lay.slot_offset(slot);
-        let bs = self.lay.block_size as u64;
         match buf {
             Some(b) => {
-                for (page, col, at, n) in self.lay.pages_of(off, bs) {
+                for (page, col, at, n) in self.lay.slot_pieces(slot) {
                     self.nand.read(first + page, col, &mut b[at..at + n])?;
                 }
                 if self.lay.mode == RecordMode::Spare && self.lay.pages_per_slot > 1 {
+                    let off = self.lay.slot_offset(slot);
                     self.torn_reads_as_trimmed(first + off / ps, b)?;
                 }
             }
             None => {
-                for (page, col, _, n) in self.lay.pages_of(off, bs) {
+                for (page, col, _, n) in self.lay.slot_pieces(slot) {
                     self.nand.read_opaque(first + page, col, n as u32)?;
                 }
             }
@@ -909,8 +908,7 @@ impl Fms {
     #[inline(always)]
     fn program_data(&mut self, seg: u32, slot: u32, data: Option<&[u8]>) -> Result<(), NandError> {
         let first = self.nand.geometry().first_page(seg);
-        let off = self.lay.slot_offset(slot);
-        for (page, col, at, n) in self.lay.pages_of(off, self.lay.block_size as u64) {
+        for (page, col, at, n) in self.lay.slot_pieces(slot) {
             let d = match data {
                 Some(b) => Data::Bytes(&b[at..at + n]),
                 None => Data::Opaque(n as u32),

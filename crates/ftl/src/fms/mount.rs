@@ -191,18 +191,18 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             continue;
         }
         let l = lbn as u32;
-        f.map[lbn] = b.phys;
+        f.blocks[lbn].map = b.phys;
         f.rev[b.phys as usize] = l;
         let seg = f.split(b.phys).0 as usize;
         f.segs[seg].valid += 1;
-        f.updates[lbn] = b.rec.updates;
+        f.blocks[lbn].updates = b.rec.updates;
         f.update_sum += b.rec.updates as u64;
         f.mapped += 1;
-        f.region[lbn] = b.rec.region.min(f.cfg.regions - 1);
+        f.blocks[lbn].region = b.rec.region.min(f.cfg.regions - 1);
         let t = b.rec.time_ms as u64 * 1_000_000_000;
-        f.write_ps[lbn] = t;
-        f.region_ps[lbn] = t;
-        f.readonly[lbn] |= b.rec.readonly;
+        f.blocks[lbn].write_ps = t;
+        f.blocks[lbn].region_ps = t;
+        f.blocks[lbn].readonly |= b.rec.readonly;
         if f.keeps_hot {
             f.hot.set(l, b.rec.updates as f64, 0);
         }
@@ -213,9 +213,9 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     // selection reads it; the active segments get theirs from the index below.
     if f.cfg.regions > 1 {
         let mut count = vec![[0u32; 8]; lay.segments as usize];
-        for (lbn, &phys) in f.map.iter().enumerate() {
+        for (lbn, phys) in f.blocks.iter().map(|b| b.map).enumerate() {
             if phys != NONE {
-                count[f.split(phys).0 as usize][f.region[lbn] as usize] += 1;
+                count[f.split(phys).0 as usize][f.blocks[lbn].region as usize] += 1;
             }
         }
         for (s, c) in f.segs.iter_mut().zip(&count) {

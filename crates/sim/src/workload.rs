@@ -346,7 +346,8 @@ impl Iterator for Workload {
         Some(match &mut self.phases[self.current].0 {
             Gen::Sequential { next } => {
                 let u = *next;
-                *next = (*next + 1) % units;
+                // The next unit, wrapping to 0 after the last (without a division).
+                *next = if u + 1 >= units { 0 } else { u + 1 };
                 u
             }
             Gen::Random => rng.gen_range(0..units),

@@ -2410,4 +2410,87 @@ mod tests {
             assert_eq!(checked, 3000);
         }
     }
+
+    /// M4's counts (`mapped`, `data_segs`) against a scan of the table after mounts of
+    /// images torn by a power cut at every program or erase of a workload (header mode with
+    /// sub-page blocks and a wear threshold, header mode with DAC regions, spare mode, an
+    /// in-order spare-mode device), and after every operation that follows the mount.
+    #[test]
+    fn utilisation_counts_hold_after_torn_mounts() {
+        use nand::{FaultPlan, TornMode};
+        use rand::{Rng, SeedableRng};
+        let cases = [
+            ("intel-series2plus-24m", 8, 1024, 1, Some(1)),
+            ("intel-series2plus-24m", 8, 4096, 3, None),
+            ("nandsim-256m", 32, 1024, 1, Some(2)),
+            ("mlc2-2g", 16, 2048, 2, Some(1)),
+        ];
+        for (k, &(preset, ppb, bs, regions, wear)) in cases.iter().enumerate() {
+            let mut spec = nand::DeviceSpec::preset(preset).unwrap();
+            spec.geometry.blocks = 12;
+            spec.geometry.pages_per_block = ppb;
+            let cfg = FmsConfig {
+                block_size: bs,
+                policy: Policy::CostBenefit,
+                redistribution: Redistribution::M4,
+                regions,
+                wear_threshold: wear,
+                ..FmsConfig::default()
+            };
+            let data = vec![0x3Cu8; bs as usize];
+            let workload = |f: &mut Fms, seed: u64, ops: usize, check: bool| -> DevResult<()> {
+                let n = f.logical_blocks() as u32;
+                let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+                for at in 0..ops {
+                    let lbn = if rng.gen_bool(0.8) {
+                        rng.gen_range(0..n / 3 + 1)
+                    } else {
+                        rng.gen_range(0..n)
+                    };
+                    if rng.gen_bool(0.1) {
+                        f.trim_block(lbn)?;
+                    } else {
+                        f.write_block(lbn, Some(&data))?;
+                    }
+                    if check {
+                        let got = (f.mapped, f.data_segs);
+                        assert_eq!(got, f.scan_utilization(), "case {k}, op {at}");
+                    }
+                }
+                Ok(())
+            };
+            // Formatted and filled (every logical block written once).
+            let fresh = || {
+                let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+                for lbn in 0..f.logical_blocks() as u32 {
+                    f.write_block(lbn, Some(&data)).unwrap();
+                }
+                f
+            };
+            // The workload's programs and erases without a cut.
+            let mut f = fresh();
+            let base = f.nand.op_count();
+            workload(&mut f, k as u64, 400, true).unwrap();
+            let total = f.nand.op_count() - base;
+            assert!(f.stats().erasures > 5, "case {k} cleans");
+            for cut in (1..=total).step_by(3) {
+                let mut f = fresh();
+                f.nand.set_faults(FaultPlan {
+                    power_cut_at: Some(cut),
+                    torn: TornMode::Random,
+                    seed: cut,
+                    ..FaultPlan::default()
+                });
+                assert!(
+                    workload(&mut f, k as u64, 400, false).is_err(),
+                    "case {k} cut {cut}"
+                );
+                let nd = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+                let mut f = Fms::mount(nd, cfg.clone()).unwrap();
+                let got = (f.mapped, f.data_segs);
+                assert_eq!(got, f.scan_utilization(), "case {k}, cut {cut}: mount");
+                workload(&mut f, cut, 60, true).unwrap();
+            }
+        }
+    }
 }

@@ -2410,4 +2410,193 @@ mod tests {
             assert_eq!(checked, 3000);
         }
     }
+
+    /// M4's counts (`mapped`, `data_segs`) against a scan of the table after mounts of
+    /// images torn by a power cut at every program or erase of a workload (header mode with
+    /// sub-page blocks and a wear threshold, header mode with DAC regions, spare mode, an
+    /// in-order spare-mode device), and after every operation that follows the mount.
+    #[test]
+    fn utilisation_counts_hold_after_torn_mounts() {
+        use nand::{FaultPlan, TornMode};
+        use rand::{Rng, SeedableRng};
+        let cases = [
+            ("intel-series2plus-24m", 8, 1024, 1, Some(1)),
+            ("intel-series2plus-24m", 8, 4096, 3, None),
+            ("nandsim-256m", 32, 1024, 1, Some(2)),
+            ("mlc2-2g", 16, 2048, 2, Some(1)),
+        ];
+        for (k, &(preset, ppb, bs, regions, wear)) in cases.iter().enumerate() {
+            let mut spec = nand::DeviceSpec::preset(preset).unwrap();
+            spec.geometry.blocks = 12;
+            spec.geometry.pages_per_block = ppb;
+            let cfg = FmsConfig {
+                block_size: bs,
+                policy: Policy::CostBenefit,
+                redistribution: Redistribution::M4,
+                regions,
+                wear_threshold: wear,
+                ..FmsConfig::default()
+            };
+            let data = vec![0x3Cu8; bs as usize];
+            let workload = |f: &mut Fms, seed: u64, ops: usize, check: bool| -> DevResult<()> {
+                let n = f.logical_blocks() as u32;
+                let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+                for at in 0..ops {
+                    let lbn = if rng.gen_bool(0.8) {
+                        rng.gen_range(0..n / 3 + 1)
+                    } else {
+                        rng.gen_range(0..n)
+                    };
+                    if rng.gen_bool(0.1) {
+                        f.trim_block(lbn)?;
+                    } else {
+                        f.write_block(lbn, Some(&data))?;
+                    }
+                    if check {
+                        let got = (f.mapped, f.data_segs);
+                        assert_eq!(got, f.scan_utilization(), "case {k}, op {at}");
+                    }
+                }
+                Ok(())
+            };
+            // Formatted and filled (every logical block written once).
+            let fresh = || {
+                let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+                for lbn in 0..f.logical_blocks() as u32 {
+                    f.write_block(lbn, Some(&data)).unwrap();
+                }
+                f
+            };
+            // The workload's programs and erases without a cut.
+            let mut f = fresh();
+            let base = f.nand.op_count();
+            workload(&mut f, k as u64, 400, true).unwrap();
+            let total = f.nand.op_count() - base;
+            assert!(f.stats().erasures > 5, "case {k} cleans");
+            for cut in (1..=total).step_by(3) {
+                let mut f = fresh();
+                f.nand.set_faults(FaultPlan {
+                    power_cut_at: Some(cut),
+                    torn: TornMode::Random,
+                    seed: cut,
+                    ..FaultPlan::default()
+                });
+                assert!(
+                    workload(&mut f, k as u64, 400, false).is_err(),
+                    "case {k} cut {cut}"
+                );
+                let nd = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+                let mut f = Fms::mount(nd, cfg.clone()).unwrap();
+                let got = (f.mapped, f.data_segs);
+                assert_eq!(got, f.scan_utilization(), "case {k}, cut {cut}: mount");
+                workload(&mut f, cut, 60, true).unwrap();
+            }
+        }
+    }
+
+    /// A trim whose live-flag clear fails (a program failure of the entry's page) leaves
+    /// the block mapped while its segment no longer counts it valid, and M4's counts then
+    /// differ from the scan they replaced. Only fault plans with program failures (no CLI
+    /// path sets one) reach this; ignored until `invalidate` keeps its tables consistent
+    /// when the flash half fails.
+    #[test]
+    #[ignore = "a failed invalidation leaves mapped != sum of valid (see the doc comment)"]
+    fn failed_trim_keeps_the_utilisation_counts() {
+        let mut spec = nand::DeviceSpec::preset("intel-series2plus-24m").unwrap();
+        spec.geometry.blocks = 12;
+        spec.geometry.pages_per_block = 8;
+        let cfg = FmsConfig {
+            block_size: 1024,
+            redistribution: Redistribution::M4,
+            ..FmsConfig::default()
+        };
+        let mut f = Fms::format(Nand::ram(spec).unwrap(), cfg).unwrap();
+        let data = vec![0x3Cu8; 1024];
+        for lbn in 0..20 {
+            f.write_block(lbn, Some(&data)).unwrap();
+        }
+        assert_eq!((f.mapped, f.data_segs), f.scan_utilization());
+        // The next program (the live-flag clear of block 3's entry) reports status-fail.
+        f.nand.set_faults(nand::FaultPlan {
+            fail_ops: vec![1],
+            ..nand::FaultPlan::default()
+        });
+        let r = f.trim_block(3);
+        assert!(
+            matches!(r, Err(DevError::Flash(NandError::ProgramFailed { .. }))),
+            "{r:?}"
+        );
+        f.nand.set_faults(nand::FaultPlan::default());
+        assert_eq!(
+            (f.mapped, f.data_segs),
+            f.scan_utilization(),
+            "after the failed trim"
+        );
+    }
+
+    /// After a program failure retires a segment that holds valid blocks (its erase block
+    /// grown bad), overwriting one of those blocks writes the new copy, then fails on the
+    /// old copy's live-flag clear (`BadBlock`): the write reports an error although its
+    /// data landed, and the tables are left as after a failed invalidation (above).
+    #[test]
+    #[ignore = "an overwrite of a block in a segment retired by a program failure fails (see the doc comment)"]
+    fn overwrite_after_a_program_failure() {
+        let mut spec = nand::DeviceSpec::preset("intel-series2plus-24m").unwrap();
+        spec.geometry.blocks = 12;
+        spec.geometry.pages_per_block = 8;
+        let cfg = FmsConfig {
+            block_size: 1024,
+            ..FmsConfig::default()
+        };
+        let mut f = Fms::format(Nand::ram(spec).unwrap(), cfg).unwrap();
+        let data = vec![0x3Cu8; 1024];
+        for lbn in 0..4 {
+            f.write_block(lbn, Some(&data)).unwrap();
+        }
+        // Block 4's data program reports status-fail: its segment (holding blocks 0-3) is
+        // retired and the write retried in a fresh segment.
+        f.nand.set_faults(nand::FaultPlan {
+            fail_ops: vec![1],
+            ..nand::FaultPlan::default()
+        });
+        f.write_block(4, Some(&data)).unwrap();
+        f.nand.set_faults(nand::FaultPlan::default());
+        assert_eq!(f.stats().retired_segments, 1);
+        let r = f.write_block(0, Some(&data));
+        assert!(r.is_ok(), "overwrite of block 0: {r:?}");
+        assert_eq!((f.mapped, f.data_segs), f.scan_utilization());
+    }
+
+    /// After a program failure retires a segment that holds valid blocks (its erase block
+    /// grown bad), a mount before the cleaner has moved them skips the bad block, and with
+    /// it the only copies of those blocks.
+    #[test]
+    #[ignore = "a mount skips a grown-bad segment that still holds valid blocks (see the doc comment)"]
+    fn mount_after_a_program_failure_keeps_the_blocks() {
+        let mut spec = nand::DeviceSpec::preset("intel-series2plus-24m").unwrap();
+        spec.geometry.blocks = 12;
+        spec.geometry.pages_per_block = 8;
+        let cfg = FmsConfig {
+            block_size: 1024,
+            ..FmsConfig::default()
+        };
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        let data = vec![0x3Cu8; 1024];
+        for lbn in 0..4 {
+            f.write_block(lbn, Some(&data)).unwrap();
+        }
+        f.nand.set_faults(nand::FaultPlan {
+            fail_ops: vec![1],
+            ..nand::FaultPlan::default()
+        });
+        f.write_block(4, Some(&data)).unwrap();
+        f.flush().unwrap();
+        let nd = Nand::open(spec, f.into_nand().into_store()).unwrap();
+        let mut f = Fms::mount(nd, cfg).unwrap();
+        let mut buf = vec![0u8; 1024];
+        for lbn in 0..5 {
+            f.read_block(lbn, Some(&mut buf)).unwrap();
+            assert!(buf == data, "block {lbn} after the mount");
+        }
+    }
 }

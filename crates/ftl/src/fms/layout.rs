@@ -172,6 +172,13 @@ impl Layout {
             return cfg("device: page too small for the segment header".into());
         }
         let nop = geo.nop;
+        if nop == 0 && geo.in_order {
+            // Header mode programs a slot's entry into the segment's first pages after the
+            // slot's data: pages out of order. (Spare mode needs a page budget, nop >= 1.)
+            return cfg(
+                "device: in_order = true with nop = 0 cannot hold the FMS: its segment headers take each block's entry after the block's data (pages out of order); set in_order = false, or nop >= 1 with a spare area for per-page records".into(),
+            );
+        }
         if nop == 0 {
             // Header mode: the header (with one entry per slot) takes whole blocks.
             // The fewest blocks h >= 1 holding SEG_HEADER + total·ENTRY bytes, in u64: the
@@ -783,6 +790,21 @@ mod tests {
             (RecordMode::Spare, 15, 2)
         );
         assert!(Layout::new(&ns, 1000).is_err());
+    }
+
+    /// A device that must program pages in order but allows unlimited partial programs
+    /// is refused by name: header mode would program entries into the first pages after
+    /// the data (it used to fail at the first write with "device full").
+    #[test]
+    fn in_order_without_a_page_budget_is_refused() {
+        let mut g = nand::DeviceSpec::preset("intel-series2plus-24m")
+            .unwrap()
+            .geometry;
+        g.in_order = true;
+        let e = Layout::new(&g, 4096).unwrap_err().to_string();
+        assert!(e.contains("in_order = true with nop = 0"), "{e}");
+        g.in_order = false;
+        assert!(Layout::new(&g, 4096).is_ok());
     }
 
     /// The pieces of a span, stepped page by page, are those found by dividing every

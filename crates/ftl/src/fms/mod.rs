@@ -797,15 +797,28 @@ impl Fms {
 
     /// Header mode: clear the live bit of a slot's entry, keeping the other flag bits as
     /// they are on flash.
+    ///
+    /// A segment whose erase block went bad (retired by a program failure) cannot be
+    /// programmed, and a failed clear retires it: either way the copy keeps its live bit,
+    /// and the invalidation stands in RAM. Mount skips bad blocks, so the copy is not seen
+    /// again (nor, until that gap is closed, the segment's valid blocks: see "Known gap:
+    /// program failures" in docs/fms.md).
     fn clear_live(&mut self, seg: u32, slot: u32) -> DevResult<()> {
+        if self.nand.is_bad(seg) {
+            return Ok(());
+        }
         let off = SEG_HEADER as u64 + slot as u64 * ENTRY as u64 + Record::FLAGS_OFFSET as u64;
         let (page, col) = self.lay.page_col(off);
         let ppn = self.nand.geometry().first_page(seg) + page;
         let mut flags = [0u8];
         self.nand.read(ppn, col, &mut flags)?;
-        self.nand
-            .program(ppn, col, Data::Bytes(&[flags[0] & !1]), None)?;
-        Ok(())
+        match self
+            .nand
+            .program(ppn, col, Data::Bytes(&[flags[0] & !1]), None)
+        {
+            Ok(()) | Err(NandError::ProgramFailed { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Refuse to open a segment for writing when the block sequence numbers left might not
@@ -2494,13 +2507,12 @@ mod tests {
         }
     }
 
-    /// A trim whose live-flag clear fails (a program failure of the entry's page) leaves
-    /// the block mapped while its segment no longer counts it valid, and M4's counts then
-    /// differ from the scan they replaced. Only fault plans with program failures (no CLI
-    /// path sets one) reach this; ignored until `invalidate` keeps its tables consistent
-    /// when the flash half fails.
+    /// A trim whose live-flag clear fails (a program failure of the entry's page) used to
+    /// leave the block mapped while its segment no longer counted it valid, and M4's
+    /// counts then differed from the scan they replaced. The clear is now given up (the
+    /// block went bad) and the trim completes in RAM. Only fault plans with program
+    /// failures (no CLI path sets one) reach this.
     #[test]
-    #[ignore = "a failed invalidation leaves mapped != sum of valid (see the doc comment)"]
     fn failed_trim_keeps_the_utilisation_counts() {
         let mut spec = nand::DeviceSpec::preset("intel-series2plus-24m").unwrap();
         spec.geometry.blocks = 12;
@@ -2522,24 +2534,26 @@ mod tests {
             ..nand::FaultPlan::default()
         });
         let r = f.trim_block(3);
-        assert!(
-            matches!(r, Err(DevError::Flash(NandError::ProgramFailed { .. }))),
-            "{r:?}"
-        );
+        assert!(r.is_ok(), "{r:?}");
+        assert_eq!(f.nand.counters().program_failures, 1);
         f.nand.set_faults(nand::FaultPlan::default());
         assert_eq!(
             (f.mapped, f.data_segs),
             f.scan_utilization(),
             "after the failed trim"
         );
+        assert_eq!(f.lookup(3), None);
+        let mut buf = vec![0xAAu8; 1024];
+        f.read_block(3, Some(&mut buf)).unwrap();
+        assert!(buf.iter().all(|&b| b == 0), "a trimmed block reads zeros");
     }
 
     /// After a program failure retires a segment that holds valid blocks (its erase block
-    /// grown bad), overwriting one of those blocks writes the new copy, then fails on the
-    /// old copy's live-flag clear (`BadBlock`): the write reports an error although its
-    /// data landed, and the tables are left as after a failed invalidation (above).
+    /// grown bad), overwriting one of those blocks used to write the new copy and then
+    /// fail on the old copy's live-flag clear (`BadBlock`), reporting an error although its
+    /// data landed and leaving the tables half updated. The clear is now skipped on a bad
+    /// block.
     #[test]
-    #[ignore = "an overwrite of a block in a segment retired by a program failure fails (see the doc comment)"]
     fn overwrite_after_a_program_failure() {
         let mut spec = nand::DeviceSpec::preset("intel-series2plus-24m").unwrap();
         spec.geometry.blocks = 12;

@@ -2548,45 +2548,11 @@ mod tests {
         assert!(buf.iter().all(|&b| b == 0), "a trimmed block reads zeros");
     }
 
-    /// After a program failure retires a segment that holds valid blocks (its erase block
-    /// grown bad), overwriting one of those blocks used to write the new copy and then
-    /// fail on the old copy's live-flag clear (`BadBlock`), reporting an error although its
-    /// data landed and leaving the tables half updated. The clear is now skipped on a bad
-    /// block.
-    #[test]
-    fn overwrite_after_a_program_failure() {
-        let mut spec = nand::DeviceSpec::preset("intel-series2plus-24m").unwrap();
-        spec.geometry.blocks = 12;
-        spec.geometry.pages_per_block = 8;
-        let cfg = FmsConfig {
-            block_size: 1024,
-            ..FmsConfig::default()
-        };
-        let mut f = Fms::format(Nand::ram(spec).unwrap(), cfg).unwrap();
-        let data = vec![0x3Cu8; 1024];
-        for lbn in 0..4 {
-            f.write_block(lbn, Some(&data)).unwrap();
-        }
-        // Block 4's data program reports status-fail: its segment (holding blocks 0-3) is
-        // retired and the write retried in a fresh segment.
-        f.nand.set_faults(nand::FaultPlan {
-            fail_ops: vec![1],
-            ..nand::FaultPlan::default()
-        });
-        f.write_block(4, Some(&data)).unwrap();
-        f.nand.set_faults(nand::FaultPlan::default());
-        assert_eq!(f.stats().retired_segments, 1);
-        let r = f.write_block(0, Some(&data));
-        assert!(r.is_ok(), "overwrite of block 0: {r:?}");
-        assert_eq!((f.mapped, f.data_segs), f.scan_utilization());
-    }
-
-    /// After a program failure retires a segment that holds valid blocks (its erase block
-    /// grown bad), a mount before the cleaner has moved them skips the bad block, and with
-    /// it the only copies of those blocks.
-    #[test]
-    #[ignore = "a mount skips a grown-bad segment that still holds valid blocks (see the doc comment)"]
-    fn mount_after_a_program_failure_keeps_the_blocks() {
+    /// An FMS (Intel card shrunk to 12 segments of 8 pages, 1 KiB blocks, RAM store) with
+    /// blocks 0-4 written, where block 4's data program reported status-fail: its segment
+    /// (holding blocks 0-3) was retired, its erase block grown bad, and the write retried
+    /// in a fresh segment. Returns the FMS, its device and configuration, and the data.
+    fn retired_by_a_program_failure() -> (Fms, nand::DeviceSpec, FmsConfig, Vec<u8>) {
         let mut spec = nand::DeviceSpec::preset("intel-series2plus-24m").unwrap();
         spec.geometry.blocks = 12;
         spec.geometry.pages_per_block = 8;
@@ -2604,6 +2570,31 @@ mod tests {
             ..nand::FaultPlan::default()
         });
         f.write_block(4, Some(&data)).unwrap();
+        f.nand.set_faults(nand::FaultPlan::default());
+        (f, spec, cfg, data)
+    }
+
+    /// After a program failure retires a segment that holds valid blocks (its erase block
+    /// grown bad), overwriting one of those blocks used to write the new copy and then
+    /// fail on the old copy's live-flag clear (`BadBlock`), reporting an error although its
+    /// data landed and leaving the tables half updated. The clear is now skipped on a bad
+    /// block.
+    #[test]
+    fn overwrite_after_a_program_failure() {
+        let (mut f, _, _, data) = retired_by_a_program_failure();
+        assert_eq!(f.stats().retired_segments, 1);
+        let r = f.write_block(0, Some(&data));
+        assert!(r.is_ok(), "overwrite of block 0: {r:?}");
+        assert_eq!((f.mapped, f.data_segs), f.scan_utilization());
+    }
+
+    /// After a program failure retires a segment that holds valid blocks (its erase block
+    /// grown bad), a mount before the cleaner has moved them skips the bad block, and with
+    /// it the only copies of those blocks.
+    #[test]
+    #[ignore = "a mount skips a grown-bad segment that still holds valid blocks (see the doc comment)"]
+    fn mount_after_a_program_failure_keeps_the_blocks() {
+        let (mut f, spec, cfg, data) = retired_by_a_program_failure();
         f.flush().unwrap();
         let nd = Nand::open(spec, f.into_nand().into_store()).unwrap();
         let mut f = Fms::mount(nd, cfg).unwrap();

@@ -2634,8 +2634,9 @@ mod tests {
     /// Random writes, overwrites and trims with programs failing at random (the device
     /// retires each failing block): every operation that returns `Ok` is kept, and after a
     /// flush and a mount every block reads what was last written to it (zeros once
-    /// trimmed, in header mode). An operation that fails leaves its block either way. Header mode (Intel
-    /// card, 1 KiB and 4 KiB blocks) and spare mode (nandsim), several seeds.
+    /// trimmed, in header mode). An operation that fails leaves its block either way.
+    /// Header mode (Intel card, 1 KiB and 4 KiB blocks) and spare mode (nandsim), 48 seeds
+    /// each, with every policy, DAC regions and wear swaps among them.
     #[test]
     fn program_failures_lose_nothing_written() {
         use rand::{Rng, SeedableRng};
@@ -2646,12 +2647,23 @@ mod tests {
         ];
         let mut failures = 0;
         for (k, &(preset, blocks, ppb, bs)) in cases.iter().enumerate() {
-            for seed in 0..12u64 {
+            for seed in 0..48u64 {
                 let mut spec = nand::DeviceSpec::preset(preset).unwrap();
                 spec.geometry.blocks = blocks;
                 spec.geometry.pages_per_block = ppb;
+                // Every policy, redistributions M1/M4/M5/M6, DAC regions 1-3, wear
+                // levelling on and off, across the seeds.
                 let cfg = FmsConfig {
                     block_size: bs,
+                    policy: Policy::ALL[seed as usize % 4],
+                    redistribution: [
+                        Redistribution::M1,
+                        Redistribution::M4,
+                        Redistribution::M5,
+                        Redistribution::M6,
+                    ][(seed as usize / 4) % 4],
+                    regions: 1 + (seed % 3) as u8,
+                    wear_threshold: (seed % 2 == 0).then_some(1),
                     ..FmsConfig::default()
                 };
                 let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();

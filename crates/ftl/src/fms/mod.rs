@@ -2243,9 +2243,7 @@ mod tests {
     /// within the region with the most garbage, or the one with the most segments.
     #[test]
     fn region_selection_restricts_the_victim_to_the_chosen_region() {
-        let mut spec = nand::DeviceSpec::preset("nandsim-256m").unwrap();
-        spec.geometry.blocks = 24;
-        spec.geometry.pages_per_block = 32;
+        let spec = shrunk("nandsim-256m", 24, 32);
         let base = FmsConfig {
             block_size: 1024,
             regions: 3,
@@ -2508,9 +2506,7 @@ mod tests {
             ("mlc2-2g", 16, 2048, 2, Some(1)),
         ];
         for (k, &(preset, ppb, bs, regions, wear)) in cases.iter().enumerate() {
-            let mut spec = nand::DeviceSpec::preset(preset).unwrap();
-            spec.geometry.blocks = 12;
-            spec.geometry.pages_per_block = ppb;
+            let spec = shrunk(preset, 12, ppb);
             let cfg = FmsConfig {
                 block_size: bs,
                 policy: Policy::CostBenefit,
@@ -2583,9 +2579,7 @@ mod tests {
     /// failures (no CLI path sets one) reach this.
     #[test]
     fn failed_trim_keeps_the_utilisation_counts() {
-        let mut spec = nand::DeviceSpec::preset("intel-series2plus-24m").unwrap();
-        spec.geometry.blocks = 12;
-        spec.geometry.pages_per_block = 8;
+        let spec = shrunk("intel-series2plus-24m", 12, 8);
         let cfg = FmsConfig {
             block_size: 1024,
             redistribution: Redistribution::M4,
@@ -2648,9 +2642,7 @@ mod tests {
         let mut failures = 0;
         for (k, &(preset, blocks, ppb, bs)) in cases.iter().enumerate() {
             for seed in 0..48u64 {
-                let mut spec = nand::DeviceSpec::preset(preset).unwrap();
-                spec.geometry.blocks = blocks;
-                spec.geometry.pages_per_block = ppb;
+                let spec = shrunk(preset, blocks, ppb);
                 // Every policy, redistributions M1/M4/M5/M6, DAC regions 1-3, wear
                 // levelling on and off, across the seeds.
                 let cfg = FmsConfig {
@@ -2726,14 +2718,20 @@ mod tests {
         assert!(failures >= 10, "programs failed {failures} times in all");
     }
 
+    /// Preset `preset` shrunk to `blocks` erase blocks of `pages_per_block` pages.
+    fn shrunk(preset: &str, blocks: u32, pages_per_block: u32) -> nand::DeviceSpec {
+        let mut spec = nand::DeviceSpec::preset(preset).unwrap();
+        spec.geometry.blocks = blocks;
+        spec.geometry.pages_per_block = pages_per_block;
+        spec
+    }
+
     /// An FMS (Intel card shrunk to 12 segments of 8 pages, 1 KiB blocks, RAM store) with
     /// blocks 0-4 written, where block 4's data program reported status-fail: its segment
     /// (holding blocks 0-3) was retired, its erase block grown bad, and the write retried
     /// in a fresh segment. Returns the FMS, its device and configuration, and the data.
     fn retired_by_a_program_failure() -> (Fms, nand::DeviceSpec, FmsConfig, Vec<u8>) {
-        let mut spec = nand::DeviceSpec::preset("intel-series2plus-24m").unwrap();
-        spec.geometry.blocks = 12;
-        spec.geometry.pages_per_block = 8;
+        let spec = shrunk("intel-series2plus-24m", 12, 8);
         let cfg = FmsConfig {
             block_size: 1024,
             ..FmsConfig::default()

@@ -1062,6 +1062,7 @@ fn layout_matches_the_documented_format() {
         kind: 1,
         erase_seq: 0x0102_0304_0506,
         time_ms: 99,
+        format_id: 0x0A0B_0C0D_0E0F,
     }
     .encode();
     assert_eq!(&h[0..4], b"FSMH");
@@ -1071,7 +1072,8 @@ fn layout_matches_the_documented_format() {
     assert_eq!((u32at(&h, 8), u32at(&h, 12), u32at(&h, 16)), (7, 4096, 31));
     assert_eq!(u32at(&h, 20), 5735);
     assert_eq!((u64at(&h, 24), u64at(&h, 32)), (0x0102_0304_0506, 99));
-    assert!(h[40..60].iter().all(|&b| b == 0));
+    assert_eq!(u64at(&h, 40), 0x0A0B_0C0D_0E0F);
+    assert!(h[48..60].iter().all(|&b| b == 0));
     assert_eq!(u32at(&h, 60), crc32c::crc32c(&h[0..60]));
 
     // Header-mode entry.
@@ -1114,6 +1116,7 @@ fn layout_matches_the_documented_format() {
 
     // Index entry.
     let i = IndexEntry {
+        kind: IndexEntry::ACTIVE,
         stream: 2,
         seg: 9,
         seq: 40,
@@ -1123,6 +1126,25 @@ fn layout_matches_the_documented_format() {
     assert_eq!((i[2], i[3]), (2, 1));
     assert_eq!((u32at(&i, 4), u32at(&i, 8)), (9, 40));
     assert_eq!(u32at(&i, 12), crc32c::crc32c(&i[0..12]));
+    let r = IndexEntry {
+        kind: IndexEntry::RETIRED,
+        stream: 0xFF,
+        seg: 12,
+        seq: 41,
+    };
+    let b = r.encode();
+    assert_eq!((b[2], b[3]), (0xFF, 2));
+    assert_eq!((u32at(&b, 4), u32at(&b, 8)), (12, 41));
+    assert_eq!(IndexEntry::decode(&b), Some(r));
+    let mut other = b;
+    other[3] = 3;
+    let crc = crc32c::crc32c(&other[0..12]);
+    other[12..16].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(
+        IndexEntry::decode(&other),
+        None,
+        "an unknown kind is skipped"
+    );
 
     // The examples table.
     // preset, block size, mode, header bytes, slots, pages per slot, index entries per
@@ -1463,6 +1485,7 @@ fn index_entries_with_the_largest_sequence_number_keep_mount_exact() {
         k += 1;
     }
     let e = IndexEntry {
+        kind: IndexEntry::ACTIVE,
         stream: 0,
         seg: active,
         seq: u32::MAX,

@@ -29,7 +29,7 @@ pub enum DevError {
     BadBuffer(Box<BufferSize>),
     #[error("device full: no free space left after cleaning")]
     NoSpace,
-    #[error("device worn out: {bad} of {blocks} erase blocks went bad at the end of their endurance, and no free space is left")]
+    #[error("device worn out: {bad} of {blocks} erase blocks went bad in use (worn out or failing), and no free space is left")]
     WornOut { bad: u32, blocks: u32 },
     #[error("power lost")]
     PowerLoss,

@@ -298,6 +298,12 @@ pub struct SegHeader {
     pub kind: u16,
     pub erase_seq: u64,
     pub time_ms: u64,
+    /// The format that wrote this header: every header a format and its FMS write carry
+    /// the same number, one more than the largest found on the medium at format (0 on
+    /// media formatted before it was recorded). Mount reads a grown-bad segment's records
+    /// only when its header carries the medium's number, so a block that went bad under
+    /// an earlier format cannot bring that format's blocks back.
+    pub format_id: u64,
 }
 
 impl SegHeader {
@@ -312,6 +318,7 @@ impl SegHeader {
         b[20..24].copy_from_slice(&self.logical_blocks.to_le_bytes());
         b[24..32].copy_from_slice(&self.erase_seq.to_le_bytes());
         b[32..40].copy_from_slice(&self.time_ms.to_le_bytes());
+        b[40..48].copy_from_slice(&self.format_id.to_le_bytes());
         let crc = crc32c(&b[0..60]);
         b[60..64].copy_from_slice(&crc.to_le_bytes());
         b
@@ -342,6 +349,7 @@ impl SegHeader {
             logical_blocks: u32at(20),
             erase_seq: u64at(24),
             time_ms: u64at(32),
+            format_id: u64at(40),
         }))
     }
 }
@@ -557,20 +565,29 @@ fn entry_crc(b: &[u8]) -> u32 {
     crc32c(&c)
 }
 
-/// An index-segment entry: "stream `stream` now writes into segment `seg`".
+/// An index-segment entry: "stream `stream` now writes into segment `seg`"
+/// ([`IndexEntry::ACTIVE`]), or "segment `seg`, whose erase block went bad, holds nothing
+/// valid any more" ([`IndexEntry::RETIRED`], header mode; `stream` is `0xFF`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IndexEntry {
+    pub kind: u8,
     pub stream: u8,
     pub seg: u32,
     pub seq: u32,
 }
 
 impl IndexEntry {
+    /// "Stream `stream` now writes into segment `seg`".
+    pub const ACTIVE: u8 = 1;
+    /// "Segment `seg` is retired": its erase block went bad and everything valid in it has
+    /// moved, so mount must not read its records (see `docs/format/fms.md`).
+    pub const RETIRED: u8 = 2;
+
     pub fn encode(&self) -> [u8; INDEX_ENTRY] {
         let mut b = [0u8; INDEX_ENTRY];
         b[0..2].copy_from_slice(&INDEX_MAGIC.to_le_bytes());
         b[2] = self.stream;
-        b[3] = 1;
+        b[3] = self.kind;
         b[4..8].copy_from_slice(&self.seg.to_le_bytes());
         b[8..12].copy_from_slice(&self.seq.to_le_bytes());
         let crc = crc32c(&b[0..12]);
@@ -578,13 +595,17 @@ impl IndexEntry {
         b
     }
     pub fn decode(b: &[u8]) -> Option<IndexEntry> {
-        if u16::from_le_bytes([b[0], b[1]]) != INDEX_MAGIC || b[3] != 1 {
+        let kind = b[3];
+        if u16::from_le_bytes([b[0], b[1]]) != INDEX_MAGIC
+            || !(kind == Self::ACTIVE || kind == Self::RETIRED)
+        {
             return None;
         }
         if u32::from_le_bytes(b[12..16].try_into().unwrap()) != crc32c(&b[0..12]) {
             return None;
         }
         Some(IndexEntry {
+            kind,
             stream: b[2],
             seg: u32::from_le_bytes(b[4..8].try_into().unwrap()),
             seq: u32::from_le_bytes(b[8..12].try_into().unwrap()),
@@ -760,10 +781,12 @@ mod tests {
             kind: 0,
             erase_seq: 8,
             time_ms: 1,
+            format_id: 3,
         };
         assert_eq!(SegHeader::decode(&h.encode()), Ok(Some(h)));
         assert_eq!(SegHeader::decode(&[0xFF; 64]), Ok(None));
         let i = IndexEntry {
+            kind: IndexEntry::ACTIVE,
             stream: 2,
             seg: 9,
             seq: 4,

@@ -14,9 +14,14 @@
 //! * Active segments come from the index log (each stream's newest entry only, each segment
 //!   to one stream, a full segment included); partly written segments the log does not
 //!   name are closed.
+//! * A segment whose erase block went bad in use (grown bad) contributes its records like
+//!   any other while they may still be the only copies: when its header carries this
+//!   format's number and (header mode) the index log does not record it retired. If it
+//!   holds winners it is closed and queued to move them out; otherwise, in header mode,
+//!   queued to be recorded retired (`Fms::evacuate_retired`).
 
 use nand::blockdev::{DevError, DevResult};
-use nand::Nand;
+use nand::{BadState, Nand};
 
 use super::layout::{
     IndexEntry, Layout, Record, RecordMode, SegHeader, ENTRY, INDEX_ENTRY, SEG_HEADER,
@@ -58,21 +63,27 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     let lay = f.lay.clone();
     let geo = f.nand.geometry().clone();
     let slots = lay.slots;
-    let slot_bits = f.slot_bits;
     let mut best: Vec<Option<Best>> = (0..f.logical).map(|_| None).collect();
     let mut any_header = false;
     let mut index_seg: Option<u32> = None;
     let mut max_ec = 0u32;
+    // The format number of the medium: the first good segment header's.
+    let mut format_id: Option<u64> = None;
+    // Segments that went bad in use (grown bad): read once the index log is known.
+    let mut grown: Vec<u32> = Vec::new();
     // Header mode: superseded copies whose live bit is still set (an invalidation or an
     // erase cut by power loss).
     let mut stale_live: Vec<u32> = Vec::new();
     let mut hdr = vec![0u8; SEG_HEADER];
     let mut entries = vec![0u8; slots as usize * ENTRY];
-    let mut spare = [0u8; 15];
     for seg in 0..lay.segments {
         let si = seg as usize;
         if f.nand.is_bad(seg) {
             f.segs[si].state = SegState::Bad;
+            f.segs[si].next = slots;
+            if f.nand.block_info(seg).bad == BadState::Grown {
+                grown.push(seg);
+            }
             continue;
         }
         let first = geo.first_page(seg);
@@ -91,6 +102,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             )));
         }
         any_header = true;
+        format_id.get_or_insert(h.format_id);
         f.segs[si].erase_count = h.erase_count;
         max_ec = max_ec.max(h.erase_count);
         f.erase_seq = f.erase_seq.max(h.erase_seq.saturating_add(1));
@@ -99,55 +111,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             f.segs[si].state = SegState::Index;
             continue;
         }
-        let mut last_used: Option<u32> = None;
-        let mut consider = |slot: u32, rec: Option<Record>| -> DevResult<()> {
-            last_used = Some(slot);
-            let Some(r) = rec else { return Ok(()) };
-            if r.lbn as u64 >= f.logical {
-                return Err(DevError::corrupt(format!(
-                    "segment {seg} slot {slot}: record for block {} beyond the {}-block capacity",
-                    r.lbn, f.logical
-                )));
-            }
-            let phys = (seg << slot_bits) | slot;
-            let b = &mut best[r.lbn as usize];
-            if b.as_ref().is_none_or(|b| r.seq > b.seq) {
-                if let Some(old) = b.take().filter(|o| o.rec.live) {
-                    stale_live.push(old.phys);
-                }
-                *b = Some(Best {
-                    seq: r.seq,
-                    phys,
-                    rec: r,
-                });
-            } else if r.live {
-                stale_live.push(phys);
-            }
-            Ok(())
-        };
-        match lay.mode {
-            RecordMode::Header => {
-                read_span(&mut f.nand, &lay, first, SEG_HEADER as u64, &mut entries)?;
-                for slot in 0..slots {
-                    let e = &entries[slot as usize * ENTRY..(slot as usize + 1) * ENTRY];
-                    if e.iter().all(|&b| b == 0xFF) {
-                        continue;
-                    }
-                    consider(slot, Record::decode_entry(e))?;
-                }
-            }
-            RecordMode::Spare => {
-                let pps = lay.pages_per_slot as u64;
-                for slot in 0..slots {
-                    let last = first + 1 + slot as u64 * pps + pps - 1;
-                    f.nand.read(last, geo.page_size + 1, &mut spare)?;
-                    if spare.iter().all(|&b| b == 0xFF) {
-                        continue;
-                    }
-                    consider(slot, Record::decode_spare(&spare))?;
-                }
-            }
-        }
+        let last_used = read_records(&mut f, seg, &mut best, &mut stale_live, &mut entries)?;
         let mut next = last_used.map_or(0, |s| s + 1);
         if next < slots && !slot_erased(&mut f, seg, next)? {
             // Skip torn slots: data programmed without its entry (a cut inside a slot, or
@@ -175,10 +139,42 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             "no FMS segment header found: not an FMS medium (format it first)",
         ));
     }
+    f.format_id = format_id.unwrap_or(0);
     for s in f.segs.iter_mut() {
         if s.state == SegState::Dirty {
             s.erase_count = max_ec;
         }
+    }
+
+    // The index log: active segments (used below) and retired ones.
+    let log = match index_seg {
+        Some(ix) => Some(read_index(&mut f, ix)?),
+        None => None,
+    };
+
+    // Grown-bad segments: their erase counts, and the records of those not yet retired
+    // (header mode; in spare mode none is ever recorded retired).
+    let mut read_grown = Vec::new();
+    for seg in grown {
+        let si = seg as usize;
+        f.nand.read(geo.first_page(seg), 0, &mut hdr)?;
+        let Ok(Some(h)) = SegHeader::decode(&hdr) else {
+            continue;
+        };
+        f.segs[si].erase_count = h.erase_count;
+        if h.kind != 0
+            || h.block_size != lay.block_size
+            || h.slots != slots
+            || h.format_id != f.format_id
+        {
+            continue;
+        }
+        if log.as_ref().is_some_and(|l| l.retired.contains(&seg)) {
+            f.retired.push(seg);
+            continue;
+        }
+        read_records(&mut f, seg, &mut best, &mut stale_live, &mut entries)?;
+        read_grown.push(seg);
     }
 
     // Translation table.
@@ -236,48 +232,40 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         }
     }
 
+    // Grown-bad segments read above: those holding winners are closed and queued to move
+    // them out; in header mode the others are queued to be recorded retired.
+    for seg in read_grown {
+        let s = &mut f.segs[seg as usize];
+        if s.valid > 0 {
+            s.state = SegState::Used;
+            f.retiring.push(seg);
+        } else if lay.mode == RecordMode::Header {
+            f.retiring.push(seg);
+        }
+    }
+
     // Active segments from the index log.
-    match index_seg {
-        Some(ix) => {
-            let mut log = Vec::new();
-            let cap = lay.index_capacity();
-            let mut e = [0u8; INDEX_ENTRY];
-            let mut next = cap;
-            for k in 0..cap {
-                let page = k / lay.index_per_page + 1;
-                if page >= lay.pages_per_seg {
-                    next = k;
-                    break;
-                }
-                let col = (k % lay.index_per_page) * INDEX_ENTRY as u32;
-                f.nand.read(geo.first_page(ix) + page as u64, col, &mut e)?;
-                if e.iter().all(|&b| b == 0xFF) {
-                    next = k;
-                    break;
-                }
-                if let Some(entry) = IndexEntry::decode(&e) {
-                    log.push((k, entry));
-                }
-            }
-            let seq = log
-                .iter()
-                .map(|(_, e)| e.seq)
-                .max()
-                .unwrap_or(0)
-                .saturating_add(1);
+    match log {
+        Some(IndexRead {
+            seg: ix,
+            mut active,
+            next,
+            seq,
+            ..
+        }) => {
             // Newest first; equal numbers (saturated at the largest) by place in the log.
-            log.sort_by_key(|&(k, e)| std::cmp::Reverse((e.seq, k)));
+            active.sort_by_key(|&(k, e)| std::cmp::Reverse((e.seq, k)));
             // Only a stream's newest entry counts: older ones name segments it left,
             // which may since have been cleaned and reused. A full segment stays active
             // (as in the running FMS) until the stream's next write moves on.
             let mut decided = vec![false; f.active.len()];
-            for (_, e) in log {
+            for (_, e) in active {
                 let (st, sg) = (e.stream as usize, e.seg);
                 if st >= f.active.len() || decided[st] {
                     continue;
                 }
                 decided[st] = true;
-                if sg >= lay.segments || f.active.contains(&sg) {
+                if sg >= lay.segments || f.active.contains(&sg) || f.nand.is_bad(sg) {
                     continue;
                 }
                 let s = &mut f.segs[sg as usize];
@@ -292,18 +280,22 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         }
         None => {
             // Lost (torn erase while wrapping): make a free or dirty segment the index.
-            let cand = (0..lay.segments)
-                .find(|&s| matches!(f.segs[s as usize].state, SegState::Free | SegState::Dirty));
-            let Some(s) = cand else {
-                return Err(DevError::corrupt("no segment left for the index"));
-            };
-            if f.erase_and_header(s, 1)? {
-                f.segs[s as usize].state = SegState::Index;
-                f.index = Some(IndexLog {
-                    seg: s,
-                    next: 0,
-                    seq: 1,
+            loop {
+                let cand = (0..lay.segments).find(|&s| {
+                    matches!(f.segs[s as usize].state, SegState::Free | SegState::Dirty)
                 });
+                let Some(s) = cand else {
+                    return Err(DevError::corrupt("no segment left for the index"));
+                };
+                if f.erase_and_header(s, 1)? {
+                    f.segs[s as usize].state = SegState::Index;
+                    f.index = Some(IndexLog {
+                        seg: s,
+                        next: 0,
+                        seq: 1,
+                    });
+                    break;
+                }
             }
         }
     }
@@ -366,4 +358,124 @@ fn slot_erased(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
         }
     }
     Ok(true)
+}
+
+/// The index log as mount reads it.
+struct IndexRead {
+    seg: u32,
+    /// "Stream → segment" entries with their place in the log.
+    active: Vec<(u32, IndexEntry)>,
+    /// Segments recorded retired.
+    retired: Vec<u32>,
+    /// Place of the next entry.
+    next: u32,
+    /// Next index sequence number.
+    seq: u32,
+}
+
+/// Read the index log from entry 0 up to the first erased entry; entries that do not
+/// decode (torn, or of an unknown kind) are skipped.
+fn read_index(f: &mut Fms, ix: u32) -> DevResult<IndexRead> {
+    let lay = &f.lay;
+    let first = f.nand.geometry().first_page(ix);
+    let cap = lay.index_capacity();
+    let mut e = [0u8; INDEX_ENTRY];
+    let mut out = IndexRead {
+        seg: ix,
+        active: Vec::new(),
+        retired: Vec::new(),
+        next: cap,
+        seq: 0,
+    };
+    let mut max_seq = 0u32;
+    for k in 0..cap {
+        let page = k / lay.index_per_page + 1;
+        if page >= lay.pages_per_seg {
+            out.next = k;
+            break;
+        }
+        let col = (k % lay.index_per_page) * INDEX_ENTRY as u32;
+        f.nand.read(first + page as u64, col, &mut e)?;
+        if e.iter().all(|&b| b == 0xFF) {
+            out.next = k;
+            break;
+        }
+        if let Some(entry) = IndexEntry::decode(&e) {
+            max_seq = max_seq.max(entry.seq);
+            if entry.kind == IndexEntry::RETIRED {
+                out.retired.push(entry.seg);
+            } else {
+                out.active.push((k, entry));
+            }
+        }
+    }
+    out.seq = max_seq.saturating_add(1);
+    Ok(out)
+}
+
+/// Read the records of segment `seg` into `best` (highest sequence number per block;
+/// superseded copies still live go to `stale_live`). Returns the last slot holding a
+/// record, torn or not.
+fn read_records(
+    f: &mut Fms,
+    seg: u32,
+    best: &mut [Option<Best>],
+    stale_live: &mut Vec<u32>,
+    entries: &mut [u8],
+) -> DevResult<Option<u32>> {
+    let lay = f.lay.clone();
+    let geo = f.nand.geometry().clone();
+    let slots = lay.slots;
+    let first = geo.first_page(seg);
+    let mut last_used: Option<u32> = None;
+    let mut consider = |slot: u32, rec: Option<Record>| -> DevResult<()> {
+        last_used = Some(slot);
+        let Some(r) = rec else { return Ok(()) };
+        if r.lbn as u64 >= f.logical {
+            return Err(DevError::corrupt(format!(
+                "segment {seg} slot {slot}: record for block {} beyond the {}-block capacity",
+                r.lbn, f.logical
+            )));
+        }
+        let phys = (seg << f.slot_bits) | slot;
+        let b = &mut best[r.lbn as usize];
+        if b.as_ref().is_none_or(|b| r.seq > b.seq) {
+            if let Some(old) = b.take().filter(|o| o.rec.live) {
+                stale_live.push(old.phys);
+            }
+            *b = Some(Best {
+                seq: r.seq,
+                phys,
+                rec: r,
+            });
+        } else if r.live {
+            stale_live.push(phys);
+        }
+        Ok(())
+    };
+    match lay.mode {
+        RecordMode::Header => {
+            read_span(&mut f.nand, &lay, first, SEG_HEADER as u64, entries)?;
+            for slot in 0..slots {
+                let e = &entries[slot as usize * ENTRY..(slot as usize + 1) * ENTRY];
+                if e.iter().all(|&b| b == 0xFF) {
+                    continue;
+                }
+                consider(slot, Record::decode_entry(e))?;
+            }
+        }
+        RecordMode::Spare => {
+            let mut spare = [0u8; 15];
+            let pps = lay.pages_per_slot as u64;
+            for slot in 0..slots {
+                let last = first + 1 + slot as u64 * pps + pps - 1;
+                f.nand.read(last, geo.page_size + 1, &mut spare)?;
+                if spare.iter().all(|&b| b == 0xFF) {
+                    continue;
+                }
+                consider(slot, Record::decode_spare(&spare))?;
+            }
+        }
+    }
+    Ok(last_used)
 }

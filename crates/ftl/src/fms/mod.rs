@@ -2835,18 +2835,10 @@ mod tests {
             f.flush().unwrap_or_else(|e| panic!("{what}: flush: {e}"));
             let mut f = reopened(f, spec, cfg);
             assert_eq!((f.mapped, f.data_segs), f.scan_utilization(), "{what}");
-            let mut buf = vec![0u8; cfg.block_size as usize];
-            for (lbn, want) in model.iter().enumerate() {
-                if uncertain[lbn] {
-                    continue;
+            for (lbn, want) in (0u32..).zip(&model) {
+                if !uncertain[lbn as usize] {
+                    assert_reads(&mut f, lbn..lbn + 1, want.unwrap_or(0), what);
                 }
-                f.read_block(lbn as u32, Some(&mut buf)).unwrap();
-                let want = want.unwrap_or(0);
-                assert!(
-                    buf.iter().all(|&b| b == want),
-                    "{what}: block {lbn} reads {:#x}, want {want:#x}",
-                    buf[0]
-                );
             }
         }
     }
@@ -2951,7 +2943,13 @@ mod tests {
     /// (holding blocks 0-3) was retired, its erase block grown bad, and the write retried
     /// in a fresh segment. Returns the FMS, its device and configuration, and the data.
     fn retired_by_a_program_failure() -> (Fms, nand::DeviceSpec, FmsConfig, Vec<u8>) {
-        let spec = shrunk("intel-series2plus-24m", 12, 8);
+        retired_by_a_program_failure_on(shrunk("intel-series2plus-24m", 12, 8))
+    }
+
+    /// [`retired_by_a_program_failure`] on `spec`.
+    fn retired_by_a_program_failure_on(
+        spec: nand::DeviceSpec,
+    ) -> (Fms, nand::DeviceSpec, FmsConfig, Vec<u8>) {
         let cfg = FmsConfig {
             block_size: 1024,
             ..FmsConfig::default()
@@ -2998,13 +2996,8 @@ mod tests {
     fn mount_after_a_program_failure_keeps_the_blocks() {
         let (mut f, spec, cfg, data) = retired_by_a_program_failure();
         f.flush().unwrap();
-        let nd = Nand::open(spec, f.into_nand().into_store()).unwrap();
-        let mut f = Fms::mount(nd, cfg).unwrap();
-        let mut buf = vec![0u8; 1024];
-        for lbn in 0..5 {
-            f.read_block(lbn, Some(&mut buf)).unwrap();
-            assert!(buf == data, "block {lbn} after the mount");
-        }
+        let mut f = reopened(f, &spec, &cfg);
+        assert_reads(&mut f, 0..5, data[0], "after the mount");
     }
 
     /// Reopen the device of `f` (as after a power cut) and mount it.
@@ -3106,21 +3099,7 @@ mod tests {
     fn a_retired_segment_stays_retired_after_trims_cleaning_and_index_wraps() {
         let mut spec = shrunk("intel-series2plus-24m", 12, 8);
         spec.geometry.page_size = 512;
-        let cfg = FmsConfig {
-            block_size: 1024,
-            ..FmsConfig::default()
-        };
-        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
-        let data = vec![0x3Cu8; 1024];
-        for lbn in 0..4 {
-            f.write_block(lbn, Some(&data)).unwrap();
-        }
-        f.nand.set_faults(nand::FaultPlan {
-            fail_ops: vec![1],
-            ..nand::FaultPlan::default()
-        });
-        f.write_block(4, Some(&data)).unwrap();
-        f.nand.set_faults(nand::FaultPlan::default());
+        let (mut f, spec, cfg, _) = retired_by_a_program_failure_on(spec);
         assert_eq!(f.retired.len(), 1);
         let n = f.logical_blocks() as u32;
         for lbn in 0..4 {

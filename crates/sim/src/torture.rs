@@ -61,7 +61,10 @@
 //! 4. every cut point `k` runs with the same failures and `power_cut_at: Some(k)`, so cuts
 //!    fall before, during and after the FMS's handling of each failure (a cut at a failing
 //!    operation itself wins: that operation is torn by the cut and does not fail). A
-//!    violation line says how many operations after the last failure the cut fell.
+//!    violation line says how many operations after the last failure the cut fell. Up to
+//!    the cut a run must be the fault-free run (the torn bits of a failed program differ,
+//!    drawn from each run's seed): a cut that falls in another workload operation than
+//!    the one that did operation `k` in the fault-free run is a violation.
 //!
 //! Recovery (the remounts and checks 1-5) runs with no faults installed; blocks grown bad
 //! stay bad. Checks account for them: check 4 skips bad segments, and the table comparisons
@@ -630,6 +633,11 @@ struct RunOutcome {
     /// the workload at all (a worn-out or too small device), which is not a violation.
     workload_failed: bool,
     device_ops: u64,
+    /// Fault-free run: the program/erase count after the first mount, then after each
+    /// workload operation (operation `i` did those in `op_ends[i] + 1..=op_ends[i + 1]`).
+    op_ends: Vec<u64>,
+    /// Cut run: the workload operation the cut interrupted.
+    cut_in: Option<usize>,
     /// Program and erase failures the device injected during the workload.
     program_failures: u64,
     erase_failures: u64,
@@ -819,6 +827,8 @@ fn run_one(ctx: &Ctx, cut: Option<u64>) -> RunOutcome {
         problems: Vec::new(),
         workload_failed: false,
         device_ops: 0,
+        op_ends: Vec::new(),
+        cut_in: None,
         program_failures: 0,
         erase_failures: 0,
         cleanings: 0,
@@ -847,10 +857,17 @@ fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<()
     let mut model = Model::new(ctx.sectors, ctx.spb, ctx.trims_durable);
     let mut buf = Vec::new();
     let mut was_cut = false;
+    if cut.is_none() {
+        out.op_ends.reserve(ctx.ops.len() + 1);
+        out.op_ends.push(fms.nand().op_count());
+    }
     for (i, op) in ctx.ops.iter().enumerate() {
         model.start(op);
         match apply(&mut fms, ctx, op, &mut buf) {
             Ok(()) => {
+                if cut.is_none() {
+                    out.op_ends.push(fms.nand().op_count());
+                }
                 if matches!(op, Op::Flush) {
                     model.flushed();
                 }
@@ -863,6 +880,7 @@ fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<()
             }
             Err(DevError::PowerLoss) if cut.is_some() => {
                 was_cut = true;
+                out.cut_in = Some(i);
                 break;
             }
             Err(e) => {
@@ -1171,7 +1189,19 @@ pub fn run_with_progress(
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&k) = cuts.get(i) else { break };
-                let r = run_one(&ctx, Some(k));
+                let mut r = run_one(&ctx, Some(k));
+                // The run up to the cut must be the fault-free run's (with failures, the
+                // torn content of a failed program differs: the FMS must not depend on it).
+                // (A fault-free run that stopped early at a bad read has fewer entries.)
+                let ends = r.cut_in.and_then(|i| Some((i, *base.op_ends.get(i)?, *base.op_ends.get(i + 1)?)));
+                if let Some((i, lo, hi)) = ends {
+                    if !(lo < k && k <= hi) {
+                        r.problems.insert(0, format!(
+                            "the cut fell in workload op {i}, whose programs/erases were {}..={hi} in the fault-free run (the runs are not deterministic)",
+                            lo + 1
+                        ));
+                    }
+                }
                 if !r.problems.is_empty() {
                     results.lock().unwrap().push((k, r.problems));
                 }

@@ -156,3 +156,87 @@ fn a_run_that_never_cleans_says_so() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(!text(&o.stderr).contains("warning"), "{}", text(&o.stderr));
 }
+
+/// `--failures` takes a count: anything else is a one-line usage error (exit 2, as every
+/// argument clap rejects).
+#[test]
+fn failures_must_be_a_number() {
+    for bad in ["two", "-1", "1.5", ""] {
+        let o = flashkit(["torture", "--device", "nandsim-256m", "--failures", bad]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{bad:?}: {err}");
+        assert!(
+            err.starts_with("flashkit: ") && err.contains("--failures"),
+            "{bad:?}: {err}"
+        );
+        assert!(o.stdout.is_empty(), "{bad:?}");
+    }
+}
+
+/// `--failures N`: the report says how many were requested, which operations failed and
+/// how many programs and erases the fault-free run saw fail, in JSON and in the table.
+#[test]
+fn failures_are_reported() {
+    let o = flashkit([
+        "torture",
+        "--device",
+        "intel-series2plus-24m",
+        "--failures",
+        "2",
+        "--ops",
+        "40",
+        "--cuts",
+        "3",
+        "--json",
+    ]);
+    // The report is printed before any violation makes the exit non-zero.
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|_| panic!("one JSON object; stderr: {}", text(&o.stderr)));
+    for key in [
+        "failures_requested",
+        "fail_ops",
+        "program_failures",
+        "erase_failures",
+        "failures",
+    ] {
+        assert!(v.get(key).is_some(), "missing key {key}: {v}");
+    }
+    assert_eq!(v["failures_requested"], 2, "{v}");
+    assert_eq!(v["fail_ops"].as_array().unwrap().len(), 2, "{v}");
+    let injected = v["program_failures"].as_u64().unwrap() + v["erase_failures"].as_u64().unwrap();
+    assert!((1..=2).contains(&injected), "{v}");
+    assert!(v["failures"].is_array(), "the violation lines: {v}");
+
+    let o = flashkit([
+        "torture",
+        "--device",
+        "intel-series2plus-24m",
+        "--failures",
+        "1",
+        "--ops",
+        "40",
+        "--cuts",
+        "3",
+    ]);
+    let out = text(&o.stdout);
+    for row in ["failures requested", "program failures", "erase failures"] {
+        assert!(out.lines().any(|l| l.starts_with(row)), "{row}: {out}");
+    }
+    // Without --failures: zero, nothing chosen.
+    let o = flashkit([
+        "torture",
+        "--device",
+        "intel-series2plus-24m",
+        "--ops",
+        "40",
+        "--cuts",
+        "2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    assert_eq!(v["failures_requested"], 0, "{v}");
+    assert_eq!(v["program_failures"], 0, "{v}");
+    assert_eq!(v["fail_ops"], serde_json::json!([]), "{v}");
+}

@@ -44,6 +44,35 @@
 //! The fault-free run goes through the same checks (a clean shutdown and remount), and its
 //! reads are compared with the model as the workload runs.
 //!
+//! ## Program and erase failures
+//!
+//! With [`TortureConfig::failures`] = N > 0 (`--failures N`), every run also has N
+//! program/erase operations report status-fail (`FaultPlan::fail_ops`): a failed program
+//! is torn and its erase block grows bad, a failed erase grows the block bad and leaves its
+//! content. Which ones is deterministic, independent of the thread count:
+//!
+//! 1. the workload first runs once with no faults, counting its programs and erases, N0;
+//! 2. N distinct indices in `1..=N0` are drawn from the seed;
+//! 3. the fault-free run (no power cut) runs with those failures; its operation count N1
+//!    (the FMS's retries and moves out of retired segments add operations) defines the cut
+//!    points, and it reports the failures it actually saw (`program_failures`,
+//!    `erase_failures`: an index beyond its operations fails nothing, and a run that saw
+//!    none says so in [`TortureReport::untested`]);
+//! 4. every cut point `k` runs with the same failures and `power_cut_at: Some(k)`, so cuts
+//!    fall before, during and after the FMS's handling of each failure (a cut at a failing
+//!    operation itself wins: that operation is torn by the cut and does not fail). A
+//!    violation line says how many operations after the last failure the cut fell. Up to
+//!    the cut a run must be the fault-free run (the torn bits of a failed program differ,
+//!    drawn from each run's seed): a cut that falls in another workload operation than
+//!    the one that did operation `k` in the fault-free run is a violation.
+//!
+//! Recovery (the remounts and checks 1-5) runs with no faults installed; blocks grown bad
+//! stay bad. Checks account for them: check 4 skips bad segments, and the table comparisons
+//! ignore a bad segment's erase count and next free slot (mount does not read bad blocks).
+//! A workload operation that fails in the fault-free run (e.g. bad blocks left too little
+//! space, or a program failure the FMS passes on as an error) makes the whole run an error
+//! naming the operation and the failures, not a violation, as without failures.
+//!
 //! Cut points are independent and run on all cores; the report does not depend on the
 //! number of threads.
 
@@ -112,6 +141,10 @@ pub struct TortureConfig {
     pub threads: usize,
     /// One random write in six writes 0xFF sectors ([`FILL`]). Default: on.
     pub fill_writes: bool,
+    /// Program/erase failures injected at seeded operations of the workload, the same ones
+    /// in every run (the fault-free run and every cut point; see "Program and erase
+    /// failures" in the module doc). Default: 0.
+    pub failures: u64,
 }
 
 impl TortureConfig {
@@ -132,6 +165,7 @@ impl TortureConfig {
             seed: 1,
             threads: 0,
             fill_writes: true,
+            failures: 0,
             device,
         }
     }
@@ -170,6 +204,14 @@ pub struct TortureReport {
     pub ops: u64,
     /// Cut points run.
     pub cut_points: u64,
+    /// Program/erase failures requested ([`TortureConfig::failures`]), the operations
+    /// (1-based, counted like the cut points) chosen to fail, and the program and erase
+    /// failures the fault-free run actually saw (an index beyond its operations fails
+    /// nothing). The key `failures` is the list of violations.
+    pub failures_requested: u64,
+    pub fail_ops: Vec<u64>,
+    pub program_failures: u64,
+    pub erase_failures: u64,
     /// Cut points (and the fault-free run) where a check failed.
     pub violations: u64,
     /// One line per violation: the cut point and what went wrong.
@@ -211,6 +253,12 @@ impl TortureReport {
                 "no wear-levelling swap happened, so no cut fell in one: raise --ops or lower --wear-threshold"
                     .to_string(),
             );
+        }
+        if self.failures_requested > 0 && self.program_failures + self.erase_failures == 0 {
+            out.push(format!(
+                "none of the {} requested failures (at operations {:?}) fell within the fault-free run's {} programs and erases, so no run saw a program or erase fail: try another --seed",
+                self.failures_requested, self.fail_ops, self.ops
+            ));
         }
         out
     }
@@ -574,6 +622,8 @@ struct Ctx {
     trims_durable: bool,
     /// First tag free for the after-recovery writes.
     next_tag: u64,
+    /// Program/erase operations (1-based, from the first mount) that fail, in every run.
+    fail_ops: Vec<u64>,
 }
 
 /// Outcome of one run (fault-free or cut).
@@ -583,6 +633,14 @@ struct RunOutcome {
     /// the workload at all (a worn-out or too small device), which is not a violation.
     workload_failed: bool,
     device_ops: u64,
+    /// Fault-free run: the program/erase count after the first mount, then after each
+    /// workload operation (operation `i` did those in `op_ends[i] + 1..=op_ends[i + 1]`).
+    op_ends: Vec<u64>,
+    /// Cut run: the workload operation the cut interrupted.
+    cut_in: Option<usize>,
+    /// Program and erase failures the device injected during the workload.
+    program_failures: u64,
+    erase_failures: u64,
     cleanings: u64,
     erasures: u64,
     blocks_copied: u64,
@@ -630,7 +688,9 @@ fn read_all(ctx: &Ctx, fms: &mut Fms, what: &str) -> Result<Vec<Seen>, String> {
 
 /// The tables `tables_digest` covers, to compare a running FMS with a remount and say how
 /// they differ. The erase count of a dirty segment is not compared: it was lost, and mount
-/// takes the largest count known at the time.
+/// takes the largest count known at the time. Nor are the erase count and next free slot
+/// of a bad segment: mount skips bad blocks without reading them (it cannot know either),
+/// while the FMS that saw the block fail kept its last values.
 struct Tables {
     map: Vec<Option<u32>>,
     segs: Vec<ftl::fms::Seg>,
@@ -657,13 +717,10 @@ impl Tables {
             ));
         }
         for (s, (a, b)) in self.segs.iter().zip(&other.segs).enumerate() {
-            let key = |x: &ftl::fms::Seg| {
-                let ec = if x.state == SegState::Dirty {
-                    0
-                } else {
-                    x.erase_count
-                };
-                (ec, x.valid, x.next, x.state)
+            let key = |x: &ftl::fms::Seg| match x.state {
+                SegState::Dirty => (0, x.valid, x.next, x.state),
+                SegState::Bad => (0, x.valid, 0, x.state),
+                _ => (x.erase_count, x.valid, x.next, x.state),
             };
             if key(a) != key(b) {
                 d.push(format!(
@@ -770,6 +827,10 @@ fn run_one(ctx: &Ctx, cut: Option<u64>) -> RunOutcome {
         problems: Vec::new(),
         workload_failed: false,
         device_ops: 0,
+        op_ends: Vec::new(),
+        cut_in: None,
+        program_failures: 0,
+        erase_failures: 0,
         cleanings: 0,
         erasures: 0,
         blocks_copied: 0,
@@ -783,11 +844,12 @@ fn run_one(ctx: &Ctx, cut: Option<u64>) -> RunOutcome {
 
 fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<(), String> {
     let mut nand = formatted(ctx)?;
-    if let Some(k) = cut {
+    if cut.is_some() || !ctx.fail_ops.is_empty() {
         nand.set_faults(FaultPlan {
-            power_cut_at: Some(k),
+            power_cut_at: cut,
             torn: TornMode::Random,
-            seed: ctx.seed ^ k.wrapping_mul(0xA24B_AED4_963E_E407),
+            fail_ops: ctx.fail_ops.clone(),
+            seed: ctx.seed ^ cut.unwrap_or(0).wrapping_mul(0xA24B_AED4_963E_E407),
             ..FaultPlan::default()
         });
     }
@@ -795,10 +857,17 @@ fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<()
     let mut model = Model::new(ctx.sectors, ctx.spb, ctx.trims_durable);
     let mut buf = Vec::new();
     let mut was_cut = false;
+    if cut.is_none() {
+        out.op_ends.reserve(ctx.ops.len() + 1);
+        out.op_ends.push(fms.nand().op_count());
+    }
     for (i, op) in ctx.ops.iter().enumerate() {
         model.start(op);
         match apply(&mut fms, ctx, op, &mut buf) {
             Ok(()) => {
+                if cut.is_none() {
+                    out.op_ends.push(fms.nand().op_count());
+                }
                 if matches!(op, Op::Flush) {
                     model.flushed();
                 }
@@ -811,15 +880,21 @@ fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<()
             }
             Err(DevError::PowerLoss) if cut.is_some() => {
                 was_cut = true;
+                out.cut_in = Some(i);
                 break;
             }
             Err(e) => {
                 out.workload_failed = cut.is_none();
+                out.device_ops = fms.nand().op_count();
+                out.program_failures = fms.nand().counters().program_failures;
+                out.erase_failures = fms.nand().counters().erase_failures;
                 return Err(format!("workload op {i} ({op:?}): {e}"));
             }
         }
     }
     out.device_ops = fms.nand().op_count();
+    out.program_failures = fms.nand().counters().program_failures;
+    out.erase_failures = fms.nand().counters().erase_failures;
     out.cleanings = fms.stats().cleanings;
     out.erasures = fms.stats().erasures;
     out.blocks_copied = fms.stats().blocks_copied;
@@ -1013,7 +1088,7 @@ pub fn run_with_progress(
         })
         .max()
         .unwrap_or(1);
-    let ctx = Ctx {
+    let mut ctx = Ctx {
         spec: spec.clone(),
         cfg: cfg.fms.clone(),
         seed: cfg.seed,
@@ -1022,13 +1097,51 @@ pub fn run_with_progress(
         trims_durable: lay.mode == RecordMode::Header,
         next_tag,
         ops,
+        fail_ops: Vec::new(),
     };
+
+    let cannot_run = |r: &RunOutcome| {
+        format!(
+            "the workload cannot run on this configuration even without power cuts: {}",
+            r.problems.join("; ")
+        )
+    };
+    if cfg.failures > 0 {
+        // Count the workload's programs and erases without faults, and fail seeded ones.
+        let probe = run_one(&ctx, None);
+        if probe.workload_failed {
+            return Err(cannot_run(&probe));
+        }
+        let n0 = probe.device_ops;
+        if cfg.failures > n0 {
+            return Err(format!(
+                "failures: {} requested, but the workload does only {n0} programs and erases",
+                cfg.failures
+            ));
+        }
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0x0FA1_1ED0_0B5E);
+        let mut v: Vec<u64> =
+            rand::seq::index::sample(&mut rng, n0 as usize, cfg.failures as usize)
+                .into_iter()
+                .map(|i| i as u64 + 1)
+                .collect();
+        v.sort_unstable();
+        ctx.fail_ops = v;
+    }
+    let ctx = ctx;
 
     let mut failures = Vec::new();
     let base = run_one(&ctx, None);
     if base.workload_failed {
+        if cfg.failures == 0 {
+            return Err(cannot_run(&base));
+        }
+        // Bad blocks can leave too little space for the workload: not a violation.
         return Err(format!(
-            "the workload cannot run on this configuration even without power cuts: {}",
+            "the workload cannot run on this configuration with program/erase failures at operations {:?} ({} program and {} erase failure(s) before it stopped), even without power cuts: {}",
+            ctx.fail_ops,
+            base.program_failures,
+            base.erase_failures,
             base.problems.join("; ")
         ));
     }
@@ -1062,13 +1175,33 @@ pub fn run_with_progress(
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let results: Mutex<Vec<(u64, Vec<String>)>> = Mutex::new(Vec::new());
+    // "cut k/n": with failures, also how far the cut fell after the last one before it.
+    let label = |k: u64| match ctx.fail_ops.iter().rev().find(|&&j| j < k) {
+        Some(&j) => format!(
+            "cut {k}/{total_ops} ({} op(s) after the failure at op {j})",
+            k - j
+        ),
+        None => format!("cut {k}/{total_ops}"),
+    };
     let total = cuts.len() as u64;
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&k) = cuts.get(i) else { break };
-                let r = run_one(&ctx, Some(k));
+                let mut r = run_one(&ctx, Some(k));
+                // The run up to the cut must be the fault-free run's (with failures, the
+                // torn content of a failed program differs: the FMS must not depend on it).
+                // (A fault-free run that stopped early at a bad read has fewer entries.)
+                let ends = r.cut_in.and_then(|i| Some((i, *base.op_ends.get(i)?, *base.op_ends.get(i + 1)?)));
+                if let Some((i, lo, hi)) = ends {
+                    if !(lo < k && k <= hi) {
+                        r.problems.insert(0, format!(
+                            "the cut fell in workload op {i}, whose programs/erases were {}..={hi} in the fault-free run (the runs are not deterministic)",
+                            lo + 1
+                        ));
+                    }
+                }
                 if !r.problems.is_empty() {
                     results.lock().unwrap().push((k, r.problems));
                 }
@@ -1081,7 +1214,7 @@ pub fn run_with_progress(
     bad.sort_by_key(|(k, _)| *k);
     violations += bad.len() as u64;
     for (k, p) in bad {
-        failures.push(format!("cut {k}/{total_ops}: {}", p.join("; ")));
+        failures.push(format!("{}: {}", label(k), p.join("; ")));
     }
 
     Ok(TortureReport {
@@ -1102,6 +1235,10 @@ pub fn run_with_progress(
         fill_writes: cfg.fill_writes,
         ops: total_ops,
         cut_points: total,
+        failures_requested: cfg.failures,
+        fail_ops: ctx.fail_ops.clone(),
+        program_failures: base.program_failures,
+        erase_failures: base.erase_failures,
         violations,
         failures,
         cleanings: base.cleanings,
@@ -1145,6 +1282,20 @@ mod tests {
             ..r.clone()
         };
         assert!(empty_only.untested(false)[0].contains("nothing valid"));
+        // Failures requested, none injected (every index beyond the run's operations).
+        let missed = TortureReport {
+            failures_requested: 2,
+            fail_ops: vec![r.ops + 1, r.ops + 2],
+            ..r.clone()
+        };
+        let w = missed.untested(false);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("none of the 2 requested failures"), "{w:?}");
+        let hit = TortureReport {
+            program_failures: 1,
+            ..missed
+        };
+        assert!(hit.untested(false).is_empty());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `flashkit torture`: cut power at every program/erase (or a seeded sample) of a workload
 //! on a small device derived from the chosen one, remount, and check that nothing
-//! acknowledged as durable was lost. The work is done by [`sim::torture`]; this file
+//! acknowledged as durable was lost, optionally with program/erase failures injected at
+//! seeded operations (`--failures`). The work is done by [`sim::torture`]; this file
 //! parses arguments and prints the report. Any violation is a non-zero exit.
 
 use std::io::{IsTerminal, Write};
@@ -71,6 +72,11 @@ pub struct TortureArgs {
     /// and the FMS must tell the two apart) [default: true]
     #[arg(long, value_name = "BOOL")]
     pub fill_writes: Option<bool>,
+    /// Inject N program/erase failures, at seeded operations of the workload, in every run:
+    /// the fault-free run and every cut point (a failed program is torn and its erase block
+    /// grows bad; a failed erase grows the block bad).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub failures: u64,
     #[command(flatten)]
     pub report: ReportArgs,
 }
@@ -114,6 +120,7 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
     if let Some(f) = a.fill_writes {
         c.fill_writes = f;
     }
+    c.failures = a.failures;
     Ok(c)
 }
 
@@ -193,6 +200,9 @@ fn print_table(r: &TortureReport) -> Result<()> {
         .add("wear swaps", output::count(r.wear_swaps))
         .add("cuts", &r.cuts)
         .add("cut points", output::count(r.cut_points))
+        .add("failures requested", output::count(r.failures_requested))
+        .add("program failures", output::count(r.program_failures))
+        .add("erase failures", output::count(r.erase_failures))
         .add("violations", output::count(r.violations))
         .add("elapsed", format!("{:.1} s", r.elapsed_s));
     f.print()?;

@@ -294,6 +294,14 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                         next: 0,
                         seq: 1,
                     });
+                    // Its header may now carry the largest count: the one a later mount
+                    // gives the dirty segments.
+                    let ec = f.segs[s as usize].erase_count;
+                    if ec > max_ec {
+                        for d in f.segs.iter_mut().filter(|d| d.state == SegState::Dirty) {
+                            d.erase_count = ec;
+                        }
+                    }
                     break;
                 }
             }

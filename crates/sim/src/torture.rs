@@ -68,10 +68,13 @@
 //!
 //! Recovery (the remounts and checks 1-5) runs with no faults installed; blocks grown bad
 //! stay bad. Checks account for them: check 4 skips bad segments, and the table comparisons
-//! ignore a bad segment's erase count and next free slot (mount does not read bad blocks).
-//! A workload operation that fails in the fault-free run (e.g. bad blocks left too little
-//! space, or a program failure the FMS passes on as an error) makes the whole run an error
-//! naming the operation and the failures, not a violation, as without failures.
+//! ignore a bad segment's erase count and next free slot (when a header program failed,
+//! the running FMS counted an erase that no header on flash records).
+//! A workload operation that fails in the fault-free run (bad blocks left too little
+//! space) makes the whole run an error
+//! naming the operation and the failures, not a violation, as without failures. So that
+//! the bad blocks the run makes do not end it that way, the FMS is formatted with N
+//! segments' worth of blocks fewer than it would export (unless `logical_blocks` is set).
 //!
 //! Cut points are independent and run on all cores; the report does not depend on the
 //! number of threads.
@@ -1058,8 +1061,24 @@ pub fn run_with_progress(
             "device: {workers} worker(s) × {device_bytes} bytes of device in RAM = {need} bytes, more than the {avail} bytes available; use fewer --threads, fewer --segments or a smaller device"
         ));
     }
+    // With failures, each of which may retire a segment, the format exports that many
+    // segments fewer (unless the configuration sets the capacity): a device left without
+    // room by the bad blocks the run itself makes tests nothing.
+    let mut fms_cfg = cfg.fms.clone();
+    if cfg.failures > 0 && fms_cfg.logical_blocks.is_none() {
+        let (blocks, slots) =
+            Fms::exported_blocks(&spec.geometry, &fms_cfg).map_err(|e| format!("FMS: {e}"))?;
+        let spare = cfg.failures.saturating_mul(slots as u64);
+        if spare >= blocks {
+            return Err(format!(
+                "failures: {} failures may retire {} segments, all the {blocks} blocks the FMS exports on {} segments; ask for fewer or raise --segments",
+                cfg.failures, cfg.failures, spec.geometry.blocks
+            ));
+        }
+        fms_cfg.logical_blocks = Some(blocks - spare);
+    }
     let probe = Nand::ram(spec.clone()).map_err(|e| format!("device: {e}"))?;
-    let fms = Fms::format(probe, cfg.fms.clone()).map_err(|e| format!("FMS: {e}"))?;
+    let fms = Fms::format(probe, fms_cfg.clone()).map_err(|e| format!("FMS: {e}"))?;
     let sectors = fms.sectors();
     let lay = fms.layout().clone();
     let logical_blocks = fms.logical_blocks();
@@ -1090,7 +1109,7 @@ pub fn run_with_progress(
         .unwrap_or(1);
     let mut ctx = Ctx {
         spec: spec.clone(),
-        cfg: cfg.fms.clone(),
+        cfg: fms_cfg,
         seed: cfg.seed,
         sectors,
         spb,

@@ -199,18 +199,29 @@ fn program_failures_mixed_with_power_cuts() {
     // around them: a cut between a failed program and the end of moving the retired
     // segment's blocks out, or a failed program of a header or index entry, must not lose
     // anything acknowledged. Every case runs; the problems of all are reported together.
+    //
+    // The MLC cases were found by sweeping seeds (300 operations, every cut): seed 2 with
+    // two failures fails the index segment's block in a cleaning that has used the free
+    // segments up (the FMS must go on without an index, a mount after a cut must find
+    // none and cope, and its cleaner must reuse a closed segment's erased slots). Seed 5
+    // with three found a mount that recreated the index giving dirty segments another
+    // erase count than a remount (before the format kept room for the failures, which
+    // moved them; the FTL test `a_recreated_index_gives_dirty_segments_the_count_a_remount_gives`
+    // pins that case).
     let mut problems = Vec::new();
-    for (preset, cuts, seed) in [
-        ("intel-series2plus-24m", Cuts::Every, 1),
-        ("intel-series2plus-24m", Cuts::Every, 2),
-        ("intel-series2plus-24m", Cuts::Every, 3),
-        ("nandsim-256m", Cuts::Sample(120), 1),
-        ("nandsim-256m", Cuts::Sample(120), 2),
-        ("nandsim-256m", Cuts::Sample(120), 3),
+    for (preset, cuts, seed, ops, failures) in [
+        ("intel-series2plus-24m", Cuts::Every, 1, 80, 2),
+        ("intel-series2plus-24m", Cuts::Every, 2, 80, 2),
+        ("intel-series2plus-24m", Cuts::Every, 3, 80, 2),
+        ("nandsim-256m", Cuts::Sample(120), 1, 80, 2),
+        ("nandsim-256m", Cuts::Sample(120), 2, 80, 2),
+        ("nandsim-256m", Cuts::Sample(120), 3, 80, 2),
+        ("mlc2-2g", Cuts::Every, 2, 300, 2),
+        ("mlc2-2g", Cuts::Every, 5, 300, 3),
     ] {
         let mut c = cfg(preset, cuts, seed);
-        c.ops = 80;
-        c.failures = 2;
+        c.ops = ops;
+        c.failures = failures;
         let r = match torture::run(&c) {
             Ok(r) => {
                 show(&r);
@@ -221,8 +232,12 @@ fn program_failures_mixed_with_power_cuts() {
                 continue;
             }
         };
-        assert_eq!((r.failures_requested, r.fail_ops.len()), (2, 2), "{preset}");
-        assert!(r.program_failures + r.erase_failures <= 2);
+        assert_eq!(
+            (r.failures_requested, r.fail_ops.len() as u64),
+            (failures, failures),
+            "{preset}"
+        );
+        assert!(r.program_failures + r.erase_failures <= failures);
         if r.program_failures == 0 {
             problems.push(format!(
                 "{preset} seed {seed}: no program failed (failures at {:?}, {} erase failures)",

@@ -287,6 +287,9 @@ pub struct Fms {
     retired: Vec<u32>,
     /// The number every segment header of this format carries ([`SegHeader::format_id`]).
     format_id: u64,
+    /// The segment being emptied while the cleaner (or a wear swap, or a retirement) moves
+    /// its blocks, `NONE` otherwise.
+    victim: u32,
     /// Scratch for a run's batched device operations in simulation mode: its reads and
     /// its data programs ([`Fms::copy_run_batched`]).
     spans: (Vec<nand::Span>, Vec<nand::Span>),
@@ -401,6 +404,7 @@ impl Fms {
             retiring: Vec::new(),
             retired: Vec::new(),
             format_id: 0,
+            victim: NONE,
             cfg,
         })
     }
@@ -720,8 +724,8 @@ impl Fms {
         if let Some(a) = self.adaptive.as_mut() {
             a.on_write(lbn);
         }
-        if !self.retiring.is_empty() {
-            self.evacuate_retired()?;
+        if !self.retiring.is_empty() || self.index.is_none() {
+            self.repair()?;
         }
         Ok(())
     }
@@ -744,8 +748,8 @@ impl Fms {
             self.hot.set(lbn, 0.0, self.write_clock);
         }
         self.stats.trims += 1;
-        if !self.retiring.is_empty() {
-            self.evacuate_retired()?;
+        if !self.retiring.is_empty() || self.index.is_none() {
+            self.repair()?;
         }
         Ok(())
     }
@@ -902,6 +906,27 @@ impl Fms {
                 // Still to do (mount would find it again anyway).
                 self.retiring.push(seg);
                 return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// What a failure left to do at the end of an operation: the queued segments
+    /// ([`Fms::evacuate_retired`]), then an index segment that went bad when no free
+    /// segment could take its place ([`Fms::log`]).
+    fn repair(&mut self) -> DevResult<()> {
+        self.evacuate_retired()?;
+        if self.index.is_none() {
+            self.ensure_space()?;
+            if let Some(s) = self.free.pop_front() {
+                self.index = Some(IndexLog {
+                    seg: s,
+                    next: 0,
+                    seq: 1,
+                });
+                self.wrap_index(None)?;
+                // Entries appended meanwhile by `log` went nowhere: the new log holds
+                // every active and retired segment.
             }
         }
         Ok(())
@@ -1093,7 +1118,16 @@ impl Fms {
             self.segs[cur as usize].state = SegState::Used;
             self.sync_used(cur);
         }
-        let seg = self.take_free()?;
+        let seg = match self.take_free() {
+            Ok(seg) => seg,
+            Err(e @ (DevError::NoSpace | DevError::WornOut { .. })) if self.cleaning => {
+                return match self.reopen_closed(stream)? {
+                    Some(seg) => Ok(seg),
+                    None => Err(e),
+                };
+            }
+            Err(e) => return Err(e),
+        };
         let now = self.nand.clock_ps();
         let s = &mut self.segs[seg as usize];
         s.state = SegState::Active;
@@ -1106,6 +1140,30 @@ impl Fms {
         self.active[stream] = seg;
         self.log_active(stream as u8, seg)?;
         Ok(seg)
+    }
+
+    /// A cleaning that finds no free segment and no stream's segment with room writes into
+    /// a closed segment whose slots from `next` on are erased, which becomes `stream`'s
+    /// segment. Only a mount leaves such segments in numbers (it closes the partly written
+    /// segments the index log does not name, all of them when the index was lost), and a
+    /// cut in a cleaning that had used the free segments up (say, for an index segment
+    /// that went bad) can leave none free: the cleaner would then have nowhere to move a
+    /// victim's blocks. Never the victim being emptied, nor a bad segment.
+    fn reopen_closed(&mut self, stream: usize) -> DevResult<Option<u32>> {
+        let slots = self.lay.slots;
+        let Some(seg) = (0..self.lay.segments).find(|&g| {
+            let s = &self.segs[g as usize];
+            s.state == SegState::Used && s.next < slots && g != self.victim && !self.nand.is_bad(g)
+        }) else {
+            return Ok(None);
+        };
+        let s = &mut self.segs[seg as usize];
+        s.state = SegState::Active;
+        s.stream = stream as u8;
+        self.sync_used(seg);
+        self.active[stream] = seg;
+        self.log_active(stream as u8, seg)?;
+        Ok(Some(seg))
     }
 
     /// Pop a free segment, erasing it first if its state is unknown.
@@ -1209,6 +1267,16 @@ impl Fms {
                 r => return r,
             }
         }
+        self.wrap_index(Some(e))
+    }
+
+    /// Erase the index segment and rewrite the log: every active segment (but `e`'s
+    /// stream's), every retired one, then `e`. When the index segment went bad, a free
+    /// segment becomes the index; when none is left (a cleaning under way has taken them),
+    /// the FMS goes on without an index until the end of the operation
+    /// ([`Fms::repair`]), as after a torn wrap: mount then closes the partly written
+    /// segments and reads every grown-bad one, which loses nothing.
+    fn wrap_index(&mut self, e: Option<IndexEntry>) -> DevResult<()> {
         let need = self.active.iter().filter(|&&a| a != NONE).count() + self.retired.len() + 1;
         if need > self.lay.index_capacity() as usize {
             return Err(DevError::corrupt(format!(
@@ -1222,7 +1290,8 @@ impl Fms {
             if !self.erase_and_header(ix_seg, 1)? {
                 // The index segment went bad: take a free one for it.
                 let Some(s) = self.free.pop_front() else {
-                    return Err(self.no_space());
+                    self.index = None;
+                    return Ok(());
                 };
                 self.index.as_mut().unwrap().seg = s;
                 continue;
@@ -1239,9 +1308,9 @@ impl Fms {
     }
 
     /// After a wrap: every other stream's active segment, every retired segment, then `e`.
-    fn rewrite_index(&mut self, e: IndexEntry) -> DevResult<()> {
+    fn rewrite_index(&mut self, e: Option<IndexEntry>) -> DevResult<()> {
         for (st, &a) in self.active.clone().iter().enumerate() {
-            let same = e.kind == IndexEntry::ACTIVE && st == e.stream as usize;
+            let same = e.is_some_and(|e| e.kind == IndexEntry::ACTIVE && st == e.stream as usize);
             if a != NONE && !same {
                 self.append_index(IndexEntry {
                     kind: IndexEntry::ACTIVE,
@@ -1259,7 +1328,10 @@ impl Fms {
                 seq: 0,
             })?;
         }
-        self.append_index(e)
+        match e {
+            Some(e) => self.append_index(e),
+            None => Ok(()),
+        }
     }
 
     fn append_index(&mut self, mut e: IndexEntry) -> DevResult<()> {
@@ -1467,6 +1539,13 @@ impl Fms {
     /// Copy every valid block of `victim` out, by the redistribution method (or all into
     /// `forced_stream`'s target segment `forced` for a wear swap).
     fn evacuate(&mut self, victim: u32, forced: Option<u32>) -> DevResult<()> {
+        self.victim = victim;
+        let r = self.evacuate_from(victim, forced);
+        self.victim = NONE;
+        r
+    }
+
+    fn evacuate_from(&mut self, victim: u32, forced: Option<u32>) -> DevResult<()> {
         let base = self.phys(victim, 0);
         let now = self.nand.clock_ps();
         let red = self.cfg.redistribution;
@@ -2226,8 +2305,8 @@ impl BlockDevice for Fms {
         // Every block write is durable when it returns (data, then record); only the store
         // may buffer (image files), so flush syncs it. Blocks left in a segment a failed
         // program retired (an operation that failed before moving them) move first.
-        if !self.retiring.is_empty() {
-            self.evacuate_retired()?;
+        if !self.retiring.is_empty() || self.index.is_none() {
+            self.repair()?;
         }
         self.nand.sync()?;
         Ok(())

@@ -279,13 +279,16 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             f.index = Some(IndexLog { seg: ix, next, seq });
         }
         None => {
-            // Lost (torn erase while wrapping): make a free or dirty segment the index.
+            // Lost (torn erase while wrapping, or a cut before a bad index segment found
+            // a new home): make a free or dirty segment the index. With none left, the
+            // FMS runs without one until the first write, trim or flush has cleaned one
+            // (`Fms::repair`).
             loop {
                 let cand = (0..lay.segments).find(|&s| {
                     matches!(f.segs[s as usize].state, SegState::Free | SegState::Dirty)
                 });
                 let Some(s) = cand else {
-                    return Err(DevError::corrupt("no segment left for the index"));
+                    break;
                 };
                 if f.erase_and_header(s, 1)? {
                     f.segs[s as usize].state = SegState::Index;

@@ -1359,11 +1359,18 @@ impl Fms {
     // ---- cleaning ---------------------------------------------------------------------------
 
     /// Clean while free segments are below the low-water mark, up to the high-water mark.
+    /// The test inline (every write makes it), the cleaning out of line.
+    #[inline(always)]
     fn ensure_space(&mut self) -> DevResult<()> {
-        let (low, high) = self.water_marks();
-        if self.free.len() >= low {
+        if self.free.len() >= self.water_marks().0 {
             return Ok(());
         }
+        self.make_space()
+    }
+
+    #[inline(never)]
+    fn make_space(&mut self) -> DevResult<()> {
+        let high = self.water_marks().1;
         while self.free.len() < high {
             if !self.clean_one()? {
                 if self.free.is_empty() {

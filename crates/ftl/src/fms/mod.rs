@@ -931,7 +931,11 @@ impl Fms {
             }
         }
         self.set_bad(seg);
-        if self.lay.mode == RecordMode::Header && !self.retired.contains(&seg) {
+        // A wrap rewrites every retired entry, and must keep room for one entry per stream
+        // besides: a segment beyond that is not recorded (mount reads its records again,
+        // and queues it again).
+        let room = self.retired.len() + self.active.len() < self.lay.index_capacity() as usize;
+        if self.lay.mode == RecordMode::Header && !self.retired.contains(&seg) && room {
             self.log(IndexEntry {
                 kind: IndexEntry::RETIRED,
                 stream: 0xFF,
@@ -3433,5 +3437,126 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Two failures in one run, at operations k and k + d (d = 1..4): two segments failing
+    /// in one write, a failure while a retired segment's blocks move out (its destination
+    /// fails) or on its retired entry, a failure during an index rewrite. Nothing written is
+    /// lost, only running out of space may fail an operation, and after a flush a remount
+    /// rebuilds the running tables.
+    #[test]
+    fn two_failures_close_together_lose_nothing() {
+        for (preset, blocks, ppb, bs) in [
+            ("intel-series2plus-24m", 12u32, 8u32, 1024u32),
+            ("nandsim-256m", 12, 32, 1024),
+        ] {
+            let spec = shrunk(preset, blocks, ppb);
+            let cfg = FmsConfig {
+                block_size: bs,
+                wear_threshold: Some(1),
+                ..FmsConfig::default()
+            };
+            let ops = run_under(&spec, &cfg, nand::FaultPlan::default(), 7, 4)
+                .f
+                .nand
+                .op_count();
+            let mut bad = Vec::new();
+            let mut worn = 0;
+            for k in 1..=ops {
+                for d in 1..=4 {
+                    let plan = nand::FaultPlan {
+                        fail_ops: vec![k, k + d],
+                        ..nand::FaultPlan::default()
+                    };
+                    let FaultRun {
+                        mut f,
+                        model,
+                        uncertain,
+                    } = run_under(&spec, &cfg, plan, 7, 4);
+                    match f.flush() {
+                        Ok(()) => {}
+                        Err(DevError::WornOut { .. }) => {
+                            worn += 1;
+                            continue;
+                        }
+                        Err(e) => panic!("{preset}: failures at {k}, {}: flush: {e}", k + d),
+                    }
+                    if f.lay.mode == RecordMode::Spare {
+                        f = reopened(f, &spec, &cfg);
+                        f.flush().unwrap();
+                    }
+                    let t = tables(&f);
+                    let g = reopened(f, &spec, &cfg);
+                    if let Some(diff) = tables_diff(&t, &tables(&g)) {
+                        bad.push(format!("failures at {k} and {}: {diff}", k + d));
+                    }
+                    FaultRun {
+                        f: g,
+                        model,
+                        uncertain,
+                    }
+                    .verify(
+                        &spec,
+                        &cfg,
+                        &format!("{preset}: failures at {k}, {}", k + d),
+                    );
+                }
+            }
+            assert!(
+                bad.is_empty(),
+                "{preset}: {} runs differ: {:#?}",
+                bad.len(),
+                &bad[..bad.len().min(8)]
+            );
+            assert!(worn < ops, "{preset}: {worn} of {} runs wore out", ops * 4);
+        }
+    }
+
+    /// More retired segments than the index log can hold (header mode, 64-byte pages: 60
+    /// entries a cycle). Every write used to fail once a wrap could not fit them ("index
+    /// segment full"), after its data had landed, and so did every later segment switch;
+    /// now the retired entries stop short of a full cycle and the rest are left
+    /// unrecorded (read and queued again at each mount).
+    #[test]
+    fn more_retired_segments_than_an_index_cycle_holds() {
+        let mut spec = shrunk("intel-series2plus-24m", 80, 16);
+        spec.geometry.page_size = 64;
+        let cfg = FmsConfig {
+            block_size: 512,
+            ..FmsConfig::default()
+        };
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        assert_eq!(f.lay.index_capacity(), 60);
+        for l in 0..4 {
+            f.write_block(l, Some(&[9u8; 512])).unwrap();
+        }
+        f.flush().unwrap();
+        let free: Vec<u32> = f.free.iter().copied().collect();
+        let mut nd = f.into_nand();
+        for &s in free.iter().take(64) {
+            nd.set_faults(nand::FaultPlan {
+                fail_ops: vec![1],
+                ..nand::FaultPlan::default()
+            });
+            assert!(nd.erase(s).is_err());
+        }
+        nd.set_faults(nand::FaultPlan::default());
+        let nd = Nand::open(spec.clone(), nd.into_store()).unwrap();
+        let mut f = Fms::mount(nd, cfg.clone()).unwrap();
+        assert_eq!(f.retiring.len(), 64);
+        // Enough writes for the index to wrap several times.
+        for i in 0..400u32 {
+            f.write_block(i % 4, Some(&[(i / 4) as u8; 512]))
+                .unwrap_or_else(|e| panic!("write {i}: {e}"));
+        }
+        f.flush().unwrap();
+        // 60 entries a cycle: 57 retired ones and one per stream (3) at a wrap.
+        assert_eq!(f.retired.len(), 57);
+        assert!(f.retiring.is_empty());
+        let mut g = reopened(f, &spec, &cfg);
+        assert_eq!((g.retired.len(), g.retiring.len()), (57, 7));
+        assert_reads(&mut g, 0..4, 99, "after a remount");
+        g.write_block(5, Some(&[1; 512])).unwrap();
+        assert_eq!((g.retired.len(), g.retiring.len()), (57, 0));
     }
 }

@@ -1281,8 +1281,19 @@ impl Fms {
         Err(self.no_space())
     }
 
-    /// After a wrap: every other stream's active segment, every retired segment, then `e`.
+    /// After a wrap: every retired segment, every other stream's active segment, then `e`.
+    /// Retired entries first: a power cut in the middle of the rewrite then loses active
+    /// entries (mount closes the segments they name, losing nothing) before retired ones
+    /// (mount would read those segments' stale copies again).
     fn rewrite_index(&mut self, e: Option<IndexEntry>) -> DevResult<()> {
+        for seg in self.retired.clone() {
+            self.append_index(IndexEntry {
+                kind: IndexEntry::RETIRED,
+                stream: 0xFF,
+                seg,
+                seq: 0,
+            })?;
+        }
         for (st, &a) in self.active.clone().iter().enumerate() {
             let same = e.is_some_and(|e| e.kind == IndexEntry::ACTIVE && st == e.stream as usize);
             if a != NONE && !same {
@@ -1293,14 +1304,6 @@ impl Fms {
                     seq: 0,
                 })?;
             }
-        }
-        for seg in self.retired.clone() {
-            self.append_index(IndexEntry {
-                kind: IndexEntry::RETIRED,
-                stream: 0xFF,
-                seg,
-                seq: 0,
-            })?;
         }
         match e {
             Some(e) => self.append_index(e),
@@ -3692,5 +3695,113 @@ mod tests {
         let mut f = reopened(f, &spec, &cfg);
         assert_eq!((f.format_id, f.mapped), (1, 0));
         assert_reads(&mut f, 0..4, 0, "after a new format");
+    }
+
+    /// An FMS (Intel card, 512-byte pages) where a retired segment still holds stale
+    /// copies of blocks 0-3 with their live bits set, while those blocks were trimmed and
+    /// the segments holding their trimmed copies erased: only the retired entry keeps the
+    /// stale copies from coming back. Mounted again after a flush.
+    fn trimmed_after_a_retirement() -> (Fms, nand::DeviceSpec, FmsConfig) {
+        let mut spec = shrunk("intel-series2plus-24m", 12, 8);
+        spec.geometry.page_size = 512;
+        let (mut f, spec, cfg, _) = retired_by_a_program_failure_on(spec);
+        assert_eq!(f.retired.len(), 1);
+        let held: Vec<u32> = (0..4).map(|l| f.split(f.blocks[l].map).0).collect();
+        for lbn in 0..4 {
+            f.trim_block(lbn).unwrap();
+        }
+        let ec: Vec<u32> = held
+            .iter()
+            .map(|&s| f.segs[s as usize].erase_count)
+            .collect();
+        let erased = |f: &Fms| (0..4).all(|i| f.segs[held[i] as usize].erase_count > ec[i]);
+        // Close the streams' segments (as their next writes would), then clean.
+        for a in f.active.clone().into_iter().filter(|&a| a != NONE) {
+            f.segs[a as usize].state = SegState::Used;
+            f.sync_used(a);
+        }
+        f.active.fill(NONE);
+        for _ in 0..f.lay.segments {
+            if erased(&f) {
+                break;
+            }
+            f.clean_one().unwrap();
+        }
+        f.flush().unwrap();
+        assert!(erased(&f), "the trimmed copies' segments were erased");
+        let mut f = reopened(f, &spec, &cfg);
+        assert_eq!(f.retired.len(), 1);
+        assert_reads(&mut f, 0..4, 0, "trimmed, after a mount");
+        (f, spec, cfg)
+    }
+
+    /// A power cut at each operation of a write whose segment switch wraps the index log
+    /// (every stream active): a mount after it finds the retired entry unless the cut
+    /// fell on the wrap's erase, its header or the retired entry itself (the known gap
+    /// below): the wrap rewrites retired entries before active ones. With active entries
+    /// first, each of them widened the gap by one operation.
+    #[test]
+    fn a_cut_index_wrap_keeps_the_retired_entries_where_it_can() {
+        let writes = |f: &mut Fms| -> DevResult<()> {
+            for i in 0..64u32 {
+                f.write_block(5 + i % 9, Some(&[0x5A; 1024]))?;
+            }
+            Ok(())
+        };
+        // Every stream with an active segment, then a full log: the next entry wraps.
+        let prepared = || {
+            let (mut f, spec, cfg) = trimmed_after_a_retirement();
+            f.mark_readonly(14, 1);
+            f.write_block(14, Some(&[1; 1024])).unwrap();
+            let mut i = 0;
+            while f.active.contains(&NONE) && i < 500 {
+                f.write_block(5 + i % 9, Some(&[0x5A; 1024])).unwrap();
+                i += 1;
+            }
+            assert!(!f.active.contains(&NONE), "{:?}", f.active);
+            f.index.as_mut().unwrap().next = f.lay.index_capacity();
+            (f, spec, cfg)
+        };
+        let (mut f, _, _) = prepared();
+        let (base, appends) = (f.nand.op_count(), f.stats.index_appends);
+        writes(&mut f).unwrap();
+        let ops = f.nand.op_count() - base;
+        assert!(f.stats.index_appends - appends >= 4, "the log wrapped");
+        let mut lost = 0;
+        for k in 1..=ops {
+            let (mut f, spec, cfg) = prepared();
+            f.nand.set_faults(nand::FaultPlan {
+                power_cut_at: Some(k),
+                torn: nand::TornMode::Random,
+                seed: k,
+                ..nand::FaultPlan::default()
+            });
+            let _ = writes(&mut f);
+            let mut f = reopened(f, &spec, &cfg);
+            if f.retired.is_empty() {
+                lost += 1;
+                continue;
+            }
+            assert_reads(&mut f, 0..4, 0, &format!("cut {k}"));
+        }
+        assert!(lost <= 3, "{lost} of {ops} cuts lost the retired entry");
+    }
+
+    /// Known gap: the retired entries live only in the index log, so a mount that finds
+    /// the log lost (a power cut during a wrap's erase of the index segment, or before its
+    /// header and retired entries are written) reads the retired segment again: its stale
+    /// copies still have their live bits set, and a block trimmed since, whose newer
+    /// copy's segment was cleaned, comes back. Here the erase of the index segment is made
+    /// on the raw device (what a cut right after it leaves).
+    #[test]
+    #[ignore = "known gap: a lost index log forgets the retired segments (docs/fms.md, What is left)"]
+    fn a_lost_index_log_does_not_bring_trimmed_blocks_back() {
+        let (g, spec, cfg) = trimmed_after_a_retirement();
+        let ix = g.index.as_ref().unwrap().seg;
+        let mut nd = g.into_nand();
+        nd.erase(ix).unwrap();
+        let nd = Nand::open(spec.clone(), nd.into_store()).unwrap();
+        let mut f = Fms::mount(nd, cfg.clone()).unwrap();
+        assert_reads(&mut f, 0..4, 0, "trimmed, after the index log was lost");
     }
 }

@@ -285,7 +285,17 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                     matches!(f.segs[s as usize].state, SegState::Free | SegState::Dirty)
                 });
                 let Some(s) = cand else {
-                    return Err(DevError::corrupt("no segment left for the index"));
+                    // None free (the index segment went bad while the cleaner had taken
+                    // the last free one, and the power was cut before the log moved): the
+                    // medium mounts without a log, which the first write, trim or flush
+                    // writes once the cleaner has made room (`Fms::wrap_index`).
+                    f.index = Some(IndexLog {
+                        seg: NONE,
+                        next: lay.index_capacity(),
+                        seq: 1,
+                    });
+                    f.index_moving = true;
+                    break;
                 };
                 if f.erase_and_header(s, 1)? {
                     f.segs[s as usize].state = SegState::Index;
@@ -297,6 +307,28 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                     break;
                 }
             }
+        }
+    }
+
+    // No free segment and no stream with room (the index segment went bad with the last
+    // free one taken, then the power was cut: the log, and with it the streams' segments,
+    // is lost, and a new index took the reserve): the cleaner would have nowhere to copy
+    // to. Reopen the closed segment with the most room for stream 0, as its log entry
+    // would have.
+    let room = |s: &super::Seg| s.state == SegState::Used && s.next < slots;
+    let none_free = f
+        .segs
+        .iter()
+        .all(|s| !matches!(s.state, SegState::Free | SegState::Dirty));
+    if none_free && f.active.iter().all(|&a| a == NONE) {
+        let best = (0..lay.segments)
+            .filter(|&s| room(&f.segs[s as usize]))
+            .max_by_key(|&s| (slots - f.segs[s as usize].next, std::cmp::Reverse(s)));
+        if let Some(s) = best {
+            f.segs[s as usize].state = SegState::Active;
+            f.segs[s as usize].stream = 0;
+            f.active[0] = s;
+            f.log_active(0, s)?;
         }
     }
 

@@ -597,3 +597,78 @@ fn large_piped_input_is_read_ahead_through_a_temporary_file() {
     assert!(err.contains("do not fit in the"), "{err}");
     assert!(std::fs::read(small).unwrap() == before, "the image changed");
 }
+
+/// An image where a segment holding data went bad in use and its blocks were not moved out
+/// yet (its erase failed behind the FMS's back, as a power cut right after a failed
+/// program would leave it): `fms info` and `fms read` mount it read-only, read those
+/// blocks from the bad segment, and leave the file as it was; the next write moves them
+/// out and the segment then counts as bad.
+#[test]
+fn inspecting_an_image_with_a_bad_segment_not_yet_moved_out() {
+    use ftl::fms::{Fms, FmsConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("pending.img");
+    let img = img.to_str().unwrap();
+    fms_image(img, "intel-series2plus-24m", "12", "1KiB");
+    let input = dir.path().join("in.bin");
+    let data = pattern(40_000, 5);
+    std::fs::write(&input, &data).unwrap();
+    run_ok(&["fms", "write", img, "--input", input.to_str().unwrap()]);
+    let seg = {
+        let mut nd = nand::image::open_device(Path::new(img)).unwrap();
+        let h = Fms::probe(&mut nd).unwrap().unwrap();
+        let cfg = FmsConfig {
+            block_size: h.block_size,
+            ..FmsConfig::default()
+        };
+        let f = Fms::mount(nd, cfg).unwrap();
+        f.segments().iter().position(|s| s.valid > 0).unwrap() as u32
+    };
+    {
+        let mut nd = nand::image::open_device(Path::new(img)).unwrap();
+        nd.set_faults(nand::FaultPlan {
+            fail_ops: vec![1],
+            ..nand::FaultPlan::default()
+        });
+        assert!(nd.erase(seg).is_err() && nd.is_bad(seg));
+        nd.sync().unwrap();
+    }
+    let bytes = std::fs::read(img).unwrap();
+    let mut perm = std::fs::metadata(img).unwrap().permissions();
+    perm.set_readonly(true);
+    std::fs::set_permissions(img, perm.clone()).unwrap();
+
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+    assert_eq!(info["mapped_blocks"], 40, "{info}");
+    // Still holding blocks: closed (used), not yet bad.
+    assert_eq!(info["bad_segments"], 0, "{info}");
+    let out = flashkit(["fms", "read", img, "--length", "40000"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.stdout == data, "read back differs");
+    assert!(
+        std::fs::read(img).unwrap() == bytes,
+        "an inspection command wrote to the image"
+    );
+
+    #[allow(clippy::permissions_set_readonly_false)]
+    perm.set_readonly(false);
+    std::fs::set_permissions(img, perm).unwrap();
+    std::fs::write(&input, [7u8; 512]).unwrap();
+    run_ok(&[
+        "fms",
+        "write",
+        img,
+        "--offset",
+        "65536",
+        "--input",
+        input.to_str().unwrap(),
+    ]);
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+    assert_eq!(info["bad_segments"], 1, "{info}");
+    assert_eq!(info["mapped_blocks"], 41, "{info}");
+    let out = flashkit(["fms", "read", img, "--length", "40000"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.stdout == data, "read back differs after the move");
+}

@@ -550,7 +550,9 @@ impl Fms {
     }
 
     /// A digest of the tables rebuilt at mount (map, valid counts, erase counts, free slots,
-    /// active segments), to compare two mounts.
+    /// active segments), to compare two mounts. A dirty segment's erase count is left out:
+    /// it was lost, and mount takes the largest count known at the time, which a mount's
+    /// own repair (recreating a lost index) can raise for the next one.
     pub fn tables_digest(&self) -> u64 {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         let mut mix = |v: u64| {
@@ -561,7 +563,11 @@ impl Fms {
             mix(b.map as u64);
         }
         for s in &self.segs {
-            mix(s.erase_count as u64);
+            mix(if s.state == SegState::Dirty {
+                0
+            } else {
+                s.erase_count as u64
+            });
             mix(s.valid as u64);
             mix(s.next as u64);
             mix(s.state as u64);
@@ -945,7 +951,11 @@ impl Fms {
             }
         }
         self.set_bad(seg);
-        if self.lay.mode == RecordMode::Header && !self.retired.contains(&seg) {
+        // A wrap rewrites every retired entry, and must keep room for one entry per stream
+        // besides: a segment beyond that is not recorded (mount reads its records again,
+        // and queues it again).
+        let room = self.retired.len() + self.active.len() < self.lay.index_capacity() as usize;
+        if self.lay.mode == RecordMode::Header && !self.retired.contains(&seg) && room {
             self.log(IndexEntry {
                 kind: IndexEntry::RETIRED,
                 stream: 0xFF,
@@ -1186,7 +1196,7 @@ impl Fms {
         match self.nand.erase(seg) {
             Ok(()) => {}
             Err(e @ (NandError::EraseFailed { .. } | NandError::BadBlock { .. })) => {
-                self.went_bad(seg, kind, matches!(e, NandError::EraseFailed { .. }));
+                self.went_bad(seg, kind, matches!(e, NandError::EraseFailed { .. }))?;
                 return Ok(false);
             }
             Err(e) => return Err(e.into()),
@@ -1217,7 +1227,7 @@ impl Fms {
         {
             Ok(()) => Ok(true),
             Err(NandError::ProgramFailed { .. }) => {
-                self.went_bad(seg, kind, true);
+                self.went_bad(seg, kind, true)?;
                 Ok(false)
             }
             Err(e) => Err(e.into()),
@@ -1226,15 +1236,29 @@ impl Fms {
 
     /// `seg`'s erase or header program failed (`newly`: it went bad just now, and is
     /// counted retired) or met a block already bad.
-    fn went_bad(&mut self, seg: u32, kind: u16, newly: bool) {
+    fn went_bad(&mut self, seg: u32, kind: u16, newly: bool) -> DevResult<()> {
         if newly {
             self.stats.retired_segments += 1;
+        }
+        if self.nand.store().keeps_payload() {
+            // The erase count a mount will find: the header's, or none (0) when the header
+            // is unreadable (a failed header program, or an erase that failed on a segment
+            // whose header was already lost). Storage mode only: simulation mode never
+            // mounts, and this read would change its device time.
+            let mut hdr = [0u8; SEG_HEADER];
+            self.nand
+                .read(self.nand.geometry().first_page(seg), 0, &mut hdr)?;
+            self.segs[seg as usize].erase_count = match SegHeader::decode(&hdr) {
+                Ok(Some(h)) => h.erase_count,
+                _ => 0,
+            };
         }
         self.segs[seg as usize].valid = 0;
         self.set_bad(seg);
         if kind == 0 && !self.retiring.contains(&seg) {
             self.retiring.push(seg);
         }
+        Ok(())
     }
 
     /// Append "stream → seg" to the index log.
@@ -1262,7 +1286,8 @@ impl Fms {
                     NandError::SetsBits { .. }
                     | NandError::NopExceeded { .. }
                     | NandError::OutOfOrder { .. }
-                    | NandError::ProgramFailed { .. },
+                    | NandError::ProgramFailed { .. }
+                    | NandError::BadBlock { .. },
                 )) => {}
                 r => return r,
             }
@@ -1270,14 +1295,16 @@ impl Fms {
         self.wrap_index(Some(e))
     }
 
-    /// Erase the index segment and rewrite the log: every active segment (but `e`'s
-    /// stream's), every retired one, then `e`. When the index segment went bad, a free
+    /// Erase the index segment and rewrite the log: every retired segment, every active
+    /// segment (but `e`'s stream's), then `e`. When the index segment went bad, a free
     /// segment becomes the index; when none is left (a cleaning under way has taken them),
     /// the FMS goes on without an index until the end of the operation
     /// ([`Fms::repair`]), as after a torn wrap: mount then closes the partly written
     /// segments and reads every grown-bad one, which loses nothing.
     fn wrap_index(&mut self, e: Option<IndexEntry>) -> DevResult<()> {
-        let need = self.active.iter().filter(|&&a| a != NONE).count() + self.retired.len() + 1;
+        let need = self.active.iter().filter(|&&a| a != NONE).count()
+            + self.retired.len()
+            + e.is_some() as usize;
         if need > self.lay.index_capacity() as usize {
             return Err(DevError::corrupt(format!(
                 "index segment full: {} retired segments and the active ones need {need} of its {} entries",
@@ -1307,8 +1334,19 @@ impl Fms {
         Err(self.no_space())
     }
 
-    /// After a wrap: every other stream's active segment, every retired segment, then `e`.
+    /// After a wrap: every retired segment, every other stream's active segment, then `e`.
+    /// Retired entries first: a power cut in the middle of the rewrite then loses active
+    /// entries (mount closes the segments they name, losing nothing) before retired ones
+    /// (mount would read those segments' stale copies again).
     fn rewrite_index(&mut self, e: Option<IndexEntry>) -> DevResult<()> {
+        for seg in self.retired.clone() {
+            self.append_index(IndexEntry {
+                kind: IndexEntry::RETIRED,
+                stream: 0xFF,
+                seg,
+                seq: 0,
+            })?;
+        }
         for (st, &a) in self.active.clone().iter().enumerate() {
             let same = e.is_some_and(|e| e.kind == IndexEntry::ACTIVE && st == e.stream as usize);
             if a != NONE && !same {
@@ -1319,14 +1357,6 @@ impl Fms {
                     seq: 0,
                 })?;
             }
-        }
-        for seg in self.retired.clone() {
-            self.append_index(IndexEntry {
-                kind: IndexEntry::RETIRED,
-                stream: 0xFF,
-                seg,
-                seq: 0,
-            })?;
         }
         match e {
             Some(e) => self.append_index(e),
@@ -3243,6 +3273,704 @@ mod tests {
             assert_eq!(f.mapped, 0, "{preset}: nothing mapped after the format");
             let n = f.logical_blocks() as u32;
             assert_reads(&mut f, 0..n, 0, preset);
+        }
+    }
+
+    /// What `tables_digest` covers, to compare and say how two FMSs differ.
+    #[derive(PartialEq, Debug)]
+    struct Tables(Vec<u32>, Vec<(u32, u32, u32, SegState)>, Vec<u32>);
+
+    fn tables(f: &Fms) -> Tables {
+        Tables(
+            f.blocks.iter().map(|b| b.map).collect(),
+            f.segs
+                .iter()
+                .map(|s| {
+                    let ec = if s.state == SegState::Dirty {
+                        0
+                    } else {
+                        s.erase_count
+                    };
+                    (ec, s.valid, s.next, s.state)
+                })
+                .collect(),
+            f.active.clone(),
+        )
+    }
+
+    /// The first difference between two FMSs' tables.
+    fn tables_diff(a: &Tables, b: &Tables) -> Option<String> {
+        if let Some(l) = (0..a.0.len()).find(|&l| a.0[l] != b.0[l]) {
+            return Some(format!("block {l} at {} vs {}", a.0[l], b.0[l]));
+        }
+        if let Some(i) = (0..a.1.len()).find(|&i| a.1[i] != b.1[i]) {
+            return Some(format!("segment {i}: {:?} vs {:?}", a.1[i], b.1[i]));
+        }
+        (a.2 != b.2).then(|| format!("active {:?} vs {:?}", a.2, b.2))
+    }
+
+    /// A failure at each program and erase of a workload in turn; after a flush, a mount
+    /// rebuilds the tables the running FMS had (torture check 5 compares them, bad
+    /// segments included).
+    #[test]
+    fn after_a_failure_and_a_flush_a_remount_rebuilds_the_same_tables() {
+        for (preset, blocks, ppb, bs) in [
+            ("intel-series2plus-24m", 10u32, 8u32, 1024u32),
+            ("nandsim-256m", 10, 32, 1024),
+            ("mlc2-2g", 10, 16, 2048),
+        ] {
+            let spec = shrunk(preset, blocks, ppb);
+            let cfg = FmsConfig {
+                block_size: bs,
+                wear_threshold: Some(1),
+                ..FmsConfig::default()
+            };
+            let clean = run_under(&spec, &cfg, nand::FaultPlan::default(), 7, 8);
+            let ops = clean.f.nand.op_count();
+            let mut bad = Vec::new();
+            for k in 1..=ops {
+                let plan = nand::FaultPlan {
+                    fail_ops: vec![k],
+                    ..nand::FaultPlan::default()
+                };
+                let mut f = run_under(&spec, &cfg, plan, 7, 8).f;
+                f.flush().unwrap();
+                if f.lay.mode == RecordMode::Spare {
+                    // Trims last until the next mount only (a block trimmed may come back,
+                    // and the bad segment holding it be queued again): compare from the
+                    // first mount on.
+                    f = reopened(f, &spec, &cfg);
+                    f.flush().unwrap();
+                }
+                let t = tables(&f);
+                let g = reopened(f, &spec, &cfg);
+                if let Some(d) = tables_diff(&t, &tables(&g)) {
+                    bad.push(format!("failure at operation {k}: {d}"));
+                }
+            }
+            assert!(
+                bad.is_empty(),
+                "{preset}: {} runs differ: {:#?}",
+                bad.len(),
+                &bad[..bad.len().min(8)]
+            );
+        }
+    }
+
+    /// A medium where a data segment holding valid blocks went bad (an erase that failed
+    /// on the raw device: content kept) without the FMS retiring it: mount reads its
+    /// records and queues it. Before a write, trim or flush moves its blocks out, the
+    /// cleaner may pick it as a victim (greedy: it holds the fewest valid blocks) and a
+    /// wear swap as its source (it is the least erased); DAC regions among them. Every
+    /// block reads back, and a flush and a remount rebuild the running tables.
+    #[test]
+    fn a_pending_bad_segment_with_the_cleaner_wear_swaps_and_regions() {
+        use rand::{Rng, SeedableRng};
+        for (preset, ppb) in [("intel-series2plus-24m", 8u32), ("nandsim-256m", 32)] {
+            for (policy, regions, wear) in [
+                (Policy::Greedy, 1u8, Some(0u32)),
+                (Policy::Cat, 3, Some(0)),
+                (Policy::CostBenefit, 1, None),
+                (Policy::Greedy, 2, None),
+            ] {
+                let spec = shrunk(preset, 12, ppb);
+                let cfg = FmsConfig {
+                    block_size: 1024,
+                    policy,
+                    regions,
+                    region_select: if regions > 1 {
+                        RegionSelect::MostGarbage
+                    } else {
+                        RegionSelect::All
+                    },
+                    wear_threshold: wear,
+                    ..FmsConfig::default()
+                };
+                let what = format!("{preset} {policy:?} regions {regions} wear {wear:?}");
+                let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+                let n = f.logical_blocks() as u32;
+                let mut model = vec![0u8; n as usize];
+                for lbn in 0..n {
+                    model[lbn as usize] = lbn as u8 | 1;
+                    f.write_block(lbn, Some(&vec![lbn as u8 | 1; 1024]))
+                        .unwrap();
+                }
+                // Overwrite most of the first closed segment's blocks: it keeps a few.
+                let victim = (0..f.lay.segments)
+                    .find(|&s| f.segs[s as usize].state == SegState::Used)
+                    .unwrap();
+                let keep: Vec<u32> = (0..n)
+                    .filter(|&l| f.split(f.blocks[l as usize].map).0 == victim)
+                    .collect();
+                for &l in &keep[2..] {
+                    model[l as usize] = 0xEE;
+                    f.write_block(l, Some(&[0xEE; 1024])).unwrap();
+                }
+                f.flush().unwrap();
+                let mut nd = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+                nd.set_faults(nand::FaultPlan {
+                    fail_ops: vec![1],
+                    ..nand::FaultPlan::default()
+                });
+                assert!(nd.erase(victim).is_err() && nd.is_bad(victim));
+                nd.set_faults(nand::FaultPlan::default());
+                let mut f = Fms::mount(nd, cfg.clone()).unwrap();
+                assert_eq!(f.retiring, vec![victim], "{what}");
+                assert_eq!(f.segs[victim as usize].valid, 2, "{what}");
+                let swaps = f.stats.wear_swaps;
+                let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(5);
+                for i in 0..4 * n {
+                    let l = rng.gen_range(0..n);
+                    let v = (i % 200) as u8 + 1;
+                    f.write_block(l, Some(&vec![v; 1024]))
+                        .unwrap_or_else(|e| panic!("{what}: write {i}: {e}"));
+                    model[l as usize] = v;
+                    assert!(f.retiring.is_empty(), "{what}");
+                }
+                assert_eq!(f.segs[victim as usize].state, SegState::Bad, "{what}");
+                for l in 0..n {
+                    assert_reads(&mut f, l..l + 1, model[l as usize], &what);
+                }
+                f.flush().unwrap();
+                let t = tables(&f);
+                let mut g = reopened(f, &spec, &cfg);
+                assert_eq!(tables_diff(&t, &tables(&g)), None, "{what}");
+                for l in 0..n {
+                    assert_reads(&mut g, l..l + 1, model[l as usize], &what);
+                }
+            }
+        }
+    }
+
+    /// The pending bad segment of the test above picked by the cleaner, then (another
+    /// medium) as a wear swap's source, before a write moves its blocks out: both complete,
+    /// the segment ends bad (header mode: recorded retired) and nothing is lost.
+    #[test]
+    fn the_cleaner_or_a_wear_swap_takes_a_pending_bad_segment() {
+        for preset in ["intel-series2plus-24m", "nandsim-256m"] {
+            for by_wear in [false, true] {
+                let spec = shrunk(preset, 12, 8);
+                let cfg = FmsConfig {
+                    block_size: 1024,
+                    policy: Policy::Greedy,
+                    ..FmsConfig::default()
+                };
+                let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+                let n = f.logical_blocks() as u32;
+                let data = |l: u32| vec![l as u8 | 1; 1024];
+                for l in 0..n {
+                    f.write_block(l, Some(&data(l))).unwrap();
+                }
+                let victim = (0..f.lay.segments)
+                    .find(|&s| f.segs[s as usize].state == SegState::Used)
+                    .unwrap();
+                let mut model: Vec<u32> = (0..n).collect();
+                let held: Vec<u32> = (0..n)
+                    .filter(|&l| f.split(f.blocks[l as usize].map).0 == victim)
+                    .collect();
+                for &l in &held[2..] {
+                    f.write_block(l, Some(&data(l + 1))).unwrap();
+                    model[l as usize] = l + 1;
+                }
+                f.flush().unwrap();
+                let mut nd = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+                nd.set_faults(nand::FaultPlan {
+                    fail_ops: vec![1],
+                    ..nand::FaultPlan::default()
+                });
+                assert!(nd.erase(victim).is_err());
+                nd.set_faults(nand::FaultPlan::default());
+                let mut f = Fms::mount(nd, cfg.clone()).unwrap();
+                assert_eq!(f.retiring, vec![victim]);
+                if by_wear {
+                    // The least worn segment holding data; some free one more worn.
+                    assert_eq!(f.scan_least_worn(), Some(victim));
+                    let most = *f.free.back().unwrap();
+                    for _ in 0..3 {
+                        assert!(f.erase_and_header(most, 0).unwrap());
+                    }
+                    f.level_wear(1).unwrap();
+                    assert_eq!(f.stats.wear_swaps, 1, "{preset}");
+                } else {
+                    assert_eq!(f.select_victim(), Some(victim), "{preset}");
+                    assert!(f.clean_one().unwrap());
+                }
+                assert_eq!(f.segs[victim as usize].state, SegState::Bad, "{preset}");
+                assert_eq!(f.segs[victim as usize].valid, 0, "{preset}");
+                f.write_block(0, Some(&data(7))).unwrap();
+                model[0] = 7;
+                assert!(f.retiring.is_empty(), "{preset}");
+                let header = f.lay.mode == RecordMode::Header;
+                assert_eq!(f.retired == vec![victim], header, "{preset}");
+                f.flush().unwrap();
+                let t = tables(&f);
+                let mut g = reopened(f, &spec, &cfg);
+                assert_eq!(tables_diff(&t, &tables(&g)), None, "{preset} {by_wear}");
+                for l in 0..n {
+                    assert_reads(&mut g, l..l + 1, model[l as usize] as u8 | 1, preset);
+                }
+            }
+        }
+    }
+
+    /// Two failures in one run, at operations k and k + d (d = 1..4): two segments failing
+    /// in one write, a failure while a retired segment's blocks move out (its destination
+    /// fails) or on its retired entry, a failure during an index rewrite. Nothing written is
+    /// lost, only running out of space may fail an operation, and after a flush a remount
+    /// rebuilds the running tables.
+    #[test]
+    fn two_failures_close_together_lose_nothing() {
+        for (preset, blocks, ppb, bs) in [
+            ("intel-series2plus-24m", 12u32, 8u32, 1024u32),
+            ("nandsim-256m", 12, 32, 1024),
+        ] {
+            let spec = shrunk(preset, blocks, ppb);
+            let cfg = FmsConfig {
+                block_size: bs,
+                wear_threshold: Some(1),
+                ..FmsConfig::default()
+            };
+            let ops = run_under(&spec, &cfg, nand::FaultPlan::default(), 7, 4)
+                .f
+                .nand
+                .op_count();
+            let mut bad = Vec::new();
+            let mut worn = 0;
+            for k in 1..=ops {
+                for d in 1..=4 {
+                    let plan = nand::FaultPlan {
+                        fail_ops: vec![k, k + d],
+                        ..nand::FaultPlan::default()
+                    };
+                    let FaultRun {
+                        mut f,
+                        model,
+                        uncertain,
+                    } = run_under(&spec, &cfg, plan, 7, 4);
+                    match f.flush() {
+                        Ok(()) => {}
+                        Err(DevError::WornOut { .. }) => {
+                            worn += 1;
+                            continue;
+                        }
+                        Err(e) => panic!("{preset}: failures at {k}, {}: flush: {e}", k + d),
+                    }
+                    if f.lay.mode == RecordMode::Spare {
+                        f = reopened(f, &spec, &cfg);
+                        f.flush().unwrap();
+                    }
+                    let t = tables(&f);
+                    let g = reopened(f, &spec, &cfg);
+                    if let Some(diff) = tables_diff(&t, &tables(&g)) {
+                        bad.push(format!("failures at {k} and {}: {diff}", k + d));
+                    }
+                    FaultRun {
+                        f: g,
+                        model,
+                        uncertain,
+                    }
+                    .verify(
+                        &spec,
+                        &cfg,
+                        &format!("{preset}: failures at {k}, {}", k + d),
+                    );
+                }
+            }
+            assert!(
+                bad.is_empty(),
+                "{preset}: {} runs differ: {:#?}",
+                bad.len(),
+                &bad[..bad.len().min(8)]
+            );
+            assert!(worn < ops, "{preset}: {worn} of {} runs wore out", ops * 4);
+        }
+    }
+
+    /// More retired segments than the index log can hold (header mode, 64-byte pages: 60
+    /// entries a cycle). Every write used to fail once a wrap could not fit them ("index
+    /// segment full"), after its data had landed, and so did every later segment switch;
+    /// now the retired entries stop short of a full cycle and the rest are left
+    /// unrecorded (read and queued again at each mount).
+    #[test]
+    fn more_retired_segments_than_an_index_cycle_holds() {
+        let mut spec = shrunk("intel-series2plus-24m", 80, 16);
+        spec.geometry.page_size = 64;
+        let cfg = FmsConfig {
+            block_size: 512,
+            ..FmsConfig::default()
+        };
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        assert_eq!(f.lay.index_capacity(), 60);
+        for l in 0..4 {
+            f.write_block(l, Some(&[9u8; 512])).unwrap();
+        }
+        f.flush().unwrap();
+        let free: Vec<u32> = f.free.iter().copied().collect();
+        let mut nd = f.into_nand();
+        for &s in free.iter().take(64) {
+            nd.set_faults(nand::FaultPlan {
+                fail_ops: vec![1],
+                ..nand::FaultPlan::default()
+            });
+            assert!(nd.erase(s).is_err());
+        }
+        nd.set_faults(nand::FaultPlan::default());
+        let nd = Nand::open(spec.clone(), nd.into_store()).unwrap();
+        let mut f = Fms::mount(nd, cfg.clone()).unwrap();
+        assert_eq!(f.retiring.len(), 64);
+        // Enough writes for the index to wrap several times.
+        for i in 0..400u32 {
+            f.write_block(i % 4, Some(&[(i / 4) as u8; 512]))
+                .unwrap_or_else(|e| panic!("write {i}: {e}"));
+        }
+        f.flush().unwrap();
+        // 60 entries a cycle: 57 retired ones and one per stream (3) at a wrap.
+        assert_eq!(f.retired.len(), 57);
+        assert!(f.retiring.is_empty());
+        let mut g = reopened(f, &spec, &cfg);
+        assert_eq!((g.retired.len(), g.retiring.len()), (57, 7));
+        assert_reads(&mut g, 0..4, 99, "after a remount");
+        g.write_block(5, Some(&[1; 512])).unwrap();
+        assert_eq!((g.retired.len(), g.retiring.len()), (57, 0));
+    }
+
+    /// Garbage in a segment that went bad in use (bytes changed behind the FMS: a record
+    /// with a bad checksum, one beyond the capacity, a header for another block size, an
+    /// index header), compared with the same garbage in a good segment: mount never
+    /// panics, a bad segment's garbage never makes the medium unmountable where a good
+    /// segment's would not, and records that fail their checksum are skipped alike.
+    #[test]
+    fn garbage_in_a_bad_segment_is_read_no_worse_than_in_a_good_one() {
+        let spec = shrunk("intel-series2plus-24m", 12, 8);
+        let cfg = FmsConfig {
+            block_size: 1024,
+            ..FmsConfig::default()
+        };
+        type Edit = fn(&mut [u8]);
+        let run = |bad: bool, edit: Edit| -> Result<Vec<Option<u32>>, String> {
+            let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+            for l in 0..4 {
+                f.write_block(l, Some(&[l as u8 + 1; 1024])).unwrap();
+            }
+            f.flush().unwrap();
+            let seg = f.split(f.blocks[0].map).0;
+            let mut nd = f.into_nand();
+            if bad {
+                nd.set_faults(nand::FaultPlan {
+                    fail_ops: vec![1],
+                    ..nand::FaultPlan::default()
+                });
+                assert!(nd.erase(seg).is_err());
+            }
+            let first = spec.geometry.first_page(seg);
+            let mut store = nd.into_store();
+            let mut page = vec![0u8; spec.geometry.page_size as usize];
+            store.read(first, 0, &mut page).unwrap();
+            edit(&mut page);
+            store.write(first, 0, &page).unwrap();
+            let nd = Nand::open(spec.clone(), store).unwrap();
+            let f = Fms::mount(nd, cfg.clone()).map_err(|e| e.to_string())?;
+            Ok((0..4).map(|l| f.lookup(l)).collect())
+        };
+        let cases: [(&str, Edit); 5] = [
+            ("nothing", |_| {}),
+            ("a bad checksum in slot 1", |p| {
+                p[SEG_HEADER + ENTRY] ^= 0x40
+            }),
+            ("slot 1 beyond the capacity", |p| {
+                let at = SEG_HEADER + ENTRY;
+                let mut r = Record::decode_entry(&p[at..at + ENTRY]).unwrap();
+                r.lbn = 1 << 30;
+                p[at..at + ENTRY].copy_from_slice(&r.encode_entry());
+            }),
+            ("a header for 2 KiB blocks", |p| {
+                let mut h = SegHeader::decode(&p[..SEG_HEADER]).unwrap().unwrap();
+                h.block_size = 2048;
+                p[..SEG_HEADER].copy_from_slice(&h.encode());
+            }),
+            ("an index header", |p| {
+                let mut h = SegHeader::decode(&p[..SEG_HEADER]).unwrap().unwrap();
+                h.kind = 1;
+                p[..SEG_HEADER].copy_from_slice(&h.encode());
+            }),
+        ];
+        for (what, edit) in cases {
+            let good = run(false, edit);
+            let bad = run(true, edit);
+            assert!(good.is_err() || bad.is_ok(), "{what}: {good:?} / {bad:?}");
+            match what {
+                // Skipped alike; refused alike (a record of this format beyond the
+                // capacity is corruption wherever it is).
+                "nothing" | "a bad checksum in slot 1" | "slot 1 beyond the capacity" => {
+                    assert_eq!(good, bad, "{what}")
+                }
+                // A bad segment whose header does not match the medium (another block
+                // size, or an index header) is not read: its blocks are lost silently,
+                // where a good segment's header for another block size refuses the mount.
+                _ => assert_eq!(bad, Ok(vec![None; 4]), "{what}"),
+            }
+        }
+    }
+
+    /// A medium formatted before the format number existed (every header carries 0):
+    /// mounts, reads a segment that went bad on it while it may hold the only copies
+    /// (the medium's number is 0 too), moves them out and records it retired; the headers
+    /// written afterwards keep number 0, and a new format takes number 1, after which the
+    /// old bad segment's records are not read.
+    #[test]
+    fn a_medium_formatted_before_format_numbers_still_mounts_and_recovers() {
+        let spec = shrunk("intel-series2plus-24m", 12, 8);
+        let cfg = FmsConfig {
+            block_size: 1024,
+            ..FmsConfig::default()
+        };
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        for l in 0..4 {
+            f.write_block(l, Some(&[l as u8 + 1; 1024])).unwrap();
+        }
+        f.flush().unwrap();
+        let seg = f.split(f.blocks[0].map).0;
+        let mut store = f.into_nand().into_store();
+        // Format number 0 in every header, as the older FMS wrote them.
+        let mut hdr = [0u8; SEG_HEADER];
+        for s in 0..spec.geometry.blocks {
+            let first = spec.geometry.first_page(s);
+            store.read(first, 0, &mut hdr).unwrap();
+            if let Ok(Some(mut h)) = SegHeader::decode(&hdr) {
+                h.format_id = 0;
+                store.write(first, 0, &h.encode()).unwrap();
+            }
+        }
+        let mut nd = Nand::open(spec.clone(), store).unwrap();
+        nd.set_faults(nand::FaultPlan {
+            fail_ops: vec![1],
+            ..nand::FaultPlan::default()
+        });
+        assert!(nd.erase(seg).is_err());
+        nd.set_faults(nand::FaultPlan::default());
+        let mut f = Fms::mount(nd, cfg.clone()).unwrap();
+        assert_eq!((f.format_id, f.retiring.clone()), (0, vec![seg]));
+        for l in 0..4 {
+            assert_reads(&mut f, l..l + 1, l as u8 + 1, "old medium");
+        }
+        f.write_block(9, Some(&[9; 1024])).unwrap();
+        assert_eq!(f.retired, vec![seg]);
+        f.flush().unwrap();
+        let mut f = reopened(f, &spec, &cfg);
+        assert_eq!((f.format_id, f.retired.clone()), (0, vec![seg]));
+        for l in 0..4 {
+            assert_reads(&mut f, l..l + 1, l as u8 + 1, "after the move");
+        }
+        let f = Fms::format(f.into_nand(), cfg.clone()).unwrap();
+        assert_eq!(f.format_id, 1);
+        let mut f = reopened(f, &spec, &cfg);
+        assert_eq!((f.format_id, f.mapped), (1, 0));
+        assert_reads(&mut f, 0..4, 0, "after a new format");
+    }
+
+    /// An FMS (Intel card, 512-byte pages) where a retired segment still holds stale
+    /// copies of blocks 0-3 with their live bits set, while those blocks were trimmed and
+    /// the segments holding their trimmed copies erased: only the retired entry keeps the
+    /// stale copies from coming back. Mounted again after a flush.
+    fn trimmed_after_a_retirement() -> (Fms, nand::DeviceSpec, FmsConfig) {
+        let mut spec = shrunk("intel-series2plus-24m", 12, 8);
+        spec.geometry.page_size = 512;
+        let (mut f, spec, cfg, _) = retired_by_a_program_failure_on(spec);
+        assert_eq!(f.retired.len(), 1);
+        let held: Vec<u32> = (0..4).map(|l| f.split(f.blocks[l].map).0).collect();
+        for lbn in 0..4 {
+            f.trim_block(lbn).unwrap();
+        }
+        let ec: Vec<u32> = held
+            .iter()
+            .map(|&s| f.segs[s as usize].erase_count)
+            .collect();
+        let erased = |f: &Fms| (0..4).all(|i| f.segs[held[i] as usize].erase_count > ec[i]);
+        // Close the streams' segments (as their next writes would), then clean.
+        for a in f.active.clone().into_iter().filter(|&a| a != NONE) {
+            f.segs[a as usize].state = SegState::Used;
+            f.sync_used(a);
+        }
+        f.active.fill(NONE);
+        for _ in 0..f.lay.segments {
+            if erased(&f) {
+                break;
+            }
+            f.clean_one().unwrap();
+        }
+        f.flush().unwrap();
+        assert!(erased(&f), "the trimmed copies' segments were erased");
+        let mut f = reopened(f, &spec, &cfg);
+        assert_eq!(f.retired.len(), 1);
+        assert_reads(&mut f, 0..4, 0, "trimmed, after a mount");
+        (f, spec, cfg)
+    }
+
+    /// A power cut at each operation of a write whose segment switch wraps the index log
+    /// (every stream active): a mount after it finds the retired entry unless the cut
+    /// fell on the wrap's erase, its header or the retired entry itself (the known gap
+    /// below): the wrap rewrites retired entries before active ones. With active entries
+    /// first, each of them widened the gap by one operation.
+    #[test]
+    fn a_cut_index_wrap_keeps_the_retired_entries_where_it_can() {
+        let writes = |f: &mut Fms| -> DevResult<()> {
+            for i in 0..64u32 {
+                f.write_block(5 + i % 9, Some(&[0x5A; 1024]))?;
+            }
+            Ok(())
+        };
+        // Every stream with an active segment, then a full log: the next entry wraps.
+        let prepared = || {
+            let (mut f, spec, cfg) = trimmed_after_a_retirement();
+            f.mark_readonly(14, 1);
+            f.write_block(14, Some(&[1; 1024])).unwrap();
+            let mut i = 0;
+            while f.active.contains(&NONE) && i < 500 {
+                f.write_block(5 + i % 9, Some(&[0x5A; 1024])).unwrap();
+                i += 1;
+            }
+            assert!(!f.active.contains(&NONE), "{:?}", f.active);
+            f.index.as_mut().unwrap().next = f.lay.index_capacity();
+            (f, spec, cfg)
+        };
+        let (mut f, _, _) = prepared();
+        let (base, appends) = (f.nand.op_count(), f.stats.index_appends);
+        writes(&mut f).unwrap();
+        let ops = f.nand.op_count() - base;
+        assert!(f.stats.index_appends - appends >= 4, "the log wrapped");
+        let mut lost = 0;
+        for k in 1..=ops {
+            let (mut f, spec, cfg) = prepared();
+            f.nand.set_faults(nand::FaultPlan {
+                power_cut_at: Some(k),
+                torn: nand::TornMode::Random,
+                seed: k,
+                ..nand::FaultPlan::default()
+            });
+            let _ = writes(&mut f);
+            let mut f = reopened(f, &spec, &cfg);
+            if f.retired.is_empty() {
+                lost += 1;
+                continue;
+            }
+            assert_reads(&mut f, 0..4, 0, &format!("cut {k}"));
+        }
+        assert!(lost <= 3, "{lost} of {ops} cuts lost the retired entry");
+    }
+
+    /// Known gap: the retired entries live only in the index log, so a mount that finds
+    /// the log lost (a power cut during a wrap's erase of the index segment, or before its
+    /// header and retired entries are written) reads the retired segment again: its stale
+    /// copies still have their live bits set, and a block trimmed since, whose newer
+    /// copy's segment was cleaned, comes back. Here the erase of the index segment is made
+    /// on the raw device (what a cut right after it leaves).
+    #[test]
+    #[ignore = "known gap: a lost index log forgets the retired segments (docs/fms.md, What is left)"]
+    fn a_lost_index_log_does_not_bring_trimmed_blocks_back() {
+        let (g, spec, cfg) = trimmed_after_a_retirement();
+        let ix = g.index.as_ref().unwrap().seg;
+        let mut nd = g.into_nand();
+        nd.erase(ix).unwrap();
+        let nd = Nand::open(spec.clone(), nd.into_store()).unwrap();
+        let mut f = Fms::mount(nd, cfg.clone()).unwrap();
+        assert_reads(&mut f, 0..4, 0, "trimmed, after the index log was lost");
+    }
+
+    /// A failure at operation k and a power cut at k + d (d = 1..6): the cut falls while
+    /// the failed segment's blocks move out, on its retired entry, or while the index log
+    /// waits for a segment to move to. Every operation that returned `Ok` before the cut is
+    /// kept by the mount after it, a second mount rebuilds the same tables, and the FMS
+    /// keeps working (writes, a flush, a mount that rebuilds the running tables).
+    ///
+    /// Found: an index entry failing during a cleaning that had taken the last free
+    /// segment, then a cut (Intel card, failure 609, cut 610; nandsim 221/224) left a
+    /// medium mount refused ("no segment left for the index"), or, when mount made a free
+    /// segment the index, one whose every write failed "worn out" (no free segment, no
+    /// stream segment with room: the cleaner could not start). And a mount that made a
+    /// new index raised the erase count estimated for a dirty segment at the next mount,
+    /// so two mounts differed (`tables_digest` now leaves that estimate out).
+    #[test]
+    fn a_power_cut_soon_after_a_failure_loses_nothing_acknowledged() {
+        use rand::{Rng, SeedableRng};
+        for (preset, blocks, ppb) in [
+            ("intel-series2plus-24m", 10u32, 8u32),
+            ("nandsim-256m", 10, 32),
+        ] {
+            let spec = shrunk(preset, blocks, ppb);
+            let cfg = FmsConfig {
+                block_size: 1024,
+                wear_threshold: Some(1),
+                ..FmsConfig::default()
+            };
+            let ops = run_under(&spec, &cfg, nand::FaultPlan::default(), 7, 4)
+                .f
+                .nand
+                .op_count();
+            for k in (1..=ops).step_by(2) {
+                for d in 1..=6 {
+                    let what = format!("{preset}: failure at {k}, cut at {}", k + d);
+                    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+                    let n = (f.logical_blocks() as u32 * 3 / 4).max(1);
+                    f.nand.set_faults(nand::FaultPlan {
+                        fail_ops: vec![k],
+                        power_cut_at: Some(k + d),
+                        torn: nand::TornMode::Random,
+                        seed: k * 8 + d,
+                        ..nand::FaultPlan::default()
+                    });
+                    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
+                    let mut model: Vec<Option<u8>> = vec![None; n as usize];
+                    let mut uncertain = vec![false; n as usize];
+                    let spare = f.lay.mode == RecordMode::Spare;
+                    for op in 0..n * 4 {
+                        let lbn = rng.gen_range(0..n);
+                        let r = if rng.gen_bool(0.1) {
+                            f.trim_block(lbn).map(|()| None)
+                        } else {
+                            let v = (op % 251) as u8 + 1;
+                            f.write_block(lbn, Some(&[v; 1024])).map(|()| Some(v))
+                        };
+                        match r {
+                            Ok(v) => {
+                                model[lbn as usize] = v;
+                                uncertain[lbn as usize] = v.is_none() && spare;
+                            }
+                            Err(_) => {
+                                uncertain[lbn as usize] = true;
+                                break;
+                            }
+                        }
+                    }
+                    let nd = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+                    let mut f = Fms::mount(nd, cfg.clone())
+                        .unwrap_or_else(|e| panic!("{what}: mount: {e}"));
+                    let (t1, d1) = (tables(&f), f.tables_digest());
+                    for (lbn, want) in (0u32..).zip(&model) {
+                        if !uncertain[lbn as usize] {
+                            assert_reads(&mut f, lbn..lbn + 1, want.unwrap_or(0), &what);
+                        }
+                    }
+                    let mut f = reopened(f, &spec, &cfg);
+                    assert_eq!(tables_diff(&t1, &tables(&f)), None, "{what}: second mount");
+                    assert_eq!(f.tables_digest(), d1, "{what}: second mount's digest");
+                    // It keeps working: writes, a flush, and a mount that rebuilds the
+                    // running tables.
+                    for lbn in 0..n {
+                        let r = f.write_block(lbn, Some(&[0xA5; 1024]));
+                        r.unwrap_or_else(|e| panic!("{what}: write {lbn} after: {e}"));
+                    }
+                    f.flush().unwrap();
+                    if spare {
+                        f = reopened(f, &spec, &cfg);
+                        f.flush().unwrap();
+                    }
+                    assert!(f.index.is_some(), "{what}: the index log has a segment");
+                    let t = tables(&f);
+                    let mut f = reopened(f, &spec, &cfg);
+                    assert_eq!(tables_diff(&t, &tables(&f)), None, "{what}: after writes");
+                    assert_reads(&mut f, 0..n, 0xA5, &what);
+                }
+            }
         }
     }
 }

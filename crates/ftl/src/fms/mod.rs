@@ -3428,6 +3428,9 @@ mod tests {
                     assert!(f.retiring.is_empty(), "{what}");
                 }
                 assert_eq!(f.segs[victim as usize].state, SegState::Bad, "{what}");
+                if wear.is_some() {
+                    assert!(f.stats.wear_swaps > swaps, "{what}: no wear swap");
+                }
                 for l in 0..n {
                     assert_reads(&mut f, l..l + 1, model[l as usize], &what);
                 }

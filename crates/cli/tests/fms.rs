@@ -641,8 +641,13 @@ fn inspecting_an_image_with_a_bad_segment_not_yet_moved_out() {
     let info: serde_json::Value =
         serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
     assert_eq!(info["mapped_blocks"], 40, "{info}");
-    // Still holding blocks: closed (used), not yet bad.
-    assert_eq!(info["bad_segments"], 0, "{info}");
+    // Still holding blocks that the next write moves out, but bad.
+    assert_eq!(info["bad_segments"], 1, "{info}");
+    let parts = ["free", "used", "active", "dirty", "bad", "index"]
+        .map(|k| info[format!("{k}_segments")].as_u64().unwrap())
+        .iter()
+        .sum::<u64>();
+    assert_eq!(Some(parts), info["segments"].as_u64(), "{info}");
     let out = flashkit(["fms", "read", img, "--length", "40000"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(out.stdout == data, "read back differs");

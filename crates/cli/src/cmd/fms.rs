@@ -201,6 +201,8 @@ pub struct FmsInfo {
     pub used_segments: usize,
     pub active_segments: usize,
     pub dirty_segments: usize,
+    /// Segments whose erase block is bad, including one that still holds blocks the
+    /// next write, trim or flush moves out (not counted as used).
     pub bad_segments: usize,
     /// The segment holding the index log.
     pub index_segments: usize,
@@ -216,11 +218,18 @@ fn info(a: InfoArgs) -> Result<()> {
     super::common::refuse_csv_over(&a.report, &[(&a.image, "image being read")])?;
     let fms = mount(&a.image, &a.mount, Access::Inspect)?;
     let segs = fms.segments();
-    let count = |st: SegState| segs.iter().filter(|s| s.state == st).count();
+    // A segment whose erase block went bad counts as bad even while it still holds
+    // blocks that the next write, trim or flush moves out (mount found it so).
+    let bad = |i: usize| fms.nand().is_bad(i as u32);
+    let count = |st: SegState| {
+        (0..segs.len())
+            .filter(|&i| segs[i].state == st && (st == SegState::Bad || !bad(i)))
+            .count()
+    };
     let wear = nand::WearStats::of(
-        segs.iter()
-            .filter(|s| s.state != SegState::Bad)
-            .map(|s| s.erase_count),
+        (0..segs.len())
+            .filter(|&i| segs[i].state != SegState::Bad && !bad(i))
+            .map(|i| segs[i].erase_count),
     );
     let r = FmsInfo {
         image: a.image.display().to_string(),
@@ -236,7 +245,9 @@ fn info(a: InfoArgs) -> Result<()> {
         used_segments: count(SegState::Used),
         active_segments: count(SegState::Active),
         dirty_segments: count(SegState::Dirty),
-        bad_segments: count(SegState::Bad),
+        bad_segments: (0..segs.len())
+            .filter(|&i| segs[i].state == SegState::Bad || bad(i))
+            .count(),
         index_segments: count(SegState::Index),
         erase_min: wear.min,
         erase_max: wear.max,

@@ -210,6 +210,9 @@ pub struct FmsStats {
     pub obsolete_marks: u64,
     pub index_appends: u64,
     pub trims: u64,
+    /// Segments taken out of use early: each whose erase block went bad under this FMS
+    /// (a failed program, erase or header, the index segment included), once, and each
+    /// closed because a program met what a torn operation left.
     pub retired_segments: u64,
     /// Cleaned blocks placed in another stream's segment because free segments ran low.
     pub borrowed_slots: u64,
@@ -872,6 +875,8 @@ impl Fms {
     /// segment is closed (if a stream was writing it; `append` and `copy_run` close their
     /// own) and its valid blocks must move before a mount (which skips bad blocks) could
     /// lose them.
+    ///
+    /// Counts the segment retired (`FmsStats::retired_segments`) the first time.
     fn note_retired(&mut self, seg: u32) {
         if !self.nand.is_bad(seg) {
             return;
@@ -884,11 +889,22 @@ impl Fms {
             if self.active.get(stream) == Some(&seg) {
                 self.active[stream] = NONE;
             }
-            self.stats.retired_segments += 1;
             self.sync_used(seg);
         }
-        if !self.retiring.contains(&seg) {
+        if !self.retiring.contains(&seg) && self.segs[seg as usize].state != SegState::Bad {
+            self.stats.retired_segments += 1;
             self.retiring.push(seg);
+        }
+    }
+
+    /// `append` or `copy_run` met a program error in `seg` and closed it: count it
+    /// retired when its block is still good (garbage left by a torn operation), and queue
+    /// it when the block went bad ([`Fms::note_retired`], which counts it then).
+    fn closed_early(&mut self, seg: u32) {
+        if self.nand.is_bad(seg) {
+            self.note_retired(seg);
+        } else {
+            self.stats.retired_segments += 1;
         }
     }
 
@@ -1021,9 +1037,8 @@ impl Fms {
                     s.next = self.lay.slots;
                     s.state = SegState::Used;
                     self.active[stream] = NONE;
-                    self.stats.retired_segments += 1;
                     self.sync_used(seg);
-                    self.note_retired(seg);
+                    self.closed_early(seg);
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -1196,7 +1211,10 @@ impl Fms {
         match self.nand.erase(seg) {
             Ok(()) => {}
             Err(e @ (NandError::EraseFailed { .. } | NandError::BadBlock { .. })) => {
-                self.went_bad(seg, kind, matches!(e, NandError::EraseFailed { .. }))?;
+                // Already bad (`BadBlock`): a data segment was counted when its program
+                // failed; the index segment, whose entry program failed, was not.
+                let newly = matches!(e, NandError::EraseFailed { .. }) || kind == 1;
+                self.went_bad(seg, kind, newly)?;
                 return Ok(false);
             }
             Err(e) => return Err(e.into()),
@@ -1827,9 +1845,8 @@ impl Fms {
                 s.next = slots;
                 s.state = SegState::Used;
                 self.active[stream] = NONE;
-                self.stats.retired_segments += 1;
                 self.sync_used(seg);
-                self.note_retired(seg);
+                self.closed_early(seg);
                 if storage && buf_reused {
                     // `buf` may hold a later block of the run: the caller retries the
                     // first one from `buf`.
@@ -1990,7 +2007,6 @@ impl Fms {
                 // keeps its role.
                 self.segs[most as usize].next = self.lay.slots;
                 self.sync_used(most);
-                self.stats.retired_segments += 1;
                 self.note_retired(most);
                 return Ok(());
             }
@@ -3040,6 +3056,12 @@ mod tests {
                 let run = run_under(&spec, &cfg, plan, 7, 8);
                 let c = run.f.nand.counters();
                 failed += c.program_failures + c.erase_failures;
+                // Each block that went bad is counted retired, once.
+                assert_eq!(
+                    run.f.stats.retired_segments,
+                    c.program_failures + c.erase_failures,
+                    "{preset}: failure at operation {k}"
+                );
                 run.verify(&spec, &cfg, &format!("{preset}: failure at operation {k}"));
             }
             assert!(failed >= ops * 9 / 10, "{preset}: {failed} of {ops} failed");

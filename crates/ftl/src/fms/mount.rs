@@ -65,7 +65,9 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     let slots = lay.slots;
     let mut best: Vec<Option<Best>> = (0..f.logical).map(|_| None).collect();
     let mut any_header = false;
-    let mut index_seg: Option<u32> = None;
+    let mut index_seg: Option<(u32, u64)> = None;
+    // Kind-1 segments older than the index segment (dirty, but with a known count).
+    let mut superseded: Vec<u32> = Vec::new();
     let mut max_ec = 0u32;
     // The format number of the medium: the first good segment header's.
     let mut format_id: Option<u64> = None;
@@ -106,9 +108,24 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         f.segs[si].erase_count = h.erase_count;
         max_ec = max_ec.max(h.erase_count);
         f.erase_seq = f.erase_seq.max(h.erase_seq.saturating_add(1));
-        if h.kind == 1 && index_seg.is_none() {
-            index_seg = Some(seg);
-            f.segs[si].state = SegState::Index;
+        if h.kind == 1 {
+            // The index segment: the kind-1 header with the highest erase sequence. An
+            // older one is a log that moved (`Fms::move_index`) before it was erased:
+            // dirty, its erase count known.
+            match index_seg {
+                Some((_, q)) if q > h.erase_seq => {
+                    f.segs[si].state = SegState::Dirty;
+                    superseded.push(seg);
+                }
+                _ => {
+                    if let Some((o, _)) = index_seg {
+                        f.segs[o as usize].state = SegState::Dirty;
+                        superseded.push(o);
+                    }
+                    index_seg = Some((seg, h.erase_seq));
+                    f.segs[si].state = SegState::Index;
+                }
+            }
             continue;
         }
         let last_used = read_records(&mut f, seg, &mut best, &mut stale_live, &mut entries)?;
@@ -140,11 +157,12 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         ));
     }
     f.format_id = format_id.unwrap_or(0);
-    for s in f.segs.iter_mut() {
-        if s.state == SegState::Dirty {
+    for (i, s) in f.segs.iter_mut().enumerate() {
+        if s.state == SegState::Dirty && !superseded.contains(&(i as u32)) {
             s.erase_count = max_ec;
         }
     }
+    let index_seg = index_seg.map(|(s, _)| s);
 
     // The index log: active segments (used below) and retired ones.
     let log = match index_seg {
@@ -288,6 +306,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                     matches!(f.segs[s as usize].state, SegState::Free | SegState::Dirty)
                 });
                 let Some(s) = cand else {
+                    f.index_stale = true;
                     break;
                 };
                 if f.erase_and_header(s, 1)? {

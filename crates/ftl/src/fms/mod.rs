@@ -1402,7 +1402,11 @@ impl Fms {
             match self.rewrite_index(e) {
                 Ok(()) => {}
                 Err(DevError::Flash(NandError::ProgramFailed { .. })) => {
-                    self.note_retired(s);
+                    // Bad before its header: it holds no record, so needs no retired
+                    // entry, and a mount finds it without an erase count (`went_bad`).
+                    if self.nand.is_bad(s) {
+                        self.went_bad(s, 1, true)?;
+                    }
                     continue;
                 }
                 Err(err) => {
@@ -1420,6 +1424,9 @@ impl Fms {
                     self.segs[o.seg as usize].state = SegState::Dirty;
                     self.sync_used(o.seg);
                     self.free.push_back(o.seg);
+                } else if self.segs[o.seg as usize].state == SegState::Index {
+                    // Its entry program failed (the move's cause): bad, counted once.
+                    self.went_bad(o.seg, 1, true)?;
                 }
             }
             self.index_stale = false;
@@ -4069,6 +4076,149 @@ mod tests {
                     assert_reads(&mut f, 0..n, 0xA5, &what);
                 }
             }
+        }
+    }
+
+    /// A failure at each operation of writes that wrap and move the index log while a
+    /// segment is retired (the index entry, the new segment's erase, its entries, its
+    /// header, the cleaner's copies): every block that went bad is counted retired once,
+    /// the trimmed blocks stay trimmed, and after a flush a mount rebuilds the running
+    /// tables (a bad old index segment included).
+    #[test]
+    fn a_failure_while_the_index_log_moves() {
+        let writes = |f: &mut Fms| -> DevResult<()> {
+            for i in 0..96u32 {
+                f.write_block(5 + i % 9, Some(&[0x5A; 1024]))?;
+            }
+            Ok(())
+        };
+        let prepared = |full: bool| {
+            let (mut f, spec, cfg) = trimmed_after_a_retirement();
+            if full {
+                f.index.as_mut().unwrap().next = f.lay.index_capacity();
+            }
+            (f, spec, cfg)
+        };
+        for full in [false, true] {
+            let (mut f, _, _) = prepared(full);
+            let base = f.nand.op_count();
+            writes(&mut f).unwrap();
+            let ops = f.nand.op_count() - base;
+            let mut bad = Vec::new();
+            for k in 1..=ops {
+                let (mut f, spec, cfg) = prepared(full);
+                let before = f.stats.retired_segments;
+                f.nand.set_faults(nand::FaultPlan {
+                    fail_ops: vec![k],
+                    ..nand::FaultPlan::default()
+                });
+                let r = writes(&mut f);
+                let c = f.nand.counters();
+                let failed = c.program_failures + c.erase_failures;
+                f.nand.set_faults(nand::FaultPlan::default());
+                let what = format!("full {full}, failure at {k}");
+                if let Err(e) = r {
+                    bad.push(format!("{what}: {e}"));
+                    continue;
+                }
+                f.flush().unwrap();
+                if f.stats.retired_segments - before != failed {
+                    bad.push(format!(
+                        "{what}: {} retired, {failed} failed",
+                        f.stats.retired_segments - before
+                    ));
+                }
+                let t = tables(&f);
+                let mut g = reopened(f, &spec, &cfg);
+                if let Some(d) = tables_diff(&t, &tables(&g)) {
+                    bad.push(format!("{what}: {d}"));
+                }
+                assert_reads(&mut g, 0..4, 0, &what);
+                assert_reads(&mut g, 5..14, 0x5A, &what);
+            }
+            assert!(
+                bad.is_empty(),
+                "{} runs: {:#?}",
+                bad.len(),
+                &bad[..bad.len().min(8)]
+            );
+        }
+    }
+
+    /// A failure at each operation of writes that move the index log while a segment is
+    /// retired, then a power cut 1 to 6 operations later: the mount keeps the retired
+    /// entry (the trimmed blocks stay trimmed) and every block written before.
+    #[test]
+    fn a_cut_soon_after_a_failure_while_the_index_log_moves() {
+        let writes = |f: &mut Fms| -> DevResult<()> {
+            for i in 0..96u32 {
+                f.write_block(5 + i % 9, Some(&[0x5A; 1024]))?;
+            }
+            Ok(())
+        };
+        for full in [false, true] {
+            let prepared = || {
+                let (mut f, spec, cfg) = trimmed_after_a_retirement();
+                if full {
+                    f.index.as_mut().unwrap().next = f.lay.index_capacity();
+                }
+                (f, spec, cfg)
+            };
+            let (mut f, _, _) = prepared();
+            let base = f.nand.op_count();
+            writes(&mut f).unwrap();
+            let ops = f.nand.op_count() - base;
+            let mut bad = Vec::new();
+            for k in 1..=ops {
+                for d in 1..=6 {
+                    let (mut f, spec, cfg) = prepared();
+                    f.nand.set_faults(nand::FaultPlan {
+                        fail_ops: vec![k],
+                        power_cut_at: Some(k + d),
+                        torn: nand::TornMode::Random,
+                        seed: k * 8 + d,
+                        ..nand::FaultPlan::default()
+                    });
+                    let _ = writes(&mut f);
+                    let what = format!("full {full}, failure at {k}, cut at {}", k + d);
+                    let nd = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+                    let mut g = match Fms::mount(nd, cfg.clone()) {
+                        Ok(g) => g,
+                        Err(e) => {
+                            bad.push(format!("{what}: mount: {e}"));
+                            continue;
+                        }
+                    };
+                    if g.retired.is_empty() {
+                        bad.push(format!("{what}: the retired entry is lost"));
+                    }
+                    let mut buf = vec![0u8; 1024];
+                    for lbn in 0..4 {
+                        g.read_block(lbn, Some(&mut buf)).unwrap();
+                        if buf[0] != 0 {
+                            bad.push(format!("{what}: block {lbn} came back"));
+                        }
+                    }
+                    // It keeps working, and a flush leaves what a mount rebuilds.
+                    if let Err(e) = g.write_block(4, Some(&[7; 1024])).and_then(|()| g.flush()) {
+                        bad.push(format!("{what}: write after the mount: {e}"));
+                        continue;
+                    }
+                    let t = tables(&g);
+                    let mut h = reopened(g, &spec, &cfg);
+                    if let Some(d) = tables_diff(&t, &tables(&h)) {
+                        bad.push(format!("{what}: after a write and a flush: {d}"));
+                    }
+                    assert_reads(&mut h, 0..4, 0, &what);
+                    assert_reads(&mut h, 4..5, 7, &what);
+                }
+            }
+            assert!(
+                bad.is_empty(),
+                "{} runs: {:#?}",
+                bad.len(),
+                &bad[..bad.len().min(12)]
+            );
         }
     }
 }

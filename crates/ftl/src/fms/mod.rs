@@ -1033,7 +1033,7 @@ impl Fms {
                     let s = &mut self.segs[seg as usize];
                     s.next = self.lay.slots;
                     s.state = SegState::Used;
-                    self.active[stream] = NONE;
+                    self.drop_active(seg);
                     self.sync_used(seg);
                     self.closed_early(seg);
                 }
@@ -1041,6 +1041,15 @@ impl Fms {
             }
         }
         Err(self.no_space())
+    }
+
+    /// `seg` was closed early: the stream whose segment it is has none now. Not
+    /// necessarily the stream writing into it, which may have borrowed it
+    /// ([`Fms::active_slot_segment`]) and keeps its own (full) segment.
+    fn drop_active(&mut self, seg: u32) {
+        if let Some(a) = self.active.iter_mut().find(|a| **a == seg) {
+            *a = NONE;
+        }
     }
 
     fn program_slot(
@@ -1934,7 +1943,7 @@ impl Fms {
                 let s = &mut self.segs[seg as usize];
                 s.next = slots;
                 s.state = SegState::Used;
-                self.active[stream] = NONE;
+                self.drop_active(seg);
                 self.sync_used(seg);
                 self.closed_early(seg);
                 if storage && buf_reused {
@@ -4218,6 +4227,69 @@ mod tests {
                 "{} runs: {:#?}",
                 bad.len(),
                 &bad[..bad.len().min(12)]
+            );
+        }
+    }
+
+    /// A cleaning with no free segment borrows another stream's segment; a program that
+    /// fails there closes it. That used to forget the borrowing stream's own (full)
+    /// segment instead, left active in the tables but no stream's: never cleaned again,
+    /// and the stream it was borrowed from kept naming a closed segment, which the cleaner
+    /// could erase and hand out while that stream still wrote into it. Every segment in
+    /// the active state is a stream's, and every stream's segment is active.
+    #[test]
+    fn a_failure_in_a_borrowed_segment_closes_that_segment_only() {
+        let spec = shrunk("intel-series2plus-24m", 12, 8);
+        let cfg = FmsConfig {
+            block_size: 1024,
+            ..FmsConfig::default()
+        };
+        assert!(cfg.streams() >= 2);
+        let mut f = Fms::format(Nand::ram(spec).unwrap(), cfg).unwrap();
+        let data = [0x11u8; 1024];
+        // A closed segment with erased slots (as a mount leaves one): somewhere to go.
+        f.write_block(0, Some(&data)).unwrap();
+        let c = f.active[0];
+        f.segs[c as usize].state = SegState::Used;
+        f.sync_used(c);
+        f.active[0] = NONE;
+        // Stream 0's segment, full; stream 1's, with room.
+        f.write_block(1, Some(&data)).unwrap();
+        let a = f.active[0];
+        assert_ne!(a, c);
+        f.segs[a as usize].next = f.lay.slots;
+        let b = f.active_slot_segment(1).unwrap();
+        // A cleaning that has used the free segments up: stream 0 borrows `b`, whose
+        // program fails.
+        f.cleaning = true;
+        let saved = std::mem::take(&mut f.free);
+        f.nand.set_faults(nand::FaultPlan {
+            fail_ops: vec![1],
+            ..nand::FaultPlan::default()
+        });
+        let rec = Record {
+            lbn: 2,
+            region: 0,
+            readonly: false,
+            live: true,
+            updates: 0,
+            seq: f.seq,
+            time_ms: 0,
+        };
+        let r = f.append(0, Some(&data), &rec);
+        f.nand.set_faults(nand::FaultPlan::default());
+        f.cleaning = false;
+        f.free = saved;
+        assert!(f.nand.is_bad(b), "the borrowed segment went bad");
+        assert!(r.is_ok(), "{r:?}");
+        for s in 0..f.lay.segments {
+            let active = f.segs[s as usize].state == SegState::Active;
+            assert_eq!(
+                active,
+                f.active.contains(&s),
+                "segment {s} ({:?}), streams' segments {:?}; a {a}, b {b}, c {c}",
+                f.segs[s as usize].state,
+                f.active
             );
         }
     }

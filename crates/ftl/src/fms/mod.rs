@@ -4415,4 +4415,45 @@ mod tests {
             assert_eq!(tables_diff(&t, &tables(&h)), None, "{what}");
         }
     }
+
+    /// A torn erase keeps a random subset of a segment's pages, its header's among them:
+    /// a segment with a valid header and no record, or records only in its first slots,
+    /// may hold old data further on. Mount used to take it as free (or open from its first
+    /// erased slot); the running FMS met the garbage only when a write got there and then
+    /// closed the segment, which a remount did not: the tables differed (torture --device
+    /// intel-series2plus-24m --page-size 64 --block-size 512 --ops 1500 --failures 4
+    /// --seed 2, cut 14405). Known gap: mount reads only up to the first erased slot; a
+    /// scan of the remaining slots (close the segment; dirty without a record) fixes it,
+    /// but changes mount's device time, in simulation mode too (`mount_time_s` of every
+    /// baseline), and reading them in storage mode only breaks the fast/general-path
+    /// equivalence of `tests/fast_paths_fms.rs`.
+    #[test]
+    #[ignore = "known gap: mount does not look past the first erased slot (docs/fms.md, What is left)"]
+    fn garbage_after_a_torn_erase_is_found_by_mount() {
+        let spec = shrunk("intel-series2plus-24m", 12, 8);
+        let cfg = FmsConfig {
+            block_size: 1024,
+            ..FmsConfig::default()
+        };
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        f.write_block(0, Some(&[1; 1024])).unwrap();
+        f.flush().unwrap();
+        let free = *f.free.back().unwrap();
+        let slots = f.lay.slots;
+        let off = f.lay.slot_offset(slots - 1);
+        let page = f.nand.geometry().first_page(free) + off / f.lay.page_size as u64;
+        let mut nd = f.into_nand();
+        nd.program(page, 0, Data::Bytes(&[0x42; 16]), None).unwrap();
+        let nd = Nand::open(spec.clone(), nd.into_store()).unwrap();
+        let mut f = Fms::mount(nd, cfg.clone()).unwrap();
+        assert_ne!(f.segs[free as usize].state, SegState::Free);
+        let n = f.logical_blocks() as u32;
+        for i in 0..(8 * slots) {
+            f.write_block(i % n, Some(&[i as u8; 1024])).unwrap();
+        }
+        f.flush().unwrap();
+        let t = tables(&f);
+        let g = reopened(f, &spec, &cfg);
+        assert_eq!(tables_diff(&t, &tables(&g)), None);
+    }
 }

@@ -1033,7 +1033,7 @@ impl Fms {
                     let s = &mut self.segs[seg as usize];
                     s.next = self.lay.slots;
                     s.state = SegState::Used;
-                    self.active[stream] = NONE;
+                    self.drop_active(seg);
                     self.sync_used(seg);
                     self.closed_early(seg);
                 }
@@ -1041,6 +1041,15 @@ impl Fms {
             }
         }
         Err(self.no_space())
+    }
+
+    /// `seg` was closed early: the stream whose segment it is has none now. Not
+    /// necessarily the stream writing into it, which may have borrowed it
+    /// ([`Fms::active_slot_segment`]) and keeps its own (full) segment.
+    fn drop_active(&mut self, seg: u32) {
+        if let Some(a) = self.active.iter_mut().find(|a| **a == seg) {
+            *a = NONE;
+        }
     }
 
     fn program_slot(
@@ -1402,7 +1411,11 @@ impl Fms {
             match self.rewrite_index(e) {
                 Ok(()) => {}
                 Err(DevError::Flash(NandError::ProgramFailed { .. })) => {
-                    self.note_retired(s);
+                    // Bad before its header: it holds no record, so needs no retired
+                    // entry, and a mount finds it without an erase count (`went_bad`).
+                    if self.nand.is_bad(s) {
+                        self.went_bad(s, 1, true)?;
+                    }
                     continue;
                 }
                 Err(err) => {
@@ -1420,6 +1433,9 @@ impl Fms {
                     self.segs[o.seg as usize].state = SegState::Dirty;
                     self.sync_used(o.seg);
                     self.free.push_back(o.seg);
+                } else if self.segs[o.seg as usize].state == SegState::Index {
+                    // Its entry program failed (the move's cause): bad, counted once.
+                    self.went_bad(o.seg, 1, true)?;
                 }
             }
             self.index_stale = false;
@@ -1927,7 +1943,7 @@ impl Fms {
                 let s = &mut self.segs[seg as usize];
                 s.next = slots;
                 s.state = SegState::Used;
-                self.active[stream] = NONE;
+                self.drop_active(seg);
                 self.sync_used(seg);
                 self.closed_early(seg);
                 if storage && buf_reused {
@@ -4070,5 +4086,374 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A failure at each operation of writes that wrap and move the index log while a
+    /// segment is retired (the index entry, the new segment's erase, its entries, its
+    /// header, the cleaner's copies): every block that went bad is counted retired once,
+    /// the trimmed blocks stay trimmed, and after a flush a mount rebuilds the running
+    /// tables (a bad old index segment included).
+    #[test]
+    fn a_failure_while_the_index_log_moves() {
+        let writes = |f: &mut Fms| -> DevResult<()> {
+            for i in 0..96u32 {
+                f.write_block(5 + i % 9, Some(&[0x5A; 1024]))?;
+            }
+            Ok(())
+        };
+        let prepared = |full: bool| {
+            let (mut f, spec, cfg) = trimmed_after_a_retirement();
+            if full {
+                f.index.as_mut().unwrap().next = f.lay.index_capacity();
+            }
+            (f, spec, cfg)
+        };
+        for full in [false, true] {
+            let (mut f, _, _) = prepared(full);
+            let base = f.nand.op_count();
+            writes(&mut f).unwrap();
+            let ops = f.nand.op_count() - base;
+            let mut bad = Vec::new();
+            for k in 1..=ops {
+                let (mut f, spec, cfg) = prepared(full);
+                let before = f.stats.retired_segments;
+                f.nand.set_faults(nand::FaultPlan {
+                    fail_ops: vec![k],
+                    ..nand::FaultPlan::default()
+                });
+                let r = writes(&mut f);
+                let c = f.nand.counters();
+                let failed = c.program_failures + c.erase_failures;
+                f.nand.set_faults(nand::FaultPlan::default());
+                let what = format!("full {full}, failure at {k}");
+                if let Err(e) = r {
+                    bad.push(format!("{what}: {e}"));
+                    continue;
+                }
+                f.flush().unwrap();
+                if f.stats.retired_segments - before != failed {
+                    bad.push(format!(
+                        "{what}: {} retired, {failed} failed",
+                        f.stats.retired_segments - before
+                    ));
+                }
+                let t = tables(&f);
+                let mut g = reopened(f, &spec, &cfg);
+                if let Some(d) = tables_diff(&t, &tables(&g)) {
+                    bad.push(format!("{what}: {d}"));
+                }
+                assert_reads(&mut g, 0..4, 0, &what);
+                assert_reads(&mut g, 5..14, 0x5A, &what);
+            }
+            assert!(
+                bad.is_empty(),
+                "{} runs: {:#?}",
+                bad.len(),
+                &bad[..bad.len().min(8)]
+            );
+        }
+    }
+
+    /// A failure at each operation of writes that move the index log while a segment is
+    /// retired, then a power cut 1 to 6 operations later: the mount keeps the retired
+    /// entry (the trimmed blocks stay trimmed) and every block written before.
+    #[test]
+    fn a_cut_soon_after_a_failure_while_the_index_log_moves() {
+        let writes = |f: &mut Fms| -> DevResult<()> {
+            for i in 0..96u32 {
+                f.write_block(5 + i % 9, Some(&[0x5A; 1024]))?;
+            }
+            Ok(())
+        };
+        for full in [false, true] {
+            let prepared = || {
+                let (mut f, spec, cfg) = trimmed_after_a_retirement();
+                if full {
+                    f.index.as_mut().unwrap().next = f.lay.index_capacity();
+                }
+                (f, spec, cfg)
+            };
+            let (mut f, _, _) = prepared();
+            let base = f.nand.op_count();
+            writes(&mut f).unwrap();
+            let ops = f.nand.op_count() - base;
+            let mut bad = Vec::new();
+            for k in 1..=ops {
+                for d in 1..=6 {
+                    let (mut f, spec, cfg) = prepared();
+                    f.nand.set_faults(nand::FaultPlan {
+                        fail_ops: vec![k],
+                        power_cut_at: Some(k + d),
+                        torn: nand::TornMode::Random,
+                        seed: k * 8 + d,
+                        ..nand::FaultPlan::default()
+                    });
+                    let _ = writes(&mut f);
+                    let what = format!("full {full}, failure at {k}, cut at {}", k + d);
+                    let nd = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+                    let mut g = match Fms::mount(nd, cfg.clone()) {
+                        Ok(g) => g,
+                        Err(e) => {
+                            bad.push(format!("{what}: mount: {e}"));
+                            continue;
+                        }
+                    };
+                    if g.retired.is_empty() {
+                        bad.push(format!("{what}: the retired entry is lost"));
+                    }
+                    let mut buf = vec![0u8; 1024];
+                    for lbn in 0..4 {
+                        g.read_block(lbn, Some(&mut buf)).unwrap();
+                        if buf[0] != 0 {
+                            bad.push(format!("{what}: block {lbn} came back"));
+                        }
+                    }
+                    // It keeps working, and a flush leaves what a mount rebuilds.
+                    if let Err(e) = g.write_block(4, Some(&[7; 1024])).and_then(|()| g.flush()) {
+                        bad.push(format!("{what}: write after the mount: {e}"));
+                        continue;
+                    }
+                    let t = tables(&g);
+                    let mut h = reopened(g, &spec, &cfg);
+                    if let Some(d) = tables_diff(&t, &tables(&h)) {
+                        bad.push(format!("{what}: after a write and a flush: {d}"));
+                    }
+                    assert_reads(&mut h, 0..4, 0, &what);
+                    assert_reads(&mut h, 4..5, 7, &what);
+                }
+            }
+            assert!(
+                bad.is_empty(),
+                "{} runs: {:#?}",
+                bad.len(),
+                &bad[..bad.len().min(12)]
+            );
+        }
+    }
+
+    /// A cleaning with no free segment borrows another stream's segment; a program that
+    /// fails there closes it. That used to forget the borrowing stream's own (full)
+    /// segment instead, left active in the tables but no stream's: never cleaned again,
+    /// and the stream it was borrowed from kept naming a closed segment, which the cleaner
+    /// could erase and hand out while that stream still wrote into it. Every segment in
+    /// the active state is a stream's, and every stream's segment is active.
+    #[test]
+    fn a_failure_in_a_borrowed_segment_closes_that_segment_only() {
+        let spec = shrunk("intel-series2plus-24m", 12, 8);
+        let cfg = FmsConfig {
+            block_size: 1024,
+            ..FmsConfig::default()
+        };
+        assert!(cfg.streams() >= 2);
+        let mut f = Fms::format(Nand::ram(spec).unwrap(), cfg).unwrap();
+        let data = [0x11u8; 1024];
+        // A closed segment with erased slots (as a mount leaves one): somewhere to go.
+        f.write_block(0, Some(&data)).unwrap();
+        let c = f.active[0];
+        f.segs[c as usize].state = SegState::Used;
+        f.sync_used(c);
+        f.active[0] = NONE;
+        // Stream 0's segment, full; stream 1's, with room.
+        f.write_block(1, Some(&data)).unwrap();
+        let a = f.active[0];
+        assert_ne!(a, c);
+        f.segs[a as usize].next = f.lay.slots;
+        let b = f.active_slot_segment(1).unwrap();
+        // A cleaning that has used the free segments up: stream 0 borrows `b`, whose
+        // program fails.
+        f.cleaning = true;
+        let saved = std::mem::take(&mut f.free);
+        f.nand.set_faults(nand::FaultPlan {
+            fail_ops: vec![1],
+            ..nand::FaultPlan::default()
+        });
+        let rec = Record {
+            lbn: 2,
+            region: 0,
+            readonly: false,
+            live: true,
+            updates: 0,
+            seq: f.seq,
+            time_ms: 0,
+        };
+        let r = f.append(0, Some(&data), &rec);
+        f.nand.set_faults(nand::FaultPlan::default());
+        f.cleaning = false;
+        f.free = saved;
+        assert!(f.nand.is_bad(b), "the borrowed segment went bad");
+        assert!(r.is_ok(), "{r:?}");
+        for s in 0..f.lay.segments {
+            let active = f.segs[s as usize].state == SegState::Active;
+            assert_eq!(
+                active,
+                f.active.contains(&s),
+                "segment {s} ({:?}), streams' segments {:?}; a {a}, b {b}, c {c}",
+                f.segs[s as usize].state,
+                f.active
+            );
+        }
+    }
+
+    /// Several moves of the index log in a row leave several kind-1 segments on flash
+    /// (the old ones dirty, not yet erased): a mount takes the newest, finds every
+    /// retired entry and rebuilds the running tables; a power cut at any operation of
+    /// the moves loses neither the retired entry nor a write.
+    #[test]
+    fn several_moves_of_the_index_log_leave_one_log() {
+        let moves = |f: &mut Fms| -> DevResult<()> {
+            for i in 0..4u32 {
+                if let Some(ix) = f.index.as_mut() {
+                    ix.next = f.lay.index_capacity();
+                }
+                f.write_block(5 + i, Some(&[0x40 + i as u8; 1024]))?;
+            }
+            Ok(())
+        };
+        let (mut f, spec, cfg) = trimmed_after_a_retirement();
+        let base = f.nand.op_count();
+        moves(&mut f).unwrap();
+        let ops = f.nand.op_count() - base;
+        let kind1 = (0..f.lay.segments)
+            .filter(|&s| {
+                !f.nand.is_bad(s) && {
+                    let mut h = [0u8; SEG_HEADER];
+                    f.nand
+                        .read(f.nand.geometry().first_page(s), 0, &mut h)
+                        .unwrap();
+                    matches!(SegHeader::decode(&h), Ok(Some(h)) if h.kind == 1)
+                }
+            })
+            .count();
+        assert!(kind1 >= 2, "{kind1} kind-1 segments on flash");
+        f.flush().unwrap();
+        let t = tables(&f);
+        let mut g = reopened(f, &spec, &cfg);
+        assert_eq!(tables_diff(&t, &tables(&g)), None);
+        assert_eq!(g.retired.len(), 1);
+        assert_reads(&mut g, 0..4, 0, "after the moves");
+        for k in 1..=ops {
+            let (mut f, spec, cfg) = trimmed_after_a_retirement();
+            f.nand.set_faults(nand::FaultPlan {
+                power_cut_at: Some(k),
+                torn: nand::TornMode::Random,
+                seed: k,
+                ..nand::FaultPlan::default()
+            });
+            let done = f.stats.user_writes;
+            let _ = moves(&mut f);
+            let acked = (f.stats.user_writes - done) as u32;
+            let what = format!("cut at {k}");
+            let mut g = reopened(f, &spec, &cfg);
+            assert_eq!(g.retired.len(), 1, "{what}");
+            assert_reads(&mut g, 0..4, 0, &what);
+            for i in 0..acked.saturating_sub(1) {
+                assert_reads(&mut g, 5 + i..6 + i, 0x40 + i as u8, &what);
+            }
+            g.write_block(4, Some(&[9; 1024])).unwrap();
+            g.flush().unwrap();
+            let t = tables(&g);
+            let mut h = reopened(g, &spec, &cfg);
+            assert_eq!(tables_diff(&t, &tables(&h)), None, "{what}");
+            assert_reads(&mut h, 0..4, 0, &what);
+        }
+    }
+
+    /// The index log moved at every entry of a random workload that keeps the device
+    /// full (cleanings with few free segments, the log waiting for one), with a power cut
+    /// at each operation in turn: every write acknowledged before the cut reads back, the
+    /// trimmed blocks of the retired segment stay trimmed, and the FMS goes on.
+    #[test]
+    fn moving_the_index_log_at_every_entry_under_power_cuts() {
+        use rand::{Rng, SeedableRng};
+        // Returns the block whose write failed (it may or may not have landed).
+        let run = |f: &mut Fms, model: &mut Vec<Option<u8>>| -> Option<u32> {
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
+            let n = f.logical_blocks() as u32;
+            for op in 0..150u32 {
+                if let Some(ix) = f.index.as_mut() {
+                    ix.next = f.lay.index_capacity();
+                }
+                let lbn = rng.gen_range(4..n);
+                let v = (op % 200) as u8 + 1;
+                if f.write_block(lbn, Some(&[v; 1024])).is_err() {
+                    return Some(lbn);
+                }
+                model[lbn as usize] = Some(v);
+            }
+            None
+        };
+        let (mut f, _, _) = trimmed_after_a_retirement();
+        let n = f.logical_blocks() as usize;
+        let base = f.nand.op_count();
+        assert_eq!(run(&mut f, &mut vec![None; n]), None);
+        let ops = f.nand.op_count() - base;
+        for k in (1..=ops).step_by(3) {
+            let (mut f, spec, cfg) = trimmed_after_a_retirement();
+            let mut model: Vec<Option<u8>> = vec![None; n];
+            f.nand.set_faults(nand::FaultPlan {
+                power_cut_at: Some(k),
+                torn: nand::TornMode::Random,
+                seed: k,
+                ..nand::FaultPlan::default()
+            });
+            if let Some(l) = run(&mut f, &mut model) {
+                model[l as usize] = None;
+            }
+            let what = format!("cut at {k}");
+            let mut g = reopened(f, &spec, &cfg);
+            assert_eq!(g.retired.len(), 1, "{what}");
+            assert_reads(&mut g, 0..4, 0, &what);
+            for (l, v) in model.iter().enumerate() {
+                if let Some(v) = v {
+                    assert_reads(&mut g, l as u32..l as u32 + 1, *v, &what);
+                }
+            }
+            g.write_block(4, Some(&[9; 1024])).unwrap();
+            g.flush().unwrap();
+            let t = tables(&g);
+            let h = reopened(g, &spec, &cfg);
+            assert_eq!(tables_diff(&t, &tables(&h)), None, "{what}");
+        }
+    }
+
+    /// A torn erase keeps a random subset of a segment's pages, its header's among them:
+    /// a segment with a valid header and no record, or records only in its first slots,
+    /// may hold old data further on. Mount used to take it as free (or open from its first
+    /// erased slot); the running FMS met the garbage only when a write got there and then
+    /// closed the segment, which a remount did not: the tables differed (torture --device
+    /// intel-series2plus-24m --page-size 64 --block-size 512 --ops 1500 --failures 4
+    /// --seed 2, cut 14405). Known gap: mount reads only up to the first erased slot; a
+    /// scan of the remaining slots (close the segment; dirty without a record) fixes it,
+    /// but changes mount's device time, in simulation mode too (`mount_time_s` of every
+    /// baseline), and reading them in storage mode only breaks the fast/general-path
+    /// equivalence of `tests/fast_paths_fms.rs`.
+    #[test]
+    #[ignore = "known gap: mount does not look past the first erased slot (docs/fms.md, What is left)"]
+    fn garbage_after_a_torn_erase_is_found_by_mount() {
+        let spec = shrunk("intel-series2plus-24m", 12, 8);
+        let cfg = FmsConfig {
+            block_size: 1024,
+            ..FmsConfig::default()
+        };
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        f.write_block(0, Some(&[1; 1024])).unwrap();
+        f.flush().unwrap();
+        let free = *f.free.back().unwrap();
+        let slots = f.lay.slots;
+        let off = f.lay.slot_offset(slots - 1);
+        let page = f.nand.geometry().first_page(free) + off / f.lay.page_size as u64;
+        let mut nd = f.into_nand();
+        nd.program(page, 0, Data::Bytes(&[0x42; 16]), None).unwrap();
+        let nd = Nand::open(spec.clone(), nd.into_store()).unwrap();
+        let mut f = Fms::mount(nd, cfg.clone()).unwrap();
+        assert_ne!(f.segs[free as usize].state, SegState::Free);
+        let n = f.logical_blocks() as u32;
+        for i in 0..(8 * slots) {
+            f.write_block(i % n, Some(&[i as u8; 1024])).unwrap();
+        }
+        f.flush().unwrap();
+        let t = tables(&f);
+        let g = reopened(f, &spec, &cfg);
+        assert_eq!(tables_diff(&t, &tables(&g)), None);
     }
 }

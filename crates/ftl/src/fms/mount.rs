@@ -157,6 +157,39 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         ));
     }
     f.format_id = format_id.unwrap_or(0);
+    // A grown-bad index segment newer than the good ones: its entry program failed and a
+    // power cut came before the log moved to a free segment (`Fms::move_index`). Its
+    // retired entries are still readable, and the only record of them: read it, and move
+    // the log at the first write, trim or flush (`index_stale`).
+    let mut bad_log = None;
+    for &seg in &grown {
+        f.nand.read(geo.first_page(seg), 0, &mut hdr)?;
+        let Ok(Some(h)) = SegHeader::decode(&hdr) else {
+            continue;
+        };
+        if h.kind != 1
+            || h.block_size != lay.block_size
+            || h.slots != slots
+            || h.format_id != f.format_id
+        {
+            continue;
+        }
+        f.erase_seq = f.erase_seq.max(h.erase_seq.saturating_add(1));
+        let newest = index_seg.is_none_or(|(_, q)| h.erase_seq > q)
+            && bad_log.as_ref().is_none_or(|&(_, q, _)| h.erase_seq > q);
+        if newest && lay.mode == RecordMode::Header {
+            let log = read_index(&mut f, seg)?;
+            if !log.retired.is_empty() {
+                bad_log = Some((seg, h.erase_seq, log));
+            }
+        }
+    }
+    if bad_log.is_some() {
+        if let Some((o, _)) = index_seg.take() {
+            f.segs[o as usize].state = SegState::Dirty;
+            superseded.push(o);
+        }
+    }
     for (i, s) in f.segs.iter_mut().enumerate() {
         if s.state == SegState::Dirty && !superseded.contains(&(i as u32)) {
             s.erase_count = max_ec;
@@ -165,9 +198,10 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     let index_seg = index_seg.map(|(s, _)| s);
 
     // The index log: active segments (used below) and retired ones.
-    let log = match index_seg {
-        Some(ix) => Some(read_index(&mut f, ix)?),
-        None => None,
+    let log = match (index_seg, bad_log) {
+        (_, Some((_, _, log))) => Some(log),
+        (Some(ix), None) => Some(read_index(&mut f, ix)?),
+        (None, None) => None,
     };
 
     // Grown-bad segments: their erase counts, and the records of those not yet retired
@@ -295,6 +329,11 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                 f.active[st] = sg;
             }
             f.index = Some(IndexLog { seg: ix, next, seq });
+            if f.nand.is_bad(ix) {
+                // Read only: full, so that the first entry moves it.
+                f.index.as_mut().unwrap().next = lay.index_capacity();
+                f.index_stale = true;
+            }
         }
         None => {
             // Lost (torn erase while wrapping, or a cut before a bad index segment found

@@ -329,6 +329,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                 f.active[st] = sg;
             }
             f.index = Some(IndexLog { seg: ix, next, seq });
+            f.index_tail_unchecked = true;
             if f.nand.is_bad(ix) {
                 // Read only: full, so that the first entry moves it.
                 f.index.as_mut().unwrap().next = lay.index_capacity();

@@ -3431,6 +3431,24 @@ mod tests {
         }
     }
 
+    /// Remount `f`'s device: how the tables `f` had differ from the remount's, if they
+    /// do, and the remount.
+    fn remount_differs(f: Fms, spec: &nand::DeviceSpec, cfg: &FmsConfig) -> (Option<String>, Fms) {
+        let t = tables(&f);
+        let g = reopened(f, spec, cfg);
+        (tables_diff(&t, &tables(&g)), g)
+    }
+
+    /// Fail with the first problems of a run of cases, if any.
+    fn assert_no_problems(bad: &[String], what: &str) {
+        assert!(
+            bad.is_empty(),
+            "{what}: {} runs: {:#?}",
+            bad.len(),
+            &bad[..bad.len().min(12)]
+        );
+    }
+
     /// What `tables_digest` covers, to compare and say how two FMSs differ.
     #[derive(PartialEq, Debug)]
     struct Tables(Vec<u32>, Vec<(u32, u32, u32, SegState)>, Vec<u32>);
@@ -3497,18 +3515,12 @@ mod tests {
                     f = reopened(f, &spec, &cfg);
                     f.flush().unwrap();
                 }
-                let t = tables(&f);
-                let g = reopened(f, &spec, &cfg);
-                if let Some(d) = tables_diff(&t, &tables(&g)) {
+                let (diff, _) = remount_differs(f, &spec, &cfg);
+                if let Some(d) = diff {
                     bad.push(format!("failure at operation {k}: {d}"));
                 }
             }
-            assert!(
-                bad.is_empty(),
-                "{preset}: {} runs differ: {:#?}",
-                bad.len(),
-                &bad[..bad.len().min(8)]
-            );
+            assert_no_problems(&bad, preset);
         }
     }
 
@@ -3590,9 +3602,8 @@ mod tests {
                     assert_reads(&mut f, l..l + 1, model[l as usize], &what);
                 }
                 f.flush().unwrap();
-                let t = tables(&f);
-                let mut g = reopened(f, &spec, &cfg);
-                assert_eq!(tables_diff(&t, &tables(&g)), None, "{what}");
+                let (diff, mut g) = remount_differs(f, &spec, &cfg);
+                assert_eq!(diff, None, "{what}");
                 for l in 0..n {
                     assert_reads(&mut g, l..l + 1, model[l as usize], &what);
                 }
@@ -3661,9 +3672,8 @@ mod tests {
                 let header = f.lay.mode == RecordMode::Header;
                 assert_eq!(f.retired == vec![victim], header, "{preset}");
                 f.flush().unwrap();
-                let t = tables(&f);
-                let mut g = reopened(f, &spec, &cfg);
-                assert_eq!(tables_diff(&t, &tables(&g)), None, "{preset} {by_wear}");
+                let (diff, mut g) = remount_differs(f, &spec, &cfg);
+                assert_eq!(diff, None, "{preset} {by_wear}");
                 for l in 0..n {
                     assert_reads(&mut g, l..l + 1, model[l as usize] as u8 | 1, preset);
                 }
@@ -3717,9 +3727,8 @@ mod tests {
                         f = reopened(f, &spec, &cfg);
                         f.flush().unwrap();
                     }
-                    let t = tables(&f);
-                    let g = reopened(f, &spec, &cfg);
-                    if let Some(diff) = tables_diff(&t, &tables(&g)) {
+                    let (diff, g) = remount_differs(f, &spec, &cfg);
+                    if let Some(diff) = diff {
                         bad.push(format!("failures at {k} and {}: {diff}", k + d));
                     }
                     FaultRun {
@@ -3734,12 +3743,7 @@ mod tests {
                     );
                 }
             }
-            assert!(
-                bad.is_empty(),
-                "{preset}: {} runs differ: {:#?}",
-                bad.len(),
-                &bad[..bad.len().min(8)]
-            );
+            assert_no_problems(&bad, preset);
             assert!(worn < ops, "{preset}: {worn} of {} runs wore out", ops * 4);
         }
     }
@@ -4113,13 +4117,30 @@ mod tests {
                         f.flush().unwrap();
                     }
                     assert!(f.index.is_some(), "{what}: the index log has a segment");
-                    let t = tables(&f);
-                    let mut f = reopened(f, &spec, &cfg);
-                    assert_eq!(tables_diff(&t, &tables(&f)), None, "{what}: after writes");
+                    let (diff, mut f) = remount_differs(f, &spec, &cfg);
+                    assert_eq!(diff, None, "{what}: after writes");
                     assert_reads(&mut f, 0..n, 0xA5, &what);
                 }
             }
         }
+    }
+
+    /// 96 writes to blocks 5-13 (enough segment switches to wrap a full log).
+    fn writes_that_move_the_log(f: &mut Fms) -> DevResult<()> {
+        for i in 0..96u32 {
+            f.write_block(5 + i % 9, Some(&[0x5A; 1024]))?;
+        }
+        Ok(())
+    }
+
+    /// [`trimmed_after_a_retirement`], with its index log marked full when `full` (the
+    /// next entry wraps it, and with a retired segment moves it).
+    fn trimmed_with_a_log(full: bool) -> (Fms, nand::DeviceSpec, FmsConfig) {
+        let (mut f, spec, cfg) = trimmed_after_a_retirement();
+        if full {
+            f.index.as_mut().unwrap().next = f.lay.index_capacity();
+        }
+        (f, spec, cfg)
     }
 
     /// A failure at each operation of writes that wrap and move the index log while a
@@ -4129,19 +4150,7 @@ mod tests {
     /// tables (a bad old index segment included).
     #[test]
     fn a_failure_while_the_index_log_moves() {
-        let writes = |f: &mut Fms| -> DevResult<()> {
-            for i in 0..96u32 {
-                f.write_block(5 + i % 9, Some(&[0x5A; 1024]))?;
-            }
-            Ok(())
-        };
-        let prepared = |full: bool| {
-            let (mut f, spec, cfg) = trimmed_after_a_retirement();
-            if full {
-                f.index.as_mut().unwrap().next = f.lay.index_capacity();
-            }
-            (f, spec, cfg)
-        };
+        let (writes, prepared) = (writes_that_move_the_log, trimmed_with_a_log);
         for full in [false, true] {
             let (mut f, _, _) = prepared(full);
             let base = f.nand.op_count();
@@ -4171,20 +4180,14 @@ mod tests {
                         f.stats.retired_segments - before
                     ));
                 }
-                let t = tables(&f);
-                let mut g = reopened(f, &spec, &cfg);
-                if let Some(d) = tables_diff(&t, &tables(&g)) {
+                let (diff, mut g) = remount_differs(f, &spec, &cfg);
+                if let Some(d) = diff {
                     bad.push(format!("{what}: {d}"));
                 }
                 assert_reads(&mut g, 0..4, 0, &what);
                 assert_reads(&mut g, 5..14, 0x5A, &what);
             }
-            assert!(
-                bad.is_empty(),
-                "{} runs: {:#?}",
-                bad.len(),
-                &bad[..bad.len().min(8)]
-            );
+            assert_no_problems(&bad, "");
         }
     }
 
@@ -4193,20 +4196,9 @@ mod tests {
     /// entry (the trimmed blocks stay trimmed) and every block written before.
     #[test]
     fn a_cut_soon_after_a_failure_while_the_index_log_moves() {
-        let writes = |f: &mut Fms| -> DevResult<()> {
-            for i in 0..96u32 {
-                f.write_block(5 + i % 9, Some(&[0x5A; 1024]))?;
-            }
-            Ok(())
-        };
+        let writes = writes_that_move_the_log;
         for full in [false, true] {
-            let prepared = || {
-                let (mut f, spec, cfg) = trimmed_after_a_retirement();
-                if full {
-                    f.index.as_mut().unwrap().next = f.lay.index_capacity();
-                }
-                (f, spec, cfg)
-            };
+            let prepared = || trimmed_with_a_log(full);
             let (mut f, _, _) = prepared();
             let base = f.nand.op_count();
             writes(&mut f).unwrap();
@@ -4247,21 +4239,15 @@ mod tests {
                         bad.push(format!("{what}: write after the mount: {e}"));
                         continue;
                     }
-                    let t = tables(&g);
-                    let mut h = reopened(g, &spec, &cfg);
-                    if let Some(d) = tables_diff(&t, &tables(&h)) {
+                    let (diff, mut h) = remount_differs(g, &spec, &cfg);
+                    if let Some(d) = diff {
                         bad.push(format!("{what}: after a write and a flush: {d}"));
                     }
                     assert_reads(&mut h, 0..4, 0, &what);
                     assert_reads(&mut h, 4..5, 7, &what);
                 }
             }
-            assert!(
-                bad.is_empty(),
-                "{} runs: {:#?}",
-                bad.len(),
-                &bad[..bad.len().min(12)]
-            );
+            assert_no_problems(&bad, "");
         }
     }
 
@@ -4360,9 +4346,8 @@ mod tests {
             .count();
         assert!(kind1 >= 2, "{kind1} kind-1 segments on flash");
         f.flush().unwrap();
-        let t = tables(&f);
-        let mut g = reopened(f, &spec, &cfg);
-        assert_eq!(tables_diff(&t, &tables(&g)), None);
+        let (diff, mut g) = remount_differs(f, &spec, &cfg);
+        assert_eq!(diff, None);
         assert_eq!(g.retired.len(), 1);
         assert_reads(&mut g, 0..4, 0, "after the moves");
         for k in 1..=ops {
@@ -4385,9 +4370,8 @@ mod tests {
             }
             g.write_block(4, Some(&[9; 1024])).unwrap();
             g.flush().unwrap();
-            let t = tables(&g);
-            let mut h = reopened(g, &spec, &cfg);
-            assert_eq!(tables_diff(&t, &tables(&h)), None, "{what}");
+            let (diff, mut h) = remount_differs(g, &spec, &cfg);
+            assert_eq!(diff, None, "{what}");
             assert_reads(&mut h, 0..4, 0, &what);
         }
     }
@@ -4444,9 +4428,8 @@ mod tests {
             }
             g.write_block(4, Some(&[9; 1024])).unwrap();
             g.flush().unwrap();
-            let t = tables(&g);
-            let h = reopened(g, &spec, &cfg);
-            assert_eq!(tables_diff(&t, &tables(&h)), None, "{what}");
+            let (diff, _) = remount_differs(g, &spec, &cfg);
+            assert_eq!(diff, None, "{what}");
         }
     }
 
@@ -4486,9 +4469,8 @@ mod tests {
             f.write_block(i % n, Some(&[i as u8; 1024])).unwrap();
         }
         f.flush().unwrap();
-        let t = tables(&f);
-        let g = reopened(f, &spec, &cfg);
-        assert_eq!(tables_diff(&t, &tables(&g)), None);
+        let (diff, _) = remount_differs(f, &spec, &cfg);
+        assert_eq!(diff, None);
     }
 
     /// A power cut in the erase of an index wrap can erase some pages of the index
@@ -4551,9 +4533,8 @@ mod tests {
                 j += 1;
             }
             f.flush().unwrap();
-            let t = tables(&f);
-            let g = reopened(f, &spec, &cfg);
-            assert_eq!(tables_diff(&t, &tables(&g)), None, "seed {seed}");
+            let (diff, _) = remount_differs(f, &spec, &cfg);
+            assert_eq!(diff, None, "seed {seed}");
             checked += 1;
         }
         assert!(

@@ -905,6 +905,20 @@ impl Fms {
         }
     }
 
+    /// `append` or `copy_run` met a program error in `seg`: close it, take it from the
+    /// stream whose segment it is ([`Fms::drop_active`]) and count or queue it
+    /// ([`Fms::closed_early`]). Out of line: an error path, kept off the copy loop.
+    #[cold]
+    #[inline(never)]
+    fn close_early(&mut self, seg: u32) {
+        let s = &mut self.segs[seg as usize];
+        s.next = self.lay.slots;
+        s.state = SegState::Used;
+        self.drop_active(seg);
+        self.sync_used(seg);
+        self.closed_early(seg);
+    }
+
     /// `append` or `copy_run` met a program error in `seg` and closed it: count it
     /// retired when its block is still good (garbage left by a torn operation), and queue
     /// it when the block went bad ([`Fms::note_retired`], which counts it then).
@@ -1034,12 +1048,7 @@ impl Fms {
                     // already programmed, later pages programmed — e.g. a torn erase that
                     // left the header), or a failing block: close this segment (the
                     // cleaner will reclaim it) and retry in a fresh one.
-                    let s = &mut self.segs[seg as usize];
-                    s.next = self.lay.slots;
-                    s.state = SegState::Used;
-                    self.drop_active(seg);
-                    self.sync_used(seg);
-                    self.closed_early(seg);
+                    self.close_early(seg);
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -1974,12 +1983,7 @@ impl Fms {
                 | NandError::ProgramFailed { .. },
             ) if forced.is_none() => {
                 // As in `append`: close the segment; nothing of this run is committed.
-                let s = &mut self.segs[seg as usize];
-                s.next = slots;
-                s.state = SegState::Used;
-                self.drop_active(seg);
-                self.sync_used(seg);
-                self.closed_early(seg);
+                self.close_early(seg);
                 if storage && buf_reused {
                     // `buf` may hold a later block of the run: the caller retries the
                     // first one from `buf`.

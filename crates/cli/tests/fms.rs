@@ -274,13 +274,7 @@ fn inspection_commands_never_write_the_image() {
     assert_eq!(info["index_segments"], 1, "{info}");
     assert_eq!(info["mapped_blocks"], 5, "{info}");
     run_ok(&["nand", "info", img]);
-    let out = flashkit(["fms", "read", img, "--length", "5000"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(out.stdout == data, "read back differs");
-    assert!(
-        std::fs::read(img).unwrap() == bytes,
-        "an inspection command wrote to the image"
-    );
+    read_leaves_the_image(img, &data, &bytes);
 
     // A write needs write access, and its mount makes the repair on the image.
     #[allow(clippy::permissions_set_readonly_false)]
@@ -648,13 +642,7 @@ fn inspecting_an_image_with_a_bad_segment_not_yet_moved_out() {
         .iter()
         .sum::<u64>();
     assert_eq!(Some(parts), info["segments"].as_u64(), "{info}");
-    let out = flashkit(["fms", "read", img, "--length", "40000"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(out.stdout == data, "read back differs");
-    assert!(
-        std::fs::read(img).unwrap() == bytes,
-        "an inspection command wrote to the image"
-    );
+    read_leaves_the_image(img, &data, &bytes);
 
     #[allow(clippy::permissions_set_readonly_false)]
     perm.set_readonly(false);
@@ -676,4 +664,17 @@ fn inspecting_an_image_with_a_bad_segment_not_yet_moved_out() {
     let out = flashkit(["fms", "read", img, "--length", "40000"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(out.stdout == data, "read back differs after the move");
+}
+
+/// `fms read` of the image's first `data.len()` bytes returns `data`, and the image file
+/// still holds `bytes` (an inspection never writes).
+fn read_leaves_the_image(img: &str, data: &[u8], bytes: &[u8]) {
+    let len = data.len().to_string();
+    let out = flashkit(["fms", "read", img, "--length", len.as_str()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.stdout == data, "read back differs");
+    assert!(
+        std::fs::read(img).unwrap() == bytes,
+        "an inspection command wrote to the image"
+    );
 }

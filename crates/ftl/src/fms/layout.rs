@@ -583,6 +583,26 @@ impl IndexEntry {
     /// moved, so mount must not read its records (see `docs/format/fms.md`).
     pub const RETIRED: u8 = 2;
 
+    /// "Stream `stream` now writes into segment `seg`" (its `seq` is set when appended).
+    pub fn active(stream: u8, seg: u32) -> IndexEntry {
+        IndexEntry {
+            kind: Self::ACTIVE,
+            stream,
+            seg,
+            seq: 0,
+        }
+    }
+
+    /// "Segment `seg` is retired" (its `seq` is set when appended).
+    pub fn retired(seg: u32) -> IndexEntry {
+        IndexEntry {
+            kind: Self::RETIRED,
+            stream: 0xFF,
+            seg,
+            seq: 0,
+        }
+    }
+
     pub fn encode(&self) -> [u8; INDEX_ENTRY] {
         let mut b = [0u8; INDEX_ENTRY];
         b[0..2].copy_from_slice(&INDEX_MAGIC.to_le_bytes());

@@ -906,8 +906,7 @@ impl Fms {
     }
 
     /// `append` or `copy_run` met a program error in `seg`: close it, take it from the
-    /// stream whose segment it is ([`Fms::drop_active`]) and count or queue it
-    /// ([`Fms::closed_early`]). Out of line: an error path, kept off the copy loop.
+    /// stream whose segment it is ([`Fms::drop_active`]) and count or queue it. Out of line: an error path, kept off the copy loop.
     #[cold]
     #[inline(never)]
     fn close_early(&mut self, seg: u32) {
@@ -916,13 +915,8 @@ impl Fms {
         s.state = SegState::Used;
         self.drop_active(seg);
         self.sync_used(seg);
-        self.closed_early(seg);
-    }
-
-    /// `append` or `copy_run` met a program error in `seg` and closed it: count it
-    /// retired when its block is still good (garbage left by a torn operation), and queue
-    /// it when the block went bad ([`Fms::note_retired`], which counts it then).
-    fn closed_early(&mut self, seg: u32) {
+        // Counted retired when the block is still good (garbage left by a torn
+        // operation); queued when it went bad (`note_retired` counts it then).
         if self.nand.is_bad(seg) {
             self.note_retired(seg);
         } else {
@@ -987,12 +981,7 @@ impl Fms {
         // and queues it again).
         let room = self.retired.len() + self.active.len() < self.lay.index_capacity() as usize;
         if self.lay.mode == RecordMode::Header && !self.retired.contains(&seg) && room {
-            self.log(IndexEntry {
-                kind: IndexEntry::RETIRED,
-                stream: 0xFF,
-                seg,
-                seq: 0,
-            })?;
+            self.log(IndexEntry::retired(seg))?;
             self.retired.push(seg);
         }
         Ok(())
@@ -1310,12 +1299,7 @@ impl Fms {
 
     /// Append "stream → seg" to the index log.
     fn log_active(&mut self, stream: u8, seg: u32) -> DevResult<()> {
-        self.log(IndexEntry {
-            kind: IndexEntry::ACTIVE,
-            stream,
-            seg,
-            seq: 0,
-        })
+        self.log(IndexEntry::active(stream, seg))
     }
 
     /// Append `e` (its `seq` is assigned here) to the index segment, wrapping (erase, then
@@ -1500,22 +1484,12 @@ impl Fms {
     /// (mount would read those segments' stale copies again).
     fn rewrite_index(&mut self, e: Option<IndexEntry>) -> DevResult<()> {
         for seg in self.retired.clone() {
-            self.append_index(IndexEntry {
-                kind: IndexEntry::RETIRED,
-                stream: 0xFF,
-                seg,
-                seq: 0,
-            })?;
+            self.append_index(IndexEntry::retired(seg))?;
         }
         for (st, &a) in self.active.clone().iter().enumerate() {
             let same = e.is_some_and(|e| e.kind == IndexEntry::ACTIVE && st == e.stream as usize);
             if a != NONE && !same {
-                self.append_index(IndexEntry {
-                    kind: IndexEntry::ACTIVE,
-                    stream: st as u8,
-                    seg: a,
-                    seq: 0,
-                })?;
+                self.append_index(IndexEntry::active(st as u8, a))?;
             }
         }
         match e {

@@ -71,8 +71,9 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     let mut max_ec = 0u32;
     // The format number of the medium: the first good segment header's.
     let mut format_id: Option<u64> = None;
-    // Segments that went bad in use (grown bad): read once the index log is known.
-    let mut grown: Vec<u32> = Vec::new();
+    // Segments that went bad in use (grown bad) with a readable header: their records are
+    // read once the index log is known.
+    let mut grown: Vec<(u32, SegHeader)> = Vec::new();
     // Header mode: superseded copies whose live bit is still set (an invalidation or an
     // erase cut by power loss).
     let mut stale_live: Vec<u32> = Vec::new();
@@ -84,7 +85,11 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             f.segs[si].state = SegState::Bad;
             f.segs[si].next = slots;
             if f.nand.block_info(seg).bad == BadState::Grown {
-                grown.push(seg);
+                f.nand.read(geo.first_page(seg), 0, &mut hdr)?;
+                if let Ok(Some(h)) = SegHeader::decode(&hdr) {
+                    f.segs[si].erase_count = h.erase_count;
+                    grown.push((seg, h));
+                }
             }
             continue;
         }
@@ -162,16 +167,13 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     // retired entries are still readable, and the only record of them: read it, and move
     // the log at the first write, trim or flush (`index_stale`).
     let mut bad_log = None;
-    for &seg in &grown {
-        f.nand.read(geo.first_page(seg), 0, &mut hdr)?;
-        let Ok(Some(h)) = SegHeader::decode(&hdr) else {
-            continue;
-        };
-        if h.kind != 1
-            || h.block_size != lay.block_size
-            || h.slots != slots
-            || h.format_id != f.format_id
-        {
+    // Of this format, with this medium's geometry.
+    let format_id = f.format_id;
+    let ours = |h: &SegHeader| {
+        h.block_size == lay.block_size && h.slots == slots && h.format_id == format_id
+    };
+    for &(seg, h) in &grown {
+        if h.kind != 1 || !ours(&h) {
             continue;
         }
         f.erase_seq = f.erase_seq.max(h.erase_seq.saturating_add(1));
@@ -207,18 +209,8 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     // Grown-bad segments: their erase counts, and the records of those not yet retired
     // (header mode; in spare mode none is ever recorded retired).
     let mut read_grown = Vec::new();
-    for seg in grown {
-        let si = seg as usize;
-        f.nand.read(geo.first_page(seg), 0, &mut hdr)?;
-        let Ok(Some(h)) = SegHeader::decode(&hdr) else {
-            continue;
-        };
-        f.segs[si].erase_count = h.erase_count;
-        if h.kind != 0
-            || h.block_size != lay.block_size
-            || h.slots != slots
-            || h.format_id != f.format_id
-        {
+    for (seg, h) in grown {
+        if h.kind != 0 || !ours(&h) {
             continue;
         }
         if log.as_ref().is_some_and(|l| l.retired.contains(&seg)) {

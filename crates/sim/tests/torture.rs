@@ -118,10 +118,13 @@ fn intel_dac_wear_levelling_sampled() {
 fn wear_swaps_every_cut_point() {
     // Every cut of every wear swap, in both record modes: a swap that erased the worn-in
     // source before its blocks were copied lost data here (and went unnoticed while no
-    // torture run made a swap happen).
+    // torture run made a swap happen). Whether swaps happen depends on the run's history,
+    // device time included: since stop 14 the FMS reads a free segment mount found before
+    // its first write into it (`Fms::check_tail`), which moved nandsim seed 2 to a history
+    // without a swap (0, against 4 before); seed 1 makes 6.
     for (preset, segments, seed) in [
         ("intel-series2plus-24m", 12, 1),
-        ("nandsim-256m", 16, 2),
+        ("nandsim-256m", 16, 1),
         ("mlc2-2g", 16, 3),
     ] {
         let mut c = cfg(preset, Cuts::Every, seed);
@@ -254,6 +257,26 @@ fn program_failures_mixed_with_power_cuts() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn pages_a_torn_erase_kept_are_found_before_a_write() {
+    // 64-byte pages put a segment's header and first records on other pages than its
+    // later slots, so a torn erase of a cleaned segment can keep its header and old data
+    // further on with nothing in between. Mount takes those slots for erased; until the
+    // FMS read them before its first write there (`Fms::check_tail`), a write met the old
+    // bytes, the running FMS closed the segment and a remount rebuilt other tables (this
+    // case: cut 3630). The FTL test `pages_a_torn_erase_kept_after_the_first_free_slot`
+    // plants such pages directly.
+    let mut c = cfg("intel-series2plus-24m", Cuts::Every, 12);
+    c.device.geometry.page_size = 64;
+    c.fms.block_size = 512;
+    c.fms.wear_threshold = Some(1);
+    c.ops = 1000;
+    c.failures = 1;
+    let r = run(&c);
+    assert!(r.cut_points > 15_000, "{} cut points", r.cut_points);
+    assert_eq!(r.violations, 0, "{:?}", r.failures.first());
 }
 
 #[test]

@@ -11,6 +11,8 @@
 //! * A segment's first free slot follows its last slot with a record; if that slot is not
 //!   fully erased (a write torn before its record was programmed) it is skipped too (on
 //!   in-order devices, where no page after it may be programmed, the segment is closed).
+//!   The slots after it are not read: the FMS reads them before its first write there
+//!   (`Tail`, `Fms::check_tail`), so that a mount costs the same whatever the free space.
 //! * Active segments come from the index log (each stream's newest entry only, each segment
 //!   to one stream, a full segment included); partly written segments the log does not
 //!   name are closed.
@@ -26,7 +28,7 @@ use nand::{BadState, Nand};
 use super::layout::{
     IndexEntry, Layout, Record, RecordMode, SegHeader, ENTRY, INDEX_ENTRY, SEG_HEADER,
 };
-use super::{Fms, FmsConfig, IndexLog, SegState, NONE};
+use super::{Fms, FmsConfig, IndexLog, SegState, Tail, NONE};
 
 struct Best {
     seq: u64,
@@ -150,6 +152,11 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             }
         }
         f.segs[si].next = next;
+        // Slots from `next` on are taken for erased unread; the first write into them
+        // reads them first (`Fms::check_tail`): a torn erase may have kept old pages.
+        if next < slots {
+            f.segs[si].tail = Tail::Unchecked;
+        }
         f.segs[si].state = if next == 0 {
             SegState::Free
         } else {
@@ -395,7 +402,7 @@ fn read_span(nand: &mut Nand, lay: &Layout, first: u64, off: u64, buf: &mut [u8]
 }
 
 /// True when every byte of the slot (and, in spare mode, its pages' spare) is erased.
-fn slot_erased(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
+pub(super) fn slot_erased(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
     let geo = f.nand.geometry().clone();
     let first = geo.first_page(seg);
     let mut buf = vec![0u8; f.lay.block_size as usize];

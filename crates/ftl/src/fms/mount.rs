@@ -136,21 +136,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             continue;
         }
         let last_used = read_records(&mut f, seg, &mut best, &mut stale_live, &mut entries)?;
-        let mut next = last_used.map_or(0, |s| s + 1);
-        if next < slots && !slot_erased(&mut f, seg, next)? {
-            // Skip torn slots: data programmed without its entry (a cut inside a slot, or
-            // inside a cleaner's run, whose entries are programmed after its data). On
-            // devices whose pages must be programmed in order the pages after them cannot
-            // be programmed either: close the segment.
-            if geo.in_order {
-                next = slots;
-            } else {
-                next += 1;
-                while next < slots && !slot_erased(&mut f, seg, next)? {
-                    next += 1;
-                }
-            }
-        }
+        let next = first_free(&mut f, seg, last_used)?;
         f.segs[si].next = next;
         // Slots from `next` on are taken for erased unread; the first write into them
         // reads them first (`Fms::check_tail`): a torn erase may have kept old pages.
@@ -393,6 +379,39 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     Ok(f)
 }
 
+/// A segment's first free slot as mount finds it, from the last slot holding a record
+/// (torn or not): the slot after it, skipping torn slots — data programmed without its
+/// record (a cut inside a slot, or inside a cleaner's run, whose entries are programmed
+/// after its data). On devices whose pages must be programmed in order the pages after
+/// them cannot be programmed either: the segment is closed (`slots`).
+pub(super) fn first_free(f: &mut Fms, seg: u32, last_used: Option<u32>) -> DevResult<u32> {
+    let slots = f.lay.slots;
+    let mut next = last_used.map_or(0, |s| s + 1);
+    if next < slots && !slot_erased(f, seg, next)? {
+        if f.nand.geometry().in_order {
+            next = slots;
+        } else {
+            next += 1;
+            while next < slots && !slot_erased(f, seg, next)? {
+                next += 1;
+            }
+        }
+    }
+    Ok(next)
+}
+
+/// The first free slot a mount would find in `seg` now ([`first_free`] after its last
+/// record), for the running FMS to agree with it.
+pub(super) fn first_free_on_flash(f: &mut Fms, seg: u32) -> DevResult<u32> {
+    let mut entries = vec![0u8; f.lay.slots as usize * ENTRY];
+    let mut last_used = None;
+    for_each_record(f, seg, &mut entries, |slot, _| {
+        last_used = Some(slot);
+        Ok(())
+    })?;
+    first_free(f, seg, last_used)
+}
+
 /// Read `buf.len()` bytes starting at byte `off` of the segment whose first page is `first`.
 fn read_span(nand: &mut Nand, lay: &Layout, first: u64, off: u64, buf: &mut [u8]) -> DevResult<()> {
     for (page, col, at, n) in lay.pages_of(off, buf.len() as u64) {
@@ -492,21 +511,19 @@ fn read_records(
     stale_live: &mut Vec<u32>,
     entries: &mut [u8],
 ) -> DevResult<Option<u32>> {
-    let lay = f.lay.clone();
-    let geo = f.nand.geometry().clone();
-    let slots = lay.slots;
-    let first = geo.first_page(seg);
+    let logical = f.logical;
+    let slot_bits = f.slot_bits;
     let mut last_used: Option<u32> = None;
-    let mut consider = |slot: u32, rec: Option<Record>| -> DevResult<()> {
+    let consider = |slot: u32, rec: Option<Record>| -> DevResult<()> {
         last_used = Some(slot);
         let Some(r) = rec else { return Ok(()) };
-        if r.lbn as u64 >= f.logical {
+        if r.lbn as u64 >= logical {
             return Err(DevError::corrupt(format!(
-                "segment {seg} slot {slot}: record for block {} beyond the {}-block capacity",
-                r.lbn, f.logical
+                "segment {seg} slot {slot}: record for block {} beyond the {logical}-block capacity",
+                r.lbn
             )));
         }
-        let phys = (seg << f.slot_bits) | slot;
+        let phys = (seg << slot_bits) | slot;
         let b = &mut best[r.lbn as usize];
         if b.as_ref().is_none_or(|b| r.seq > b.seq) {
             if let Some(old) = b.take().filter(|o| o.rec.live) {
@@ -522,15 +539,31 @@ fn read_records(
         }
         Ok(())
     };
+    for_each_record(f, seg, entries, consider)?;
+    Ok(last_used)
+}
+
+/// Call `visit` with each slot of `seg` whose record is not erased, in slot order, and
+/// the record if it decodes (`None`: torn or foreign).
+fn for_each_record(
+    f: &mut Fms,
+    seg: u32,
+    entries: &mut [u8],
+    mut visit: impl FnMut(u32, Option<Record>) -> DevResult<()>,
+) -> DevResult<()> {
+    let lay = &f.lay;
+    let geo = f.nand.geometry();
+    let (slots, page_size) = (lay.slots, geo.page_size);
+    let first = geo.first_page(seg);
     match lay.mode {
         RecordMode::Header => {
-            read_span(&mut f.nand, &lay, first, SEG_HEADER as u64, entries)?;
+            read_span(&mut f.nand, lay, first, SEG_HEADER as u64, entries)?;
             for slot in 0..slots {
                 let e = &entries[slot as usize * ENTRY..(slot as usize + 1) * ENTRY];
                 if e.iter().all(|&b| b == 0xFF) {
                     continue;
                 }
-                consider(slot, Record::decode_entry(e))?;
+                visit(slot, Record::decode_entry(e))?;
             }
         }
         RecordMode::Spare => {
@@ -538,13 +571,13 @@ fn read_records(
             let pps = lay.pages_per_slot as u64;
             for slot in 0..slots {
                 let last = first + 1 + slot as u64 * pps + pps - 1;
-                f.nand.read(last, geo.page_size + 1, &mut spare)?;
+                f.nand.read(last, page_size + 1, &mut spare)?;
                 if spare.iter().all(|&b| b == 0xFF) {
                     continue;
                 }
-                consider(slot, Record::decode_spare(&spare))?;
+                visit(slot, Record::decode_spare(&spare))?;
             }
         }
     }
-    Ok(last_used)
+    Ok(())
 }

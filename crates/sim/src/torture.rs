@@ -99,6 +99,9 @@ pub enum Cuts {
     Every,
     /// A seeded sample of this many distinct operations (all of them if there are fewer).
     Sample(u64),
+    /// Only the K-th program or erase (1-based, as violations name it: "cut K/N"), to
+    /// replay one cut point.
+    At(u64),
 }
 
 impl FromStr for Cuts {
@@ -107,11 +110,20 @@ impl FromStr for Cuts {
         if s.eq_ignore_ascii_case("every") || s.eq_ignore_ascii_case("all") {
             return Ok(Cuts::Every);
         }
+        if let Some(k) = s.strip_prefix("at:") {
+            return match k.parse::<u64>() {
+                Ok(0) => Err("cuts: cut points are numbered from 1 (at:1 is the first)".into()),
+                Ok(k) => Ok(Cuts::At(k)),
+                Err(_) => Err(format!(
+                    "cuts: expected 'at:K' with K a cut point number, got '{s}'"
+                )),
+            };
+        }
         match s.parse::<u64>() {
             Ok(0) => Err("cuts: need at least one cut point (or 'every')".into()),
             Ok(n) => Ok(Cuts::Sample(n)),
             Err(_) => Err(format!(
-                "cuts: expected 'every' or a number of cut points, got '{s}'"
+                "cuts: expected 'every', a number of cut points or 'at:K', got '{s}'"
             )),
         }
     }
@@ -122,6 +134,7 @@ impl std::fmt::Display for Cuts {
         match self {
             Cuts::Every => f.write_str("every"),
             Cuts::Sample(n) => write!(f, "{n}"),
+            Cuts::At(k) => write!(f, "at:{k}"),
         }
     }
 }
@@ -1182,6 +1195,12 @@ pub fn run_with_progress(
             v.sort_unstable();
             v
         }
+        Cuts::At(k) if k > total_ops => {
+            return Err(format!(
+                "cuts: at:{k}, but the workload does only {total_ops} programs and erases"
+            ));
+        }
+        Cuts::At(k) => vec![k],
         _ => (1..=total_ops).collect(),
     };
 
@@ -1323,6 +1342,10 @@ mod tests {
         assert_eq!("150".parse::<Cuts>(), Ok(Cuts::Sample(150)));
         assert!("0".parse::<Cuts>().is_err());
         assert!("x".parse::<Cuts>().is_err());
+        assert_eq!("at:644".parse::<Cuts>(), Ok(Cuts::At(644)));
+        assert_eq!(Cuts::At(644).to_string(), "at:644");
+        assert!("at:0".parse::<Cuts>().is_err());
+        assert!("at:x".parse::<Cuts>().is_err());
     }
 
     #[test]

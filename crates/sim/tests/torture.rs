@@ -295,6 +295,32 @@ fn pages_a_torn_erase_kept_are_found_before_a_write() {
 }
 
 #[test]
+fn a_cut_after_a_failure_used_up_the_free_segments() {
+    // MLC, 256-byte pages, three failures: a program fails in the segment a cleaning is
+    // copying into, the cleaning takes the last free segment, and the power is cut a few
+    // operations later, inside a copy's slot. In page order the torn slot cannot be
+    // skipped, and mount closed the segment: the recovered FMS had no free segment, its
+    // first write's cleaning found no room for its victim's blocks, and every write failed
+    // "worn out" (cuts 644 and 646). Now a cleaning without a free segment first erases a
+    // stream's full segment that holds nothing valid, which stays the stream's
+    // (`Fms::recycle_full_active`), takes a victim with nothing valid first
+    // (`Fms::first_empty_candidate`), and a torn slot is padded so that its segment takes
+    // writes again (`Fms::pad_torn_slot`).
+    let mut c = cfg("mlc2-2g", Cuts::Every, 3);
+    c.device.geometry.page_size = 256;
+    c.fms.block_size = 512;
+    c.fms.wear_threshold = Some(1);
+    c.fms.policy = "greedy".parse().unwrap();
+    c.fms.redistribution = "m1".parse().unwrap();
+    c.ops = 600;
+    c.failures = 3;
+    let r = run(&c);
+    assert_eq!(r.fail_ops.len(), 3);
+    assert!(r.cut_points > 2_000, "{} cut points", r.cut_points);
+    assert_eq!(r.violations, 0, "{:?}", r.failures.first());
+}
+
+#[test]
 fn failures_are_deterministic_across_threads() {
     // The failing operations come from the seed and a fault-free count, not from which
     // worker ran first.

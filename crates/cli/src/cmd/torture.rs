@@ -31,8 +31,9 @@ pub struct TortureArgs {
     pub target: Target,
     #[command(flatten)]
     pub device: DeviceArgs,
-    /// Cut points: `every` program and erase of the workload, or a seeded sample of N.
-    #[arg(long, default_value = "every", value_name = "every|N")]
+    /// Cut points: `every` program and erase of the workload, a seeded sample of N, or
+    /// `at:K`, only the K-th (to replay the cut a violation names: "cut K/N").
+    #[arg(long, default_value = "every", value_name = "every|N|at:K")]
     pub cuts: String,
     /// Seed of the workload, the sample of cut points and the torn-operation outcomes.
     #[arg(long, default_value_t = 1, value_name = "S")]

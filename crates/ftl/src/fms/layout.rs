@@ -26,6 +26,12 @@ pub const INDEX_MAGIC: u16 = 0x1DE5;
 /// last (which holds the record), so a page erased by a torn erase is told from a written
 /// page of 0xFF bytes.
 pub const PAGE_MARK: [u8; 1] = [0x00];
+/// Spare mode, on devices whose pages are programmed in order: the record programmed into
+/// the last page of a slot that a power cut left partly programmed without its record,
+/// so that the slots after it can be written (`Fms::pad_torn_slot`). Fifteen zero bytes:
+/// not erased, so mount counts the slot used, and never a record (its checksum fails),
+/// so no block maps there.
+pub const PAD_RECORD: [u8; SPARE_RECORD - 1] = [0; SPARE_RECORD - 1];
 /// Largest logical block number (0xFFFF_FFFF marks an empty entry).
 pub const MAX_LBN: u32 = 0xFFFF_FFFE;
 
@@ -636,6 +642,13 @@ impl IndexEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The pad record marks its slot used (not erased) and never decodes.
+    #[test]
+    fn the_pad_record_is_not_erased_and_never_a_record() {
+        assert!(PAD_RECORD.iter().any(|&b| b != 0xFF));
+        assert_eq!(Record::decode_spare(&PAD_RECORD), None);
+    }
 
     /// Header mode sizes its header in u64: erase segments of absurdly many blocks (device
     /// overrides such as `--pages-per-block 4294967295`) get a one-line error naming

@@ -136,11 +136,14 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             continue;
         }
         let last_used = read_records(&mut f, seg, &mut best, &mut stale_live, &mut entries)?;
-        let next = first_free(&mut f, seg, last_used)?;
+        let (next, torn) = first_free(&mut f, seg, last_used)?;
         f.segs[si].next = next;
         // Slots from `next` on are taken for erased unread; the first write into them
-        // reads them first (`Fms::check_tail`): a torn erase may have kept old pages.
-        if next < slots {
+        // reads them first (`Fms::check_tail`): a torn erase may have kept old pages. On
+        // in-order devices a torn slot at `next` is padded first (`Fms::pad_torn_slot`).
+        if torn {
+            f.segs[si].tail = Tail::Torn;
+        } else if next < slots {
             f.segs[si].tail = Tail::Unchecked;
         }
         f.segs[si].state = if next == 0 {
@@ -382,27 +385,27 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
 /// A segment's first free slot as mount finds it, from the last slot holding a record
 /// (torn or not): the slot after it, skipping torn slots — data programmed without its
 /// record (a cut inside a slot, or inside a cleaner's run, whose entries are programmed
-/// after its data). On devices whose pages must be programmed in order the pages after
-/// them cannot be programmed either: the segment is closed (`slots`).
-pub(super) fn first_free(f: &mut Fms, seg: u32, last_used: Option<u32>) -> DevResult<u32> {
+/// after its data). On devices whose pages must be programmed in order, the page after
+/// a torn one cannot be skipped: the first free slot is the torn one, and `true` says
+/// that it must be padded before a write (`Fms::pad_torn_slot`).
+pub(super) fn first_free(f: &mut Fms, seg: u32, last_used: Option<u32>) -> DevResult<(u32, bool)> {
     let slots = f.lay.slots;
     let mut next = last_used.map_or(0, |s| s + 1);
     if next < slots && !slot_erased(f, seg, next)? {
         if f.nand.geometry().in_order {
-            next = slots;
-        } else {
+            return Ok((next, true));
+        }
+        next += 1;
+        while next < slots && !slot_erased(f, seg, next)? {
             next += 1;
-            while next < slots && !slot_erased(f, seg, next)? {
-                next += 1;
-            }
         }
     }
-    Ok(next)
+    Ok((next, false))
 }
 
 /// The first free slot a mount would find in `seg` now ([`first_free`] after its last
 /// record), for the running FMS to agree with it.
-pub(super) fn first_free_on_flash(f: &mut Fms, seg: u32) -> DevResult<u32> {
+pub(super) fn first_free_on_flash(f: &mut Fms, seg: u32) -> DevResult<(u32, bool)> {
     let mut entries = vec![0u8; f.lay.slots as usize * ENTRY];
     let mut last_used = None;
     for_each_record(f, seg, &mut entries, |slot, _| {
@@ -418,6 +421,14 @@ fn read_span(nand: &mut Nand, lay: &Layout, first: u64, off: u64, buf: &mut [u8]
         nand.read(first + page, col, &mut buf[at..at + n])?;
     }
     Ok(())
+}
+
+/// True when every byte of page `ppn`, data and spare, is erased.
+pub(super) fn page_erased(f: &mut Fms, ppn: u64) -> DevResult<bool> {
+    let raw = f.nand.geometry().raw_page_size() as usize;
+    let mut buf = vec![0u8; raw];
+    f.nand.read(ppn, 0, &mut buf)?;
+    Ok(buf.iter().all(|&b| b == 0xFF))
 }
 
 /// True when every byte of the slot (and, in spare mode, its pages' spare) is erased.

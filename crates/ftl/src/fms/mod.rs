@@ -1218,6 +1218,13 @@ impl Fms {
             }
             Err(e) => return Err(e),
         };
+        self.open_empty(seg, stream);
+        self.log_active(stream as u8, seg)?;
+        Ok(seg)
+    }
+
+    /// Make the erased segment `seg` `stream`'s segment, written from slot 0.
+    fn open_empty(&mut self, seg: u32, stream: usize) {
         let now = self.nand.clock_ps();
         let s = &mut self.segs[seg as usize];
         s.state = SegState::Active;
@@ -1228,8 +1235,6 @@ impl Fms {
         s.valid = 0;
         self.sync_used(seg);
         self.active[stream] = seg;
-        self.log_active(stream as u8, seg)?;
-        Ok(seg)
     }
 
     /// A cleaning that finds no free segment and no stream's segment with room writes into
@@ -1334,18 +1339,26 @@ impl Fms {
         }
         for slot in self.segs[seg as usize].next..self.lay.slots {
             if !mount::slot_erased(self, seg, slot)? {
-                let s = &mut self.segs[seg as usize];
-                s.tail = Tail::Garbage;
-                if s.state == SegState::Active {
-                    s.state = SegState::Used;
-                    self.drop_active(seg);
-                    self.sync_used(seg);
-                }
+                self.mark_garbage(seg);
                 return Ok(false);
             }
         }
         self.segs[seg as usize].tail = Tail::Erased;
         Ok(true)
+    }
+
+    /// `seg`'s slots from `next` on cannot all be programmed ([`Tail::Garbage`]): never
+    /// write there again, and if a stream was writing into it, close it where it is (the
+    /// stream's next segment gets an index entry, after which a mount closes it at the
+    /// same slot).
+    fn mark_garbage(&mut self, seg: u32) {
+        let s = &mut self.segs[seg as usize];
+        s.tail = Tail::Garbage;
+        if s.state == SegState::Active {
+            s.state = SegState::Used;
+            self.drop_active(seg);
+            self.sync_used(seg);
+        }
     }
 
     /// Spare mode on an in-order device: program the pages of the torn slot at `next`
@@ -1378,13 +1391,7 @@ impl Fms {
                     | NandError::NopExceeded { .. }
                     | NandError::OutOfOrder { .. },
                 ) => {
-                    let s = &mut self.segs[seg as usize];
-                    s.tail = Tail::Garbage;
-                    if s.state == SegState::Active {
-                        s.state = SegState::Used;
-                        self.drop_active(seg);
-                        self.sync_used(seg);
-                    }
+                    self.mark_garbage(seg);
                     return Ok(false);
                 }
                 Err(NandError::ProgramFailed { .. }) => {
@@ -1765,13 +1772,7 @@ impl Fms {
                 continue;
             }
             if self.erase_and_header(a, 0)? {
-                let now = self.nand.clock_ps();
-                let s = &mut self.segs[a as usize];
-                s.state = SegState::Active;
-                s.stream = st as u8;
-                s.created_ps = now;
-                s.last_inval_ps = now;
-                self.sync_used(a);
+                self.open_empty(a, st);
             } else {
                 self.active[st] = NONE;
             }

@@ -296,28 +296,48 @@ fn pages_a_torn_erase_kept_are_found_before_a_write() {
 
 #[test]
 fn a_cut_after_a_failure_used_up_the_free_segments() {
-    // MLC, 256-byte pages, three failures: a program fails in the segment a cleaning is
-    // copying into, the cleaning takes the last free segment, and the power is cut a few
-    // operations later, inside a copy's slot. In page order the torn slot cannot be
-    // skipped, and mount closed the segment: the recovered FMS had no free segment, its
-    // first write's cleaning found no room for its victim's blocks, and every write failed
-    // "worn out" (cuts 644 and 646). Now a cleaning without a free segment first erases a
-    // stream's full segment that holds nothing valid, which stays the stream's
-    // (`Fms::recycle_full_active`), takes a victim with nothing valid first
-    // (`Fms::first_empty_candidate`), and a torn slot is padded so that its segment takes
-    // writes again (`Fms::pad_torn_slot`).
-    let mut c = cfg("mlc2-2g", Cuts::Every, 3);
-    c.device.geometry.page_size = 256;
-    c.fms.block_size = 512;
-    c.fms.wear_threshold = Some(1);
-    c.fms.policy = "greedy".parse().unwrap();
-    c.fms.redistribution = "m1".parse().unwrap();
-    c.ops = 600;
-    c.failures = 3;
-    let r = run(&c);
-    assert_eq!(r.fail_ops.len(), 3);
-    assert!(r.cut_points > 2_000, "{} cut points", r.cut_points);
-    assert_eq!(r.violations, 0, "{:?}", r.failures.first());
+    // Failures can use up the free segments, and a cut soon after leaves a mount without
+    // one. Every write then failed "worn out" with most of the medium garbage:
+    // * MLC, 256-byte pages, three failures: a program fails in the segment a cleaning
+    //   copies into, the cleaning takes the last free segment, and the cut falls inside a
+    //   copy's slot. In page order a torn slot cannot be skipped, and mount closed the
+    //   segment (cuts 644 and 646). Now a torn slot is padded (`Fms::pad_torn_slot`), a
+    //   stream's full segment with nothing valid is erased in place
+    //   (`Fms::recycle_full_active`) and a victim with nothing valid goes first
+    //   (`Fms::first_empty_candidate`).
+    // * nandsim, four failures: the index log had just been rewritten empty and the only
+    //   erased slots were in the segment the cleaner chose as its victim (cut 1011). Now a
+    //   closed segment with erased slots becomes a stream's before the victim is chosen
+    //   (`Fms::without_a_free_segment`).
+    let mut problems = Vec::new();
+    for (preset, page_size, ops, failures, seed, policy) in [
+        ("mlc2-2g", Some(256), 600, 3, 3, Some(("greedy", "m1"))),
+        ("nandsim-256m", None, 400, 4, 11, None),
+    ] {
+        let mut c = cfg(preset, Cuts::Every, seed);
+        if let Some(p) = page_size {
+            c.device.geometry.page_size = p;
+            c.fms.block_size = 512;
+        }
+        if let Some((p, r)) = policy {
+            c.fms.policy = p.parse().unwrap();
+            c.fms.redistribution = r.parse().unwrap();
+        }
+        c.fms.wear_threshold = Some(1);
+        c.ops = ops;
+        c.failures = failures;
+        let r = run(&c);
+        assert_eq!(r.fail_ops.len() as u64, failures, "{preset}");
+        assert!(
+            r.cut_points > 1_000,
+            "{preset}: {} cut points",
+            r.cut_points
+        );
+        if r.violations > 0 {
+            problems.push(format!("{preset}: {:?}", r.failures.first()));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 #[test]

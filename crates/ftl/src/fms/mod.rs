@@ -1730,7 +1730,7 @@ impl Fms {
     fn make_space(&mut self) -> DevResult<()> {
         let high = self.water_marks().1;
         if self.free.is_empty() {
-            self.recycle_full_active()?;
+            self.without_a_free_segment()?;
         }
         while self.free.len() < high {
             if !self.clean_one()? {
@@ -1748,18 +1748,48 @@ impl Fms {
 
     /// Out of space: worn out when blocks went bad in use (program or erase failures at
     /// the end of their endurance), full otherwise.
-    /// No free segment left (only failures and a power cut soon after them get here: a
-    /// cleaning starts above the low-water mark and gives back what it takes): a stream's
+    /// A cleaning is due and no segment is free (only failures and a power cut soon after
+    /// them get here: a cleaning starts above the low-water mark and gives back what it
+    /// takes). Make room for the victim's blocks before it is chosen:
+    /// [`Fms::recycle_full_active`]; then, if no stream's segment has a free slot, a
+    /// closed segment with erased slots (a mount closes the partly written segments the
+    /// index log does not name) becomes stream 0's, so that the victim is another segment
+    /// (the victim itself was the only place with room: torture --device nandsim-256m
+    /// --ops 400 --failures 4 --seed 11 --wear-threshold 1, cut 1011). The streams whose
+    /// segments are full borrow it (`active_slot_segment`).
+    #[cold]
+    #[inline(never)]
+    fn without_a_free_segment(&mut self) -> DevResult<()> {
+        self.recycle_full_active()?;
+        for st in 0..self.active.len() {
+            let a = self.active[st];
+            if a != NONE && self.room(a)? {
+                return Ok(());
+            }
+        }
+        let cur = self.active[0];
+        if cur != NONE {
+            self.segs[cur as usize].state = SegState::Used;
+            self.active[0] = NONE;
+            self.sync_used(cur);
+        }
+        if self.reopen_closed(0)?.is_none() && cur != NONE {
+            // Nothing to reopen: the full segment stays the stream's.
+            self.segs[cur as usize].state = SegState::Active;
+            self.active[0] = cur;
+            self.sync_used(cur);
+        }
+        Ok(())
+    }
+
+    /// No free segment left: a stream's
     /// segment that is full and whose blocks have all been superseded since (say, the
     /// segment a cleaning was copying into when a program failed and the power was cut)
     /// is erased and stays that stream's segment, empty. It is not a cleaning candidate
     /// while active, and without a free segment no victim with a valid block could be
     /// cleaned: every write would fail for want of space. It stays the stream's, rather
     /// than going to the free list, because the index log names it so: a mount finds it
-    /// free and named, and makes it the stream's segment again. Out of line: off the
-    /// write path.
-    #[cold]
-    #[inline(never)]
+    /// free and named, and makes it the stream's segment again.
     fn recycle_full_active(&mut self) -> DevResult<()> {
         let slots = self.lay.slots;
         for st in 0..self.active.len() {

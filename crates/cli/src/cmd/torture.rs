@@ -63,6 +63,10 @@ pub struct TortureArgs {
     /// FMS DAC region selection: all, most-segments, most-garbage.
     #[arg(long, default_value = "all")]
     pub region_select: String,
+    /// FMS DAC time threshold (device time: `500ms`, `2s`, `30m`; the workload has no
+    /// arrival times, so device time is the time its operations take) [default: none]
+    #[arg(long, value_name = "DURATION")]
+    pub region_threshold: Option<String>,
     /// FMS wear levelling threshold.
     #[arg(long, value_name = "N")]
     pub wear_threshold: Option<u32>,
@@ -117,6 +121,10 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
         .region_select
         .parse()
         .map_err(|e| anyhow!("--region-select: {e}"))?;
+    if let Some(t) = &a.region_threshold {
+        let s = sim::sweep::parse_duration_s(t).map_err(|e| anyhow!("--region-threshold: {e}"))?;
+        c.fms.region_threshold_ps = Some((s * 1e12) as u64);
+    }
     c.fms.wear_threshold = a.wear_threshold;
     if let Some(f) = a.fill_writes {
         c.fill_writes = f;

@@ -1325,7 +1325,10 @@ impl Fms {
             Tail::Garbage => return Ok(false),
             Tail::Torn => {
                 if !self.pad_torn_slot(seg)? {
-                    return Ok(false);
+                    if self.nand.is_bad(seg) {
+                        return Ok(false);
+                    }
+                    return self.mark_garbage(seg);
                 }
                 let s = &mut self.segs[seg as usize];
                 s.next += 1;
@@ -1339,8 +1342,7 @@ impl Fms {
         }
         for slot in self.segs[seg as usize].next..self.lay.slots {
             if !mount::slot_erased(self, seg, slot)? {
-                self.mark_garbage(seg);
-                return Ok(false);
+                return self.mark_garbage(seg);
             }
         }
         self.segs[seg as usize].tail = Tail::Erased;
@@ -1350,24 +1352,36 @@ impl Fms {
     /// `seg`'s slots from `next` on cannot all be programmed ([`Tail::Garbage`]): never
     /// write there again, and if a stream was writing into it, close it where it is (the
     /// stream's next segment gets an index entry, after which a mount closes it at the
-    /// same slot).
-    fn mark_garbage(&mut self, seg: u32) {
+    /// same slot). A stream's segment with nothing written (`next` 0) is instead erased
+    /// in place and stays the stream's: a mount would find it free, and named by the index
+    /// log, the stream's (closed, it would differ). True when it can be written again.
+    fn mark_garbage(&mut self, seg: u32) -> DevResult<bool> {
         let s = &mut self.segs[seg as usize];
+        if s.state == SegState::Active && s.next == 0 {
+            let stream = s.stream as usize;
+            if self.erase_and_header(seg, 0)? {
+                self.open_empty(seg, stream);
+                return Ok(true);
+            }
+            self.drop_active(seg);
+            return Ok(false);
+        }
         s.tail = Tail::Garbage;
         if s.state == SegState::Active {
             s.state = SegState::Used;
             self.drop_active(seg);
             self.sync_used(seg);
         }
+        Ok(false)
     }
 
     /// Spare mode on an in-order device: program the pages of the torn slot at `next`
     /// that read erased — the marks of its pages, then [`layout::PAD_RECORD`] in its last
     /// page's spare, data left erased — so that the next slot's first page follows the
-    /// last programmed one. Mount then counts the slot used, with no block in it. False,
-    /// with the segment marked [`Tail::Garbage`] (and closed if a stream was writing it)
+    /// last programmed one. Mount then counts the slot used, with no block in it. False
     /// when a page cannot take the program (a torn page that reads erased but is counted
-    /// programmed): a mount then finds the same first free slot, and the slot stays torn.
+    /// programmed: the caller marks the segment [`Tail::Garbage`], and a mount finds the
+    /// same first free slot) or the block went bad (queued, `note_retired`).
     #[cold]
     #[inline(never)]
     fn pad_torn_slot(&mut self, seg: u32) -> DevResult<bool> {
@@ -1390,10 +1404,7 @@ impl Fms {
                     NandError::SetsBits { .. }
                     | NandError::NopExceeded { .. }
                     | NandError::OutOfOrder { .. },
-                ) => {
-                    self.mark_garbage(seg);
-                    return Ok(false);
-                }
+                ) => return Ok(false),
                 Err(NandError::ProgramFailed { .. }) => {
                     self.note_retired(seg);
                     return Ok(false);

@@ -288,7 +288,7 @@ fn pages_a_torn_erase_kept_are_found_before_a_write() {
     // programmed closed its segment at its end, where a mount closes it at its first free
     // slot (cut 392; `Fms::close_early`). The FTL test
     // `pages_a_torn_erase_kept_after_the_first_free_slot` plants such pages directly.
-    let mut problems = Vec::new();
+    let mut cases = Vec::new();
     for (preset, page_size, ops, seed, failures, min_cuts) in [
         ("intel-series2plus-24m", 64, 1000, 12, 1, 15_000),
         ("mlc2-2g", 128, 800, 1, 2, 5_000),
@@ -299,14 +299,25 @@ fn pages_a_torn_erase_kept_are_found_before_a_write() {
         c.fms.wear_threshold = Some(1);
         c.ops = ops;
         c.failures = failures;
+        cases.push((preset, c, min_cuts));
+    }
+    every_cut_clean(cases);
+}
+
+/// Run each case (every cut point), check that it made more than its minimum of cut
+/// points, and report the violations of all together.
+fn every_cut_clean(cases: Vec<(&str, TortureConfig, u64)>) {
+    let mut problems = Vec::new();
+    for (name, c, min_cuts) in cases {
         let r = run(&c);
+        assert_eq!(r.fail_ops.len() as u64, c.failures, "{name}");
         assert!(
             r.cut_points > min_cuts,
-            "{preset}: {} cut points",
+            "{name}: {} cut points",
             r.cut_points
         );
         if r.violations > 0 {
-            problems.push(format!("{preset}: {:?}", r.failures.first()));
+            problems.push(format!("{name}: {:?}", r.failures.first()));
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
@@ -327,7 +338,7 @@ fn a_cut_after_a_failure_used_up_the_free_segments() {
     //   erased slots were in the segment the cleaner chose as its victim (cut 1011). Now a
     //   closed segment with erased slots becomes a stream's before the victim is chosen
     //   (`Fms::without_a_free_segment`).
-    let mut problems = Vec::new();
+    let mut cases = Vec::new();
     for (preset, page_size, ops, failures, seed, policy) in [
         ("mlc2-2g", Some(256), 600, 3, 3, Some(("greedy", "m1"))),
         ("nandsim-256m", None, 400, 4, 11, None),
@@ -344,18 +355,9 @@ fn a_cut_after_a_failure_used_up_the_free_segments() {
         c.fms.wear_threshold = Some(1);
         c.ops = ops;
         c.failures = failures;
-        let r = run(&c);
-        assert_eq!(r.fail_ops.len() as u64, failures, "{preset}");
-        assert!(
-            r.cut_points > 1_000,
-            "{preset}: {} cut points",
-            r.cut_points
-        );
-        if r.violations > 0 {
-            problems.push(format!("{preset}: {:?}", r.failures.first()));
-        }
+        cases.push((preset, c, 1_000));
     }
-    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    every_cut_clean(cases);
 }
 
 #[test]

@@ -1793,10 +1793,9 @@ impl Fms {
         Ok(())
     }
 
-    /// No free segment left: a stream's
-    /// segment that is full and whose blocks have all been superseded since (say, the
-    /// segment a cleaning was copying into when a program failed and the power was cut)
-    /// is erased and stays that stream's segment, empty. It is not a cleaning candidate
+    /// No free segment left: a stream's segment that is full and whose blocks have all
+    /// been superseded since (say, the segment a cleaning was copying into when a program
+    /// failed and the power was cut) is erased and stays that stream's segment, empty. It is not a cleaning candidate
     /// while active, and without a free segment no victim with a valid block could be
     /// cleaned: every write would fail for want of space. It stays the stream's, rather
     /// than going to the free list, because the index log names it so: a mount finds it

@@ -1,0 +1,728 @@
+//! The cleaner: when free segments run low, pick a victim segment by the configured
+//! policy (greedy, cost-benefit, CAT, adaptive; DAC region selection), copy its valid
+//! blocks out (M1–M6 or DAC regions, in runs bound for one segment), erase it and queue it
+//! free; and wear levelling's swaps, which reuse the same evacuation.
+
+use super::*;
+
+impl Fms {
+    /// Clean while free segments are below the low-water mark, up to the high-water mark.
+    /// The test inline (every write makes it), the cleaning out of line.
+    #[inline(always)]
+    pub(super) fn ensure_space(&mut self) -> DevResult<()> {
+        if self.free.len() >= self.water_marks().0 {
+            return Ok(());
+        }
+        self.make_space()
+    }
+
+    #[inline(never)]
+    fn make_space(&mut self) -> DevResult<()> {
+        let high = self.water_marks().1;
+        if self.free.is_empty() {
+            self.without_a_free_segment()?;
+        }
+        while self.free.len() < high {
+            if !self.clean_one()? {
+                if self.free.is_empty() {
+                    return Err(self.no_space());
+                }
+                break;
+            }
+        }
+        if let Some(t) = self.cfg.wear_threshold {
+            self.level_wear(t)?;
+        }
+        Ok(())
+    }
+
+    /// Out of space: worn out when blocks went bad in use (program or erase failures at
+    /// the end of their endurance), full otherwise.
+    /// A cleaning is due and no segment is free (only failures and a power cut soon after
+    /// them get here: a cleaning starts above the low-water mark and gives back what it
+    /// takes). Make room for the victim's blocks before it is chosen:
+    /// [`Fms::recycle_full_active`]; then, if no stream's segment has a free slot, a
+    /// closed segment with erased slots (a mount closes the partly written segments the
+    /// index log does not name) becomes stream 0's, so that the victim is another segment
+    /// (the victim itself was the only place with room: torture --device nandsim-256m
+    /// --ops 400 --failures 4 --seed 11 --wear-threshold 1, cut 1011). The streams whose
+    /// segments are full borrow it (`active_slot_segment`).
+    #[cold]
+    #[inline(never)]
+    fn without_a_free_segment(&mut self) -> DevResult<()> {
+        self.recycle_full_active()?;
+        for st in 0..self.active.len() {
+            let a = self.active[st];
+            if a != NONE && self.room(a)? {
+                return Ok(());
+            }
+        }
+        let cur = self.active[0];
+        if cur != NONE {
+            self.segs[cur as usize].state = SegState::Used;
+            self.active[0] = NONE;
+            self.sync_used(cur);
+        }
+        if self.reopen_closed(0)?.is_none() && cur != NONE {
+            // Nothing to reopen: the full segment stays the stream's.
+            self.segs[cur as usize].state = SegState::Active;
+            self.active[0] = cur;
+            self.sync_used(cur);
+        }
+        Ok(())
+    }
+
+    /// No free segment left: a stream's segment that is full and whose blocks have all
+    /// been superseded since (say, the segment a cleaning was copying into when a program
+    /// failed and the power was cut) is erased and stays that stream's segment, empty. It is not a cleaning candidate
+    /// while active, and without a free segment no victim with a valid block could be
+    /// cleaned: every write would fail for want of space. It stays the stream's, rather
+    /// than going to the free list, because the index log names it so: a mount finds it
+    /// free and named, and makes it the stream's segment again.
+    fn recycle_full_active(&mut self) -> DevResult<()> {
+        let slots = self.lay.slots;
+        for st in 0..self.active.len() {
+            let a = self.active[st];
+            if a == NONE {
+                continue;
+            }
+            let s = &self.segs[a as usize];
+            if s.next < slots || s.valid > 0 || self.nand.is_bad(a) {
+                continue;
+            }
+            if self.erase_and_header(a, 0)? {
+                self.open_empty(a, st);
+            } else {
+                self.active[st] = NONE;
+            }
+        }
+        Ok(())
+    }
+
+    /// The first cleaning candidate with no valid block, if any (a scan: only when no
+    /// segment is free).
+    #[cold]
+    #[inline(never)]
+    fn first_empty_candidate(&self) -> Option<u32> {
+        let slots = self.lay.slots;
+        (0..self.lay.segments).find(|&g| {
+            let s = &self.segs[g as usize];
+            s.candidate(slots) && s.valid == 0 && !self.nand.is_bad(g)
+        })
+    }
+
+    pub(super) fn no_space(&self) -> DevError {
+        let blocks = self.nand.geometry().blocks;
+        let bad = (0..blocks)
+            .filter(|&b| self.nand.block_info(b).bad == nand::BadState::Grown)
+            .count() as u32;
+        if bad > 0 {
+            DevError::WornOut { bad, blocks }
+        } else {
+            DevError::NoSpace
+        }
+    }
+
+    /// Effective water marks: at least 2 and 3. With the borrowing rule of
+    /// `active_slot_segment` one free segment at the start of a cleaning suffices, and a
+    /// user write leaves at least `low - 1 >= 1` free.
+    pub fn water_marks(&self) -> (usize, usize) {
+        let low = (self.cfg.low_water as usize).max(2);
+        let high = (self.cfg.high_water as usize).max(low + 1);
+        (low, high)
+    }
+
+    pub(super) fn age_unit(&self) -> f64 {
+        let now = self.nand.clock_ps() as f64;
+        let device_writes = self.write_clock as f64 / self.logical as f64;
+        if device_writes > 0.0 {
+            now / device_writes
+        } else {
+            now.max(1.0)
+        }
+    }
+
+    /// Pick the victim among closed segments with garbage.
+    pub(super) fn select_victim(&mut self) -> Option<u32> {
+        let ctx = SelectCtx {
+            now_ps: self.nand.clock_ps(),
+            age_unit_ps: self.age_unit(),
+        };
+        let greedy = match self.adaptive.as_mut() {
+            Some(a) => a.choose_greedy(),
+            None => false,
+        };
+        // DAC: a region first (when so configured), then the victim within it; a region
+        // without candidates cannot be chosen, so the victim is found there.
+        let region = self.region_to_clean();
+        let slots = self.lay.slots;
+        if greedy || matches!(self.selector, select::AnySelector::Greedy(_)) {
+            // Greedy's score is the valid count: the first segment with the fewest valid
+            // blocks, from the index on large devices, by an integer scan on small ones.
+            match self.used.as_ref() {
+                Some(ix) => {
+                    let segs = &self.segs;
+                    ix.first_fewest(|i| region.is_none_or(|r| segs[i as usize].stream == r))
+                }
+                None => match (self.keys.as_ref(), region) {
+                    (Some(keys), None) => keys.first_fewest(),
+                    _ => self.scan_fewest(region),
+                },
+            }
+        } else if let Some(ix) = self.aged.as_mut() {
+            let segs = &self.segs;
+            ix.lowest(&self.selector, &ctx, slots, region, |i| {
+                segs[i as usize].view(slots)
+            })
+        } else {
+            self.scan_lowest(region, &ctx)
+        }
+    }
+
+    /// Cost-benefit's or CAT's victim by a scan of the table: the rows rule most segments
+    /// out, the rest are scored (the choice is `scan_lowest_scored`'s).
+    pub(super) fn scan_lowest(&self, region: Option<u8>, ctx: &SelectCtx) -> Option<u32> {
+        let Some(rows) = self.rows.as_ref() else {
+            return self.scan_lowest_scored(region, ctx);
+        };
+        let slots = self.lay.slots;
+        self.selector.lowest_rows(rows, ctx, |i| {
+            let s = &self.segs[i as usize];
+            (s.candidate(slots) && region.is_none_or(|r| s.stream == r)).then(|| s.view(slots))
+        })
+    }
+
+    /// Cost-benefit's or CAT's victim by scoring every closed segment with garbage (what
+    /// the index and the rows must give).
+    pub(super) fn scan_lowest_scored(&self, region: Option<u8>, ctx: &SelectCtx) -> Option<u32> {
+        let slots = self.lay.slots;
+        let cands = self
+            .segs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.candidate(slots) && region.is_none_or(|r| s.stream == r))
+            .map(|(i, s)| (i as u32, s.view(slots)));
+        select::lowest(&self.selector, cands, ctx)
+    }
+
+    /// Greedy's victim by a scan of the whole table: the first closed segment with the
+    /// fewest valid blocks (what the index must give).
+    pub(super) fn scan_fewest(&self, region: Option<u8>) -> Option<u32> {
+        let mut best = (self.lay.slots, NONE);
+        for (i, s) in self.segs.iter().enumerate() {
+            if s.state == SegState::Used && s.valid < best.0 && region.is_none_or(|r| s.stream == r)
+            {
+                best = (s.valid, i as u32);
+            }
+        }
+        (best.1 != NONE).then_some(best.1)
+    }
+
+    /// The DAC region the cleaner picks by [`FmsConfig::region_select`] (`None`: any).
+    fn region_to_clean(&self) -> Option<u8> {
+        let rs = self.cfg.region_select;
+        if self.cfg.regions < 2 || rs == RegionSelect::All {
+            return None;
+        }
+        let regions = self.cfg.regions as usize;
+        match self.sums.as_ref() {
+            Some(sums) => rs.choose(sums.region_loads(regions)),
+            None => rs.choose(&self.scan_region_loads()[..regions]),
+        }
+    }
+
+    /// Each region's load summed over the table (what `sums` must give).
+    pub(super) fn scan_region_loads(&self) -> [RegionLoad; 8] {
+        let mut loads = [RegionLoad::default(); 8];
+        for s in &self.segs {
+            // Regions are the first `regions` streams (the read-only stream is none).
+            let Some(l) = loads[..self.cfg.regions as usize].get_mut(s.stream as usize) else {
+                continue;
+            };
+            match s.state {
+                SegState::Active => l.segments += 1,
+                SegState::Used => {
+                    l.segments += 1;
+                    l.garbage += (self.lay.slots - s.valid) as u64;
+                }
+                _ => {}
+            }
+        }
+        loads
+    }
+
+    /// Clean one segment. Returns false when there is nothing to reclaim.
+    pub(super) fn clean_one(&mut self) -> DevResult<bool> {
+        // Without a free segment a cleaning can only copy into the streams' segments'
+        // last slots: a victim with nothing to copy first, whatever the policy or region.
+        let empty = if self.free.is_empty() {
+            self.first_empty_candidate()
+        } else {
+            None
+        };
+        let Some(victim) = empty.or_else(|| self.select_victim()) else {
+            return Ok(false);
+        };
+        self.stats.cleanings += 1;
+        self.cleaning = true;
+        let r = self.evacuate(victim, None);
+        self.cleaning = false;
+        r?;
+        if self.erase_and_header(victim, 0)? {
+            self.free.push_back(victim);
+        }
+        Ok(true)
+    }
+
+    /// Copy every valid block of `victim` out, by the redistribution method (or all into
+    /// `forced_stream`'s target segment `forced` for a wear swap).
+    pub(super) fn evacuate(&mut self, victim: u32, forced: Option<u32>) -> DevResult<()> {
+        self.victim = victim;
+        let r = self.evacuate_from(victim, forced);
+        self.victim = NONE;
+        r
+    }
+
+    fn evacuate_from(&mut self, victim: u32, forced: Option<u32>) -> DevResult<()> {
+        let base = self.phys(victim, 0);
+        let now = self.nand.clock_ps();
+        let red = self.cfg.redistribution;
+        let avg = self.averages(victim);
+        let mut moving = std::mem::take(&mut self.moving);
+        moving.clear();
+        for slot in 0..self.segs[victim as usize].next {
+            let phys = base + slot;
+            // `rev` names the block a slot holds exactly while the slot is its current copy
+            // (set with `map`, cleared on invalidation).
+            let lbn = self.rev[phys as usize];
+            debug_assert!(lbn == NONE || self.blocks[lbn as usize].map == phys);
+            if lbn == NONE {
+                continue;
+            }
+            let i = lbn as usize;
+            let mut m = Moving {
+                phys,
+                lbn,
+                updates: self.blocks[i].updates as u32,
+                stream: 0,
+                region: self.blocks[i].region,
+                last_write_ps: self.blocks[i].write_ps,
+                hot_degree: if self.uses_hot_degree() {
+                    self.hot.degree(lbn, self.write_clock)
+                } else {
+                    0.0
+                },
+            };
+            // Where it goes (a stream, or the wear swap's target) and its region after the
+            // move; each block's on its own, so before the order below.
+            m.stream = if forced.is_some() {
+                Moving::FORCED
+            } else if self.blocks[i].readonly && self.cfg.readonly_separation {
+                (self.cfg.streams() - 1) as u8
+            } else if self.cfg.regions > 1 {
+                let r = self.dac.on_clean(m.region, self.blocks[i].region_ps, now);
+                if r != m.region {
+                    m.region = r;
+                    self.blocks[i].region_ps = now;
+                }
+                r
+            } else if red.is_hot(&m, &avg) {
+                0
+            } else {
+                1
+            };
+            moving.push(m);
+        }
+        if self.cfg.regions == 1 {
+            red.order(&mut moving);
+        }
+        let r = self.copy_out(&moving, forced);
+        self.moving = moving;
+        r
+    }
+
+    /// Copy `moving[k]` to its stream (or `forced`), in order. In header mode consecutive blocks bound for
+    /// the same segment are copied as a run: their data slot by slot, then all their
+    /// entries in one program (a cut in between leaves copies without entries, which mount
+    /// ignores: the originals are still live until the victim is erased).
+    fn copy_out(&mut self, moving: &[Moving], forced: Option<u32>) -> DevResult<()> {
+        let mut buf = std::mem::take(&mut self.buf);
+        let storage = self.nand.store().keeps_payload();
+        let bs = self.lay.block_size as usize;
+        buf.resize(bs, 0);
+        let mut k = 0;
+        let mut r = Ok(());
+        while k < moving.len() {
+            let stream = moving[k].stream;
+            let mut j = k + 1;
+            while j < moving.len() && moving[j].stream == stream {
+                j += 1;
+            }
+            // Read the block first, then open a segment if needed, as one block at a time
+            // would: the clock when a segment opens is its creation time, which CAT and
+            // cost-benefit read, so runs leave every result unchanged.
+            let m = &moving[k];
+            let rd = if storage {
+                self.read_phys(m.phys, Some(&mut buf))
+            } else {
+                self.read_phys(m.phys, None)
+            };
+            if let Err(e) = rd {
+                r = Err(e);
+                break;
+            }
+            let done = if self.lay.mode == RecordMode::Header {
+                match self.copy_run(stream as usize, forced, &moving[k..j], &mut buf) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        r = Err(e);
+                        break;
+                    }
+                }
+            } else {
+                0
+            };
+            if done == 0 {
+                // Spare mode, or the run hit garbage or a failing block: this block (in
+                // `buf`) through the per-slot path, which retries in a fresh segment.
+                let i = m.lbn as usize;
+                let rec = self.copy_record(m);
+                let data = storage.then_some(&buf[..bs]);
+                let phys = match forced {
+                    Some(target) => self.append_into(target, data, &rec),
+                    None => self.append(stream as usize, data, &rec),
+                };
+                if let Err(e) = phys.and_then(|phys| self.commit_copy(m, i, phys)) {
+                    r = Err(e);
+                    break;
+                }
+                k += 1;
+            } else {
+                k += done;
+            }
+        }
+        self.buf = buf;
+        r
+    }
+
+    /// The record of a block copied by the cleaner (its sequence number is set at append),
+    /// from what `evacuate` read of it.
+    fn copy_record(&self, m: &Moving) -> Record {
+        Record {
+            lbn: m.lbn,
+            region: m.region,
+            readonly: self.blocks[m.lbn as usize].readonly,
+            live: true,
+            updates: m.updates as u16,
+            seq: 0,
+            time_ms: (m.last_write_ps / 1_000_000_000).min(u32::MAX as u64) as u32,
+        }
+    }
+
+    /// The entry of a block the cleaner copies (a run's), with the next sequence number.
+    #[inline(always)]
+    fn next_copy_entry(&mut self, m: &Moving) -> [u8; ENTRY] {
+        let mut rec = self.copy_record(m);
+        rec.seq = self.seq;
+        self.seq += 1;
+        rec.encode_entry()
+    }
+
+    /// RAM tables after a block was copied to `phys`. Inlined (as are `read_phys` and
+    /// `program_entries`): the cleaner calls these for every block it copies, and a
+    /// `DevResult` returned from a call goes through memory.
+    #[inline(always)]
+    fn commit_copy(&mut self, m: &Moving, i: usize, phys: u32) -> DevResult<()> {
+        self.blocks[i].region = m.region;
+        self.invalidate(m.phys, false)?;
+        self.blocks[i].map = phys;
+        self.rev[phys as usize] = m.lbn;
+        self.stats.blocks_copied += 1;
+        Ok(())
+    }
+
+    /// Header mode: copy as many of `blocks` as fit into one segment (the stream's active
+    /// segment, or the wear-swap target) as a run, which ends early after a block of all
+    /// 0xFF; the first block is already in `buf`. Returns how many were copied; 0 when
+    /// the segment's next slots are not programmable (the segment is then closed and the
+    /// caller takes the per-slot path, which retries elsewhere).
+    fn copy_run(
+        &mut self,
+        stream: usize,
+        forced: Option<u32>,
+        blocks: &[Moving],
+        buf: &mut [u8],
+    ) -> DevResult<usize> {
+        let seg = match forced {
+            Some(t) => t,
+            None => self.active_slot_segment(stream)?,
+        };
+        let slots = self.lay.slots;
+        let slot0 = self.segs[seg as usize].next;
+        if slot0 >= slots {
+            return Ok(0);
+        }
+        let n = ((slots - slot0) as usize).min(blocks.len());
+        let mut end = n;
+        let storage = self.nand.store().keeps_payload();
+        let bs = self.lay.block_size as usize;
+        let mut entries = std::mem::take(&mut self.entries);
+        entries.clear();
+        self.segs[seg as usize].next = slot0 + n as u32;
+        let mut res: Result<(), NandError> = Ok(());
+        let mut buf_reused = false;
+        // Simulation mode: the run's reads and data programs in one device call when none
+        // can fail; then only the entries are left.
+        if !storage && self.copy_run_batched(seg, slot0, &blocks[..n]) {
+            entries.resize(n * ENTRY, 0);
+            for (m, e) in blocks[..n].iter().zip(entries.chunks_exact_mut(ENTRY)) {
+                e.copy_from_slice(&self.next_copy_entry(m));
+            }
+        } else {
+            for (q, m) in blocks[..n].iter().enumerate() {
+                // The caller has read the first block into `buf`.
+                if q > 0 {
+                    if storage {
+                        // `buf` still holds the previous block. One of all 0xFF ends the
+                        // run: its slot reads erased even without its entry, and mount
+                        // takes the first erased slot after a segment's last entry for the
+                        // first free one, so a cut before the run's entries would hide the
+                        // run's later, torn slots behind it (the first write there would
+                        // fail). Simulation mode has no data to look at, and never cuts
+                        // power.
+                        if all_ones(&buf[..bs]) {
+                            end = q;
+                            self.segs[seg as usize].next = slot0 + q as u32;
+                            break;
+                        }
+                        buf_reused = true;
+                        self.read_phys(m.phys, Some(&mut buf[..bs]))?;
+                    } else {
+                        buf_reused = true;
+                        self.read_phys(m.phys, None)?;
+                    }
+                }
+                entries.extend_from_slice(&self.next_copy_entry(m));
+                let data = storage.then_some(&buf[..bs]);
+                res = self.program_data(seg, slot0 + q as u32, data);
+                if res.is_err() {
+                    break;
+                }
+            }
+        }
+        let n = end;
+        if res.is_ok() {
+            res = self.program_entries(seg, slot0, &entries);
+        }
+        self.entries = entries;
+        match res {
+            Ok(()) => {}
+            Err(
+                NandError::SetsBits { .. }
+                | NandError::NopExceeded { .. }
+                | NandError::OutOfOrder { .. }
+                | NandError::ProgramFailed { .. },
+            ) if forced.is_none() => {
+                // As in `append`: close the segment; nothing of this run is committed.
+                self.close_early(seg)?;
+                if storage && buf_reused {
+                    // `buf` may hold a later block of the run: the caller retries the
+                    // first one from `buf`.
+                    self.read_phys(blocks[0].phys, Some(&mut buf[..bs]))?;
+                }
+                return Ok(0);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.segs[seg as usize].valid += n as u32;
+        self.sync_used(seg);
+        // What `commit_copy` does for each block, with the victim's row updated once for
+        // the run: every block of a run comes from the one segment being evacuated, and no
+        // device operation (so no clock tick) comes between their invalidations.
+        let victim = self.split(blocks[0].phys).0;
+        for (q, m) in blocks[..n].iter().enumerate() {
+            debug_assert_eq!(self.split(m.phys).0, victim);
+            let i = m.lbn as usize;
+            let phys = self.phys(seg, slot0 + q as u32);
+            self.blocks[i].region = m.region;
+            self.rev[m.phys as usize] = NONE;
+            self.blocks[i].map = phys;
+            self.rev[phys as usize] = m.lbn;
+        }
+        let v = &mut self.segs[victim as usize];
+        v.valid -= n as u32;
+        v.last_inval_ps = self.nand.clock_ps();
+        self.sync_used(victim);
+        self.stats.blocks_copied += n as u64;
+        Ok(n)
+    }
+
+    /// Simulation mode: the device operations of a run of `blocks` copied into `seg` from
+    /// `slot0`, as one [`Nand::opaque_batch`] — the reads of every block but the first
+    /// (which the caller has read) and the data programs of every slot — exactly the
+    /// operations the per-block loop of [`Fms::copy_run`] makes. False, with nothing
+    /// done, when the device declines (an operation would fail, or a fault plan is
+    /// installed): the loop then makes them one at a time.
+    fn copy_run_batched(&mut self, seg: u32, slot0: u32, blocks: &[Moving]) -> bool {
+        let (mut reads, mut progs) = std::mem::take(&mut self.spans);
+        reads.clear();
+        progs.clear();
+        for m in blocks.iter().skip(1) {
+            let (s, slot) = self.split(m.phys);
+            let first = self.nand.geometry().first_page(s);
+            self.lay.slot_spans(first, slot, &mut reads);
+        }
+        let first = self.nand.geometry().first_page(seg);
+        for q in 0..blocks.len() as u32 {
+            self.lay.slot_spans(first, slot0 + q, &mut progs);
+        }
+        let done = self.nand.opaque_batch(&reads, &progs);
+        self.spans = (reads, progs);
+        done
+    }
+
+    /// Program into a specific segment (wear swap target), which must have room.
+    fn append_into(&mut self, seg: u32, data: Option<&[u8]>, rec: &Record) -> DevResult<u32> {
+        let s = &mut self.segs[seg as usize];
+        if s.next >= self.lay.slots {
+            return Err(DevError::NoSpace);
+        }
+        let slot = s.next;
+        s.next += 1;
+        let mut rec = *rec;
+        rec.seq = self.seq;
+        self.seq += 1;
+        self.program_slot(seg, slot, data, &rec)?;
+        self.segs[seg as usize].valid += 1;
+        self.sync_used(seg);
+        Ok(self.phys(seg, slot))
+    }
+
+    fn averages(&self, victim: u32) -> Averages {
+        // Only M4 compares with the average utilisation over the segments holding data;
+        // every valid block sits in one of them.
+        let (valid, used) = (self.mapped, self.data_segs);
+        let slots = self.lay.slots as f64;
+        let n = self.mapped.max(1) as f64;
+        Averages {
+            victim_utilization: self.segs[victim as usize].valid as f64 / slots,
+            utilization: valid as f64 / (used.max(1) as f64 * slots),
+            updates: self.update_sum as f64 / n,
+            hot_degree: self.hot.total(self.write_clock) / n,
+        }
+    }
+
+    /// Valid blocks and segments holding data (closed or active), summed over the table
+    /// (what `(mapped, data_segs)` must give).
+    #[cfg(test)]
+    pub(super) fn scan_utilization(&self) -> (u64, u64) {
+        let data = self
+            .segs
+            .iter()
+            .filter(|s| matches!(s.state, SegState::Used | SegState::Active));
+        data.fold((0, 0), |(v, n), s| (v + s.valid as u64, n + 1))
+    }
+
+    /// The least-worn segment holding data, the first of equals (what `wear` must give). A
+    /// closed segment with no valid block left has nothing to swap: the cleaner reclaims it
+    /// at no cost (taking it for a swap would leave the target "used" in RAM with nothing
+    /// on flash, free at the next mount).
+    pub(super) fn scan_least_worn(&self) -> Option<u32> {
+        self.segs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                s.state == SegState::Active || (s.state == SegState::Used && s.valid > 0)
+            })
+            .min_by_key(|(_, s)| s.erase_count)
+            .map(|(i, _)| i as u32)
+    }
+
+    /// Wear levelling (1999 paper, Section 3.2 item 3): when the most-erased free segment
+    /// has been erased `threshold` times more than the least-erased segment holding data
+    /// (closed, or a stream's active segment), move the (cold) data of the least-erased
+    /// segment into the most-erased one, so the worn segment holds cold data and the fresh
+    /// one rejoins the free pool.
+    pub(super) fn level_wear(&mut self, threshold: u32) -> DevResult<()> {
+        let most = self
+            .free
+            .iter()
+            .copied()
+            .filter(|&s| self.segs[s as usize].state == SegState::Free)
+            .max_by_key(|&s| self.segs[s as usize].erase_count);
+        let least = match self.wear.as_ref() {
+            Some(ix) => ix.least(),
+            None => self.scan_least_worn(),
+        };
+        let (Some(most), Some(least)) = (most, least) else {
+            return Ok(());
+        };
+        let (hi, lo) = (
+            self.segs[most as usize].erase_count,
+            self.segs[least as usize].erase_count,
+        );
+        // Any threshold is accepted, so compare without `lo + threshold`, which overflows.
+        if hi.saturating_sub(lo) <= threshold {
+            return Ok(());
+        }
+        self.check_seq_room()?;
+        self.free.retain(|&s| s != most);
+        if !self.erased_for_use(most)? {
+            return Ok(());
+        }
+        let now = self.nand.clock_ps();
+        let src = self.segs[least as usize];
+        let s = &mut self.segs[most as usize];
+        s.state = SegState::Used;
+        s.stream = src.stream;
+        s.created_ps = src.created_ps;
+        s.last_inval_ps = now;
+        s.next = 0;
+        s.valid = 0;
+        self.sync_used(most);
+        match self.evacuate(least, Some(most)) {
+            Ok(()) => {}
+            Err(DevError::Flash(NandError::ProgramFailed { .. })) if self.nand.is_bad(most) => {
+                // The target went bad: the swap stops. The blocks it took move out at the
+                // end of the operation (`retiring`); the others stay in `least`, which
+                // keeps its role.
+                self.segs[most as usize].next = self.lay.slots;
+                self.sync_used(most);
+                self.note_retired(most);
+                return Ok(());
+            }
+            Err(DevError::Flash(
+                NandError::SetsBits { .. }
+                | NandError::NopExceeded { .. }
+                | NandError::OutOfOrder { .. },
+            )) => {
+                // The target holds a page it cannot program over that reads erased (a
+                // torn operation kept all its bits): the swap stops there too, the target
+                // closed where a mount would find it closed (`close_early`).
+                self.close_early(most)?;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
+        if src.state == SegState::Active {
+            // A stream's segment that fills slowly (cold data) would otherwise never be
+            // erased: the most-erased segment takes over its data and its role.
+            self.segs[most as usize].state = SegState::Active;
+            self.sync_used(most);
+            self.active[src.stream as usize] = most;
+            self.log_active(src.stream, most)?;
+        }
+        if self.erase_and_header(least, 0)? {
+            self.free.push_back(least);
+        }
+        self.stats.wear_swaps += 1;
+        Ok(())
+    }
+}
+
+/// True when every byte is 0xFF (data that reads as erased flash). Out of line: only
+/// storage-mode cleaner runs call it.
+#[inline(never)]
+fn all_ones(b: &[u8]) -> bool {
+    b.iter().all(|&x| x == 0xFF)
+}

@@ -1,0 +1,280 @@
+//! What the FMS does about failures and power cuts while it runs: a program or erase the
+//! device rejects (the segment is closed, retired and its blocks moved), and what a torn
+//! operation left after a segment's first free slot (checked before the first write there
+//! after a mount). Mount's side is in `mount.rs`; the design in `docs/fms.md`.
+
+use super::*;
+
+impl Fms {
+    /// A program into segment `seg` failed: when the device retired its erase block, the
+    /// segment is closed (if a stream was writing it; `append` and `copy_run` close their
+    /// own) and its valid blocks must move before a mount (which skips bad blocks) could
+    /// lose them.
+    ///
+    /// Counts the segment retired (`FmsStats::retired_segments`) the first time.
+    pub(super) fn note_retired(&mut self, seg: u32) {
+        if !self.nand.is_bad(seg) {
+            return;
+        }
+        let s = &mut self.segs[seg as usize];
+        if s.state == SegState::Active {
+            s.next = self.lay.slots;
+            s.state = SegState::Used;
+            let stream = s.stream as usize;
+            if self.active.get(stream) == Some(&seg) {
+                self.active[stream] = NONE;
+            }
+            self.sync_used(seg);
+        }
+        if !self.retiring.contains(&seg) && self.segs[seg as usize].state != SegState::Bad {
+            self.stats.retired_segments += 1;
+            self.retiring.push(seg);
+        }
+    }
+
+    /// `append` or `copy_run` met a program error in `seg`: close it, take it from the
+    /// stream whose segment it is ([`Fms::drop_active`]) and count or queue it. Out of
+    /// line: an error path, kept off the copy loop.
+    ///
+    /// A segment whose block is still good met bytes it cannot program over: a page that
+    /// a torn program or erase left reading erased while the device counts it programmed
+    /// (all its bits kept at 1: [`Fms::check_tail`] cannot see it), or old bytes in a
+    /// closed segment's tail. Its first free slot becomes the one a mount would find
+    /// (`mount::first_free_on_flash`, reading the segment's records and the slots after
+    /// them): the stream's next segment gets an index entry, after which a mount closes
+    /// this one there, so the tables agree. With no record on flash (a mount would take it
+    /// for free), it is erased and freed instead.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn close_early(&mut self, seg: u32) -> DevResult<()> {
+        let s = &mut self.segs[seg as usize];
+        s.next = self.lay.slots;
+        s.state = SegState::Used;
+        self.drop_active(seg);
+        self.sync_used(seg);
+        // Counted retired when the block is still good (garbage left by a torn
+        // operation); queued when it went bad (`note_retired` counts it then).
+        if self.nand.is_bad(seg) {
+            self.note_retired(seg);
+        } else {
+            self.stats.retired_segments += 1;
+            let (next, _torn) = mount::first_free_on_flash(self, seg)?;
+            if next == 0 {
+                // No record on flash: a mount would take it for free. Erase it, so that
+                // it is (nothing valid was committed to it: every block has a record).
+                debug_assert_eq!(self.segs[seg as usize].valid, 0);
+                if self.erase_and_header(seg, 0)? {
+                    self.free.push_back(seg);
+                }
+                return Ok(());
+            }
+            let s = &mut self.segs[seg as usize];
+            s.next = next;
+            s.tail = Tail::Garbage;
+            self.sync_used(seg);
+        }
+        Ok(())
+    }
+
+    /// Move the valid blocks out of the segments whose erase blocks went bad
+    /// (`note_retired`, a failed erase), as the cleaner would, mark them bad and, in
+    /// header mode, append "segment S retired" to the index log. Called at the end of every
+    /// write and trim and at flush, so the blocks leave a bad erase block before the
+    /// operation returns.
+    ///
+    /// Until the entry is on flash, mount reads the bad segment's records like any other
+    /// (they are authoritative, resolved by sequence number), so a power cut before or
+    /// during the move loses nothing; it queues the segment again. After it, mount no
+    /// longer reads them: the segment keeps stale copies with their live bits set (a bad
+    /// block cannot be programmed), and one would come back if its block were trimmed and
+    /// the newer copy's segment cleaned. In spare mode nothing is appended: a record there
+    /// has no live bit to clear, every stale copy is resolved by sequence number alone, and
+    /// trims are not durable anyway (docs/fms.md, "Program and erase failures").
+    fn evacuate_retired(&mut self) -> DevResult<()> {
+        while let Some(seg) = self.retiring.pop() {
+            if let Err(e) = self.retire(seg) {
+                // Still to do (mount would find it again anyway).
+                self.retiring.push(seg);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// What a failure left to do at the end of an operation: the queued segments
+    /// ([`Fms::evacuate_retired`]), then an index segment that went bad when no free
+    /// segment could take its place ([`Fms::log`]).
+    pub(super) fn repair(&mut self) -> DevResult<()> {
+        self.evacuate_retired()?;
+        if self.index_stale {
+            // Entries appended meanwhile by `log` went nowhere: the new log holds every
+            // active and retired segment.
+            self.ensure_space()?;
+            self.wrap_index(None)?;
+        }
+        Ok(())
+    }
+
+    fn retire(&mut self, seg: u32) -> DevResult<()> {
+        let si = seg as usize;
+        if self.segs[si].state == SegState::Used && self.segs[si].valid > 0 {
+            self.ensure_space()?;
+            // The cleaner may have taken it meanwhile (its erase then failed).
+            if self.segs[si].state == SegState::Used && self.segs[si].valid > 0 {
+                self.cleaning = true;
+                let r = self.evacuate(seg, None);
+                self.cleaning = false;
+                r?;
+            }
+        }
+        self.set_bad(seg);
+        // A wrap rewrites every retired entry, and must keep room for one entry per stream
+        // besides: a segment beyond that is not recorded (mount reads its records again,
+        // and queues it again).
+        let room = self.retired.len() + self.active.len() < self.lay.index_capacity() as usize;
+        if self.lay.mode == RecordMode::Header && !self.retired.contains(&seg) && room {
+            self.log(IndexEntry::retired(seg))?;
+            self.retired.push(seg);
+        }
+        Ok(())
+    }
+
+    /// Mark a segment bad in the tables: nothing valid, no free slot, never a candidate.
+    fn set_bad(&mut self, seg: u32) {
+        let slots = self.lay.slots;
+        let s = &mut self.segs[seg as usize];
+        debug_assert_eq!(s.valid, 0, "segment {seg} marked bad with valid blocks");
+        s.state = SegState::Bad;
+        s.next = slots;
+        self.sync_used(seg);
+    }
+
+    /// `seg`'s erase or header program failed (`newly`: it went bad just now, and is
+    /// counted retired) or met a block already bad.
+    pub(super) fn went_bad(&mut self, seg: u32, kind: u16, newly: bool) -> DevResult<()> {
+        if newly {
+            self.stats.retired_segments += 1;
+        }
+        if self.nand.store().keeps_payload() {
+            // The erase count a mount will find: the header's, or none (0) when the header
+            // is unreadable (a failed header program, or an erase that failed on a segment
+            // whose header was already lost). Storage mode only: simulation mode never
+            // mounts, and this read would change its device time.
+            let mut hdr = [0u8; SEG_HEADER];
+            self.nand
+                .read(self.nand.geometry().first_page(seg), 0, &mut hdr)?;
+            self.segs[seg as usize].erase_count = match SegHeader::decode(&hdr) {
+                Ok(Some(h)) => h.erase_count,
+                _ => 0,
+            };
+        }
+        self.segs[seg as usize].valid = 0;
+        self.set_bad(seg);
+        if kind == 0 && !self.retiring.contains(&seg) {
+            self.retiring.push(seg);
+        }
+        Ok(())
+    }
+
+    /// Read the slots of `seg` from `next` on, which mount took for erased without
+    /// reading them ([`Tail`]); true when they are. Otherwise the segment is marked
+    /// [`Tail::Garbage`] and, if a stream was writing into it, closed where it is: the
+    /// stream's next segment gets an index entry, after which a mount closes this one
+    /// too, at the same `next`. Out of line: at most once per segment after a mount.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn check_tail(&mut self, seg: u32) -> DevResult<bool> {
+        match self.segs[seg as usize].tail {
+            Tail::Garbage => return Ok(false),
+            Tail::Torn => {
+                if !self.pad_torn_slot(seg)? {
+                    if self.nand.is_bad(seg) {
+                        return Ok(false);
+                    }
+                    return self.mark_garbage(seg);
+                }
+                let s = &mut self.segs[seg as usize];
+                s.next += 1;
+                s.tail = Tail::Unchecked;
+                if s.next >= self.lay.slots {
+                    s.tail = Tail::Erased;
+                    return Ok(false);
+                }
+            }
+            _ => {}
+        }
+        for slot in self.segs[seg as usize].next..self.lay.slots {
+            if !mount::slot_erased(self, seg, slot)? {
+                return self.mark_garbage(seg);
+            }
+        }
+        self.segs[seg as usize].tail = Tail::Erased;
+        Ok(true)
+    }
+
+    /// `seg`'s slots from `next` on cannot all be programmed ([`Tail::Garbage`]): never
+    /// write there again, and if a stream was writing into it, close it where it is (the
+    /// stream's next segment gets an index entry, after which a mount closes it at the
+    /// same slot). A stream's segment with nothing written (`next` 0) is instead erased
+    /// in place and stays the stream's: a mount would find it free, and named by the index
+    /// log, the stream's (closed, it would differ). True when it can be written again.
+    fn mark_garbage(&mut self, seg: u32) -> DevResult<bool> {
+        let s = &mut self.segs[seg as usize];
+        if s.state == SegState::Active && s.next == 0 {
+            let stream = s.stream as usize;
+            if self.erase_and_header(seg, 0)? {
+                self.open_empty(seg, stream);
+                return Ok(true);
+            }
+            self.drop_active(seg);
+            return Ok(false);
+        }
+        s.tail = Tail::Garbage;
+        if s.state == SegState::Active {
+            s.state = SegState::Used;
+            self.drop_active(seg);
+            self.sync_used(seg);
+        }
+        Ok(false)
+    }
+
+    /// Spare mode on an in-order device: program the pages of the torn slot at `next`
+    /// that read erased — the marks of its pages, then [`layout::PAD_RECORD`] in its last
+    /// page's spare, data left erased — so that the next slot's first page follows the
+    /// last programmed one. Mount then counts the slot used, with no block in it. False
+    /// when a page cannot take the program (a torn page that reads erased but is counted
+    /// programmed: the caller marks the segment [`Tail::Garbage`], and a mount finds the
+    /// same first free slot) or the block went bad (queued, `note_retired`).
+    #[cold]
+    #[inline(never)]
+    fn pad_torn_slot(&mut self, seg: u32) -> DevResult<bool> {
+        let slot = self.segs[seg as usize].next;
+        let first = self.nand.geometry().first_page(seg);
+        let p0 = first + self.lay.slot_offset(slot) / self.lay.page_size as u64;
+        let pps = self.lay.pages_per_slot as u64;
+        for k in 0..pps {
+            if !mount::page_erased(self, p0 + k)? {
+                continue;
+            }
+            let sp: &[u8] = if k == pps - 1 {
+                &layout::PAD_RECORD
+            } else {
+                &layout::PAGE_MARK
+            };
+            match self.nand.program(p0 + k, 0, Data::None, Some((1, sp))) {
+                Ok(()) => {}
+                Err(
+                    NandError::SetsBits { .. }
+                    | NandError::NopExceeded { .. }
+                    | NandError::OutOfOrder { .. },
+                ) => return Ok(false),
+                Err(NandError::ProgramFailed { .. }) => {
+                    self.note_retired(seg);
+                    return Ok(false);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(true)
+    }
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Randomised power-cut sweep of the FMS: many `flashkit torture` runs, each cutting
+power at every program and erase of its workload, over a seeded random choice of
+devices, page and block sizes, segment counts, NOP / page-order / spare overrides,
+policies, redistribution, DAC regions and thresholds, wear levelling, fill writes and
+injected program/erase failures.
+
+    scripts/torture-sweep.py --seed 12 --runs 120            # build first: cargo build --release
+    scripts/torture-sweep.py --seed 13 --runs 100 --long     # longer workloads, more segments
+
+Each run prints one line: `ok CUTS VIOLATIONS ARGS`, `refused ARGS | ERROR` (a one-line
+refusal of an impossible configuration, e.g. more failures than the segments can absorb)
+or `FAIL ...` (a violation, a crash, a panic or an error that is not one line). The last
+line sums them; the exit status is 1 when any run failed. A failing run is replayed with
+the arguments it prints, and `--cuts at:K` for the cut its violation names.
+
+This is the sweep behind the figures in the session notes (docs/fms.md, "Torture"); the
+test suite runs fixed configurations instead (crates/sim/tests/torture.rs).
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import random
+import subprocess
+import sys
+
+DEVICES = ["mlc2-2g", "nandsim-256m", "intel-series2plus-24m", "chang-kuo-16g", "slc-large-1g"]
+SETUPS = [
+    [],
+    ["--policy", "greedy", "--redistribution", "m1"],
+    ["--policy", "cost-benefit", "--redistribution", "m4"],
+    ["--policy", "adaptive", "--regions", "3"],
+    ["--policy", "cat", "--regions", "2", "--region-select", "most-segments"],
+    ["--policy", "greedy", "--redistribution", "m5", "--regions", "4", "--region-threshold", "1s"],
+    ["--policy", "cost-benefit", "--regions", "2", "--region-select", "most-garbage"],
+    ["--policy", "cost-benefit", "--redistribution", "m2"],
+    ["--policy", "cat", "--redistribution", "m3"],
+]
+
+
+def configs(seed, runs, long):
+    rng = random.Random(seed)
+    ops = [200, 400, 600] + ([1000] if long else [])
+    segments = [10, 12, 16, 20, 24] + ([32] if long else [])
+    for _ in range(runs):
+        dev = rng.choice(DEVICES)
+        args = ["torture", "--device", dev, "--seed", str(rng.randrange(1000)),
+                "--ops", str(rng.choice(ops)),
+                "--failures", str(rng.choice([0, 0, 1, 2, 3, 4])),
+                "--segments", str(rng.choice(segments))]
+        page = rng.choice([None, 64, 128, 256, 512])
+        if page:
+            args += ["--page-size", str(page), "--block-size", str(rng.choice([512, 1024]))]
+        if rng.random() < 0.6:
+            args += ["--wear-threshold", str(rng.choice([1, 2, 4]))]
+        if rng.random() < 0.3:
+            args += ["--fill-writes", "false"]
+        args += rng.choice(SETUPS)
+        if rng.random() < 0.25:
+            args += ["--nop", str(rng.choice([1, 2, 4]))]
+        if dev != "intel-series2plus-24m":
+            if rng.random() < 0.2:
+                args += ["--in-order", rng.choice(["true", "false"])]
+            if rng.random() < 0.15:
+                args += ["--spare-size", str(rng.choice([0, 8, 16, 64]))]
+        yield args
+
+
+def run(flashkit, args):
+    p = subprocess.run([flashkit, *args, "--json", "--threads", "1"], capture_output=True, text=True)
+    err = p.stderr.strip()
+    lines = [l for l in err.splitlines() if not l.startswith("flashkit: note:")]
+    shown = " ".join(args)
+    try:
+        v = json.loads(p.stdout)
+        c, n = v["cut_points"], v["violations"]
+    except (ValueError, KeyError, TypeError):
+        v = None
+    if v is not None:
+        kind = "ok" if p.returncode == 0 and n == 0 else "fail"
+        return kind, c, n, f"{'ok' if kind == 'ok' else 'FAIL'} {c} {n} {shown}"
+    if p.returncode == 1 and len(lines) == 1 and lines[0].startswith("flashkit: "):
+        return "refused", 0, 0, f"refused {shown} | {lines[0]}"
+    tail = err[-600:].replace("\n", " / ")
+    return "fail", 0, 0, f"FAIL rc={p.returncode} {shown} | {tail}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seed", type=int, default=1, help="seed of the random configurations")
+    ap.add_argument("--runs", type=int, default=60, help="number of configurations")
+    ap.add_argument("--long", action="store_true", help="also 1000-operation workloads and 32 segments")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="runs at a time (one core each)")
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap.add_argument("--flashkit", default=os.path.join(here, "..", "target", "release", "flashkit"))
+    a = ap.parse_args()
+    if not os.access(a.flashkit, os.X_OK):
+        sys.exit(f"torture-sweep: {a.flashkit}: no flashkit binary (cargo build --release, or --flashkit PATH)")
+    counts = {"ok": 0, "refused": 0, "fail": 0}
+    cuts = violations = 0
+    with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
+        for kind, c, v, line in pool.map(lambda args: run(a.flashkit, args), configs(a.seed, a.runs, a.long)):
+            print(line, flush=True)
+            counts[kind] += 1
+            cuts += c
+            violations += v
+    print(f"total: {a.runs} runs, {counts['ok']} ran, {counts['refused']} refused, "
+          f"{cuts} cut points, {violations} violations, {counts['fail']} failed")
+    sys.exit(1 if counts["fail"] else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -227,7 +227,7 @@ impl Layout {
             }
             if (geo.spare_size as usize) < SPARE_RECORD {
                 return cfg(format!(
-                    "device: spare area of {} bytes is too small for the {SPARE_RECORD}-byte block record",
+                    "device: spare area of {} bytes is too small for the {SPARE_RECORD}-byte block record that the FMS keeps in the spare area when pages take a limited number of programs (nop = {nop}); give a spare area of at least {SPARE_RECORD} bytes, or nop = 0 (records in segment headers)",
                     geo.spare_size
                 ));
             }
@@ -861,6 +861,21 @@ mod tests {
         assert!(e.contains("in_order = true with nop = 0"), "{e}");
         g.in_order = false;
         assert!(Layout::new(&g, 4096).is_ok());
+    }
+
+    /// A page program limit without a spare area (the NOR card given `nop = 2`) is
+    /// refused saying why the spare area is needed and what would do instead.
+    #[test]
+    fn a_page_budget_without_a_spare_area_is_refused_by_name() {
+        let mut g = nand::DeviceSpec::preset("intel-series2plus-24m")
+            .unwrap()
+            .geometry;
+        g.nop = 2;
+        let e = Layout::new(&g, 4096).unwrap_err().to_string();
+        assert!(e.contains("spare area of 0 bytes"), "{e}");
+        assert!(e.contains("(nop = 2)") && e.contains("or nop = 0"), "{e}");
+        g.spare_size = SPARE_RECORD as u32;
+        assert_eq!(Layout::new(&g, 4096).unwrap().mode, RecordMode::Spare);
     }
 
     /// The pieces of a span, stepped page by page, are those found by dividing every

@@ -102,6 +102,23 @@ fn bad_arguments_are_one_line_errors() {
             ],
             "ops: 1000000000000 operations",
         ),
+        // More failures than the small device's exported blocks can absorb.
+        (
+            vec![
+                "torture",
+                "--device",
+                "nandsim-256m",
+                "--segments",
+                "10",
+                "--page-size",
+                "64",
+                "--block-size",
+                "512",
+                "--failures",
+                "3",
+            ],
+            "3 failures may retire 3 segments of 3 blocks each, 9 blocks, and the FMS exports only 9",
+        ),
     ] {
         let o = flashkit(&args);
         let err = text(&o.stderr);

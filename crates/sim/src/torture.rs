@@ -1084,7 +1084,7 @@ pub fn run_with_progress(
         let spare = cfg.failures.saturating_mul(slots as u64);
         if spare >= blocks {
             return Err(format!(
-                "failures: {} failures may retire {} segments, all the {blocks} blocks the FMS exports on {} segments; ask for fewer or raise --segments",
+                "failures: {} failures may retire {} segments of {slots} blocks each, {spare} blocks, and the FMS exports only {blocks} on {} segments, so nothing would be left to write; ask for fewer or raise --segments",
                 cfg.failures, cfg.failures, spec.geometry.blocks
             ));
         }

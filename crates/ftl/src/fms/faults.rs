@@ -52,12 +52,12 @@ impl Fms {
         s.state = SegState::Used;
         self.drop_active(seg);
         self.sync_used(seg);
-        // Counted retired when the block is still good (garbage left by a torn
-        // operation); queued when it went bad (`note_retired` counts it then).
+        // Queued when its block went bad (`note_retired` counts it retired); counted
+        // closed early when the block is still good (garbage left by a torn operation).
         if self.nand.is_bad(seg) {
             self.note_retired(seg);
         } else {
-            self.stats.retired_segments += 1;
+            self.stats.closed_early += 1;
             let (next, _torn) = mount::first_free_on_flash(self, seg)?;
             if next == 0 {
                 // No record on flash: a mount would take it for free. Erase it, so that

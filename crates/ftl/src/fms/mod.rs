@@ -249,10 +249,12 @@ pub struct FmsStats {
     pub obsolete_marks: u64,
     pub index_appends: u64,
     pub trims: u64,
-    /// Segments taken out of use early: each whose erase block went bad under this FMS
-    /// (a failed program, erase or header, the index segment included), once, and each
-    /// closed because a program met what a torn operation left.
+    /// Segments whose erase block went bad under this FMS (a failed program, erase or
+    /// header, the index segment included), each once.
     pub retired_segments: u64,
+    /// Good segments closed before they were full because a program met what a torn
+    /// operation left there (reused after their next cleaning).
+    pub closed_early: u64,
     /// Cleaned blocks placed in another stream's segment because free segments ran low.
     pub borrowed_slots: u64,
 }

@@ -9,9 +9,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 step() { printf '\n==> %s\n' "$*"; }
 
 # System packages the tests need, as "command:package" (command may be empty for a
-# library-only package, which is then checked with dpkg). None yet beyond Rust itself;
-# e.g. the FUSE tests will add ":libfuse3-dev" and "fusermount3:fuse3".
-TEST_PACKAGES=()
+# library-only package, which is then checked with dpkg). python3 runs the smoke run of
+# scripts/torture-sweep.py; e.g. FUSE tests would add ":libfuse3-dev" and "fusermount3:fuse3".
+TEST_PACKAGES=("python3:python3")
 
 apt_updated=0
 # need_pkg COMMAND PACKAGE: install PACKAGE unless COMMAND (or, without one, the package)
@@ -70,5 +70,11 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 step "cargo test --workspace --release"
 cargo test --workspace --release
+
+# The randomised power-cut sweep (docs/fms.md, "Torture"), a few seconds of it: keeps the
+# script working as the CLI changes (seed 6: 6 runs, 2 one-line refusals, ~17 000 cuts).
+step "scripts/torture-sweep.py --seed 6 --runs 8"
+cargo build --release --quiet --bin flashkit
+python3 scripts/torture-sweep.py --seed 6 --runs 8 --jobs 2
 
 step "all checks passed"

@@ -15,7 +15,8 @@ line sums them; the exit status is 1 when any run failed. A failing run is repla
 the arguments it prints, and `--cuts at:K` for the cut its violation names.
 
 This is the sweep behind the figures in the session notes (docs/fms.md, "Torture"); the
-test suite runs fixed configurations instead (crates/sim/tests/torture.rs).
+test suite runs fixed configurations (crates/sim/tests/torture.rs) and, from
+scripts/test.sh, eight runs of this script (seed 6) to keep it working.
 """
 
 import argparse
@@ -94,7 +95,8 @@ def main():
     ap.add_argument("--long", action="store_true", help="also 1000-operation workloads and 32 segments")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="runs at a time (one core each)")
     here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--flashkit", default=os.path.join(here, "..", "target", "release", "flashkit"))
+    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(here, "..", "target")
+    ap.add_argument("--flashkit", default=os.path.join(target, "release", "flashkit"))
     a = ap.parse_args()
     if not os.access(a.flashkit, os.X_OK):
         sys.exit(f"torture-sweep: {a.flashkit}: no flashkit binary (cargo build --release, or --flashkit PATH)")

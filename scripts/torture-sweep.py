@@ -8,9 +8,10 @@ injected program/erase failures.
     scripts/torture-sweep.py --seed 12 --runs 120            # build first: cargo build --release
     scripts/torture-sweep.py --seed 13 --runs 100 --long     # longer workloads, more segments
 
-Each run prints one line: `ok CUTS VIOLATIONS ARGS`, `refused ARGS | ERROR` (a one-line
-refusal of an impossible configuration, e.g. more failures than the segments can absorb)
-or `FAIL ...` (a violation, a crash, a panic or an error that is not one line). The last
+Each run prints one line: `ok CUTS VIOLATIONS ARGS`, `refused ARGS | ERROR` (the one-line
+refusal of an impossible configuration: an FMS configuration error, or more failures than
+the segments can absorb) or `FAIL ...` (a violation, a crash, a panic, or any other
+error). The last
 line sums them; the exit status is 1 when any run failed. A failing run is replayed with
 the arguments it prints, and `--cuts at:K` for the cut its violation names.
 
@@ -82,7 +83,11 @@ def run(flashkit, args):
     if v is not None:
         kind = "ok" if p.returncode == 0 and n == 0 else "fail"
         return kind, c, n, f"{'ok' if kind == 'ok' else 'FAIL'} {c} {n} {shown}"
-    if p.returncode == 1 and len(lines) == 1 and lines[0].startswith("flashkit: "):
+    # Only a refusal of the configuration itself counts as refused. Any other error (a
+    # fault-free run that cannot finish, say) is a failure: nothing in this space should
+    # make one.
+    if (p.returncode == 1 and len(lines) == 1
+            and lines[0].startswith(("flashkit: torture: FMS: configuration:", "flashkit: torture: failures:"))):
         return "refused", 0, 0, f"refused {shown} | {lines[0]}"
     tail = err[-600:].replace("\n", " / ")
     return "fail", 0, 0, f"FAIL rc={p.returncode} {shown} | {tail}"

@@ -678,3 +678,85 @@ fn read_leaves_the_image(img: &str, data: &[u8], bytes: &[u8]) {
         "an inspection command wrote to the image"
     );
 }
+
+/// `fms trim`: the bytes read as zeros from then on, in every later process, on NAND
+/// (spare mode: tombstones in trim lists) and NOR (header mode: live bits cleared); whole
+/// blocks are unmapped, the parts of blocks at either end rewritten with zeros. Bad
+/// offsets and lengths are one-line errors that leave the image as it was.
+#[test]
+fn trim_reads_zeros_in_later_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.bin");
+    let data = pattern(40 * 1024, 5);
+    std::fs::write(&input, &data).unwrap();
+    let back = dir.path().join("back.bin");
+    for (device, blocks, bs, lists) in [
+        ("nandsim-256m", "64", "1KiB", true),
+        ("mlc2-2g", "16", "2KiB", true),
+        ("intel-series2plus-24m", "12", "4KiB", false),
+    ] {
+        let img = dir.path().join(format!("{device}.img"));
+        let img = img.to_str().unwrap();
+        fms_image(img, device, blocks, bs);
+        run_ok(&["fms", "write", img, "--input", input.to_str().unwrap()]);
+        // 512 bytes into the first block through 1.5 KiB into a later one.
+        let (off, len) = (512usize, 20 * 1024usize);
+        run_ok(&[
+            "fms",
+            "trim",
+            img,
+            "--offset",
+            &off.to_string(),
+            "--length",
+            &len.to_string(),
+        ]);
+        let info: serde_json::Value =
+            serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+        let whole = info["tombstones"].as_u64().unwrap();
+        if lists {
+            let bsz = info["block_size"].as_u64().unwrap() as usize;
+            let first_whole = off.div_ceil(bsz);
+            let last_whole = (off + len) / bsz;
+            assert_eq!(whole as usize, last_whole - first_whole, "{device}: {info}");
+            assert!(info["trim_lists"].as_u64().unwrap() >= 1, "{info}");
+        } else {
+            assert_eq!((whole, info["trim_lists"].as_u64()), (0, Some(0)), "{info}");
+        }
+        run_ok(&[
+            "fms",
+            "read",
+            img,
+            "--length",
+            &data.len().to_string(),
+            "--output",
+            back.to_str().unwrap(),
+        ]);
+        let got = std::fs::read(&back).unwrap();
+        let mut want = data.clone();
+        want[off..off + len].fill(0);
+        assert!(
+            got == want,
+            "{device}: the trimmed range reads zeros, the rest as written"
+        );
+        // Written again: the tombstones die.
+        run_ok(&["fms", "write", img, "--input", input.to_str().unwrap()]);
+        let info: serde_json::Value =
+            serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+        assert_eq!(info["tombstones"], 0, "{device}: {info}");
+        let before = std::fs::read(img).unwrap();
+        for (offset, length, what) in [
+            ("100", "1KiB", "--offset: 100 is not a multiple of 512"),
+            ("0", "1000", "--length: 1000 is not a multiple of 512"),
+            ("0", "10GiB", "exceed the"),
+        ] {
+            let out = flashkit(["fms", "trim", img, "--offset", offset, "--length", length]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success() && err.contains(what), "{err}");
+            assert_eq!(err.trim().lines().count(), 1, "{err}");
+        }
+        assert!(
+            std::fs::read(img).unwrap() == before,
+            "{device}: refused trims change nothing"
+        );
+    }
+}

@@ -608,6 +608,7 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
     let wear = nand::WearStats::of(counts.into_iter());
     let erasures = s1.erasures - s0.erasures;
     let copied = s1.blocks_copied - s0.blocks_copied;
+    let lists = s1.trim_lists - s0.trim_lists;
     let user = s1.user_writes - s0.user_writes;
     let slots = fms.layout().slots;
     let device_time_s = busy_ps as f64 / 1e12;
@@ -648,9 +649,11 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         wear_min: wear.min,
         wear_max: wear.max,
         user_writes: user,
-        flash_writes: user + copied,
+        // Spare mode programs a trim-list slot for each list's worth of blocks a trace
+        // trims (header mode clears live bits, counted nowhere here).
+        flash_writes: user + copied + lists,
         write_amplification: if user > 0 {
-            (user + copied) as f64 / user as f64
+            (user + copied + lists) as f64 / user as f64
         } else {
             0.0
         },

@@ -24,9 +24,10 @@
 //!    nothing / partial / complete — is drawn per cut point) and stops at the first
 //!    power-loss error. The store is taken out, reopened and mounted, then checked:
 //!    1. every sector whose last write or trim was acknowledged before the last completed
-//!       flush reads back exactly that write; a trimmed sector reads zeros when trims are
-//!       durable (header mode, `nop = 0`), or, in spare mode where the FMS does not persist
-//!       trims, zeros or content written to it before the trim;
+//!       flush reads back exactly that write; a trimmed sector reads zeros (header mode
+//!       clears the copy's live bit at the trim, spare mode writes trim lists at the flush;
+//!       until stop 16 spare-mode trims were not durable and this check admitted older
+//!       content for them);
 //!    2. no sector reads content that was never written to it: a sector changed since the
 //!       last flush (including by the operation that was cut) reads its flushed value or
 //!       one of the values written since;
@@ -330,21 +331,9 @@ pub const FILL: u64 = 1 << 63;
 /// (all 0xFF when `tag` has the [`FILL`] bit).
 #[derive(Clone, Copy, Debug)]
 pub enum Op {
-    Write {
-        lba: u64,
-        count: u32,
-        tag: u64,
-    },
-    /// `mark`: every tag below it was issued before the trim.
-    Trim {
-        lba: u64,
-        count: u32,
-        mark: u64,
-    },
-    Read {
-        lba: u64,
-        count: u32,
-    },
+    Write { lba: u64, count: u32, tag: u64 },
+    Trim { lba: u64, count: u32 },
+    Read { lba: u64, count: u32 },
     Flush,
 }
 
@@ -400,7 +389,6 @@ pub fn workload(seed: u64, sectors: u64, spb: u64, ops: usize, fill_writes: bool
             out.push(Op::Trim {
                 lba,
                 count: count as u32,
-                mark: tag,
             });
         } else if r < 85 {
             let lba = rng.gen_range(0..sectors);
@@ -468,23 +456,20 @@ fn classify(seed: u64, lba: u64, b: &[u8], scratch: &mut [u8]) -> Seen {
 enum Val {
     Data(u64),
     Zero,
-    /// Trimmed; tags below the mark were written before the trim.
-    Trimmed(u64),
+    /// Trimmed: reads zeros once the trim is durable (a flush returned).
+    Trimmed,
 }
 
 impl Val {
     /// May a sector holding `self` read back `seen`?
-    fn admits(self, seen: Seen, trims_durable: bool) -> bool {
+    fn admits(self, seen: Seen) -> bool {
         match (self, seen) {
             (_, Seen::Garbage) => false,
             (Val::Data(t), Seen::Tag(s)) => t == s,
             (Val::Data(t), Seen::Ones) => t & FILL != 0,
             (Val::Data(_), Seen::Zero) => false,
-            (Val::Zero | Val::Trimmed(_), Seen::Zero) => true,
-            (Val::Zero, Seen::Tag(_) | Seen::Ones) => false,
-            (Val::Trimmed(m), Seen::Tag(s)) => !trims_durable && s < m,
-            // Which fill write it was is not known: any before the trim.
-            (Val::Trimmed(_), Seen::Ones) => !trims_durable,
+            (Val::Zero | Val::Trimmed, Seen::Zero) => true,
+            (Val::Zero | Val::Trimmed, Seen::Tag(_) | Seen::Ones) => false,
         }
     }
 }
@@ -495,7 +480,7 @@ impl std::fmt::Display for Val {
             Val::Data(t) if t & FILL != 0 => write!(f, "write #{} (0xFF)", t & !FILL),
             Val::Data(t) => write!(f, "write #{t}"),
             Val::Zero => f.write_str("zeros"),
-            Val::Trimmed(_) => f.write_str("trimmed"),
+            Val::Trimmed => f.write_str("trimmed"),
         }
     }
 }
@@ -530,11 +515,10 @@ struct Model {
     /// device (a flush every few operations, each over every sector).
     dirty: Vec<usize>,
     spb: u64,
-    trims_durable: bool,
 }
 
 impl Model {
-    fn new(sectors: u64, spb: u64, trims_durable: bool) -> Model {
+    fn new(sectors: u64, spb: u64) -> Model {
         Model {
             cells: vec![
                 Cell {
@@ -545,7 +529,6 @@ impl Model {
             ],
             dirty: Vec::new(),
             spb,
-            trims_durable,
         }
     }
 
@@ -557,9 +540,9 @@ impl Model {
                     self.push((lba + i) as usize, Val::Data(tag + i));
                 }
             }
-            Op::Trim { lba, count, mark } => {
+            Op::Trim { lba, count } => {
                 for i in 0..count as u64 {
-                    self.push((lba + i) as usize, Val::Trimmed(mark));
+                    self.push((lba + i) as usize, Val::Trimmed);
                 }
             }
             Op::Read { .. } | Op::Flush => {}
@@ -588,8 +571,7 @@ impl Model {
     /// Check what sector `lba` read back after a power cut; `None` when admissible.
     fn check(&self, lba: u64, seen: Seen) -> Option<String> {
         let c = &self.cells[lba as usize];
-        let td = self.trims_durable;
-        if c.durable.admits(seen, td) || c.since.iter().any(|v| v.admits(seen, td)) {
+        if c.durable.admits(seen) || c.since.iter().any(|v| v.admits(seen)) {
             return None;
         }
         let lbn = lba / self.spb;
@@ -635,7 +617,6 @@ struct Ctx {
     ops: Vec<Op>,
     sectors: u64,
     spb: u64,
-    trims_durable: bool,
     /// First tag free for the after-recovery writes.
     next_tag: u64,
     /// Program/erase operations (1-based, from the first mount) that fail, in every run.
@@ -824,7 +805,7 @@ fn check_read(ctx: &Ctx, model: &Model, op: &Op, buf: &[u8], problems: &mut Vec<
         let ok = match cur {
             Val::Data(t) if t & FILL != 0 => seen == Seen::Ones,
             Val::Data(t) => seen == Seen::Tag(t),
-            Val::Zero | Val::Trimmed(_) => seen == Seen::Zero,
+            Val::Zero | Val::Trimmed => seen == Seen::Zero,
         };
         if !ok {
             problems.push(format!(
@@ -870,7 +851,7 @@ fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<()
         });
     }
     let mut fms = Fms::mount(nand, ctx.cfg.clone()).map_err(|e| dev_err("first mount", e))?;
-    let mut model = Model::new(ctx.sectors, ctx.spb, ctx.trims_durable);
+    let mut model = Model::new(ctx.sectors, ctx.spb);
     let mut buf = Vec::new();
     let mut was_cut = false;
     if cut.is_none() {
@@ -969,7 +950,6 @@ fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<()
             return Op::Trim {
                 lba,
                 count: count as u32,
-                mark: tag,
             };
         }
         let count = rng.gen_range(1..=2 * ctx.spb).min(ctx.sectors - lba);
@@ -1126,7 +1106,6 @@ pub fn run_with_progress(
         seed: cfg.seed,
         sectors,
         spb,
-        trims_durable: lay.mode == RecordMode::Header,
         next_tag,
         ops,
         fail_ops: Vec::new(),
@@ -1368,7 +1347,7 @@ mod tests {
         // A sector last written with 0xFF must read 0xFF (an FMS that takes it for a
         // half-erased slot and returns zeros is caught), and 0xFF where only traceable
         // data was written is a violation.
-        let mut m = Model::new(2, 1, false);
+        let mut m = Model::new(2, 1);
         m.start(&Op::Write {
             lba: 0,
             count: 2,
@@ -1396,7 +1375,7 @@ mod tests {
 
     #[test]
     fn model_rules() {
-        let mut m = Model::new(4, 1, false);
+        let mut m = Model::new(4, 1);
         m.start(&Op::Write {
             lba: 0,
             count: 1,
@@ -1413,33 +1392,24 @@ mod tests {
         assert!(m.check(0, Seen::Tag(5)).is_none());
         assert!(m.check(0, Seen::Tag(6)).is_none());
         assert!(m.check(0, Seen::Tag(4)).is_some());
-        m.start(&Op::Trim {
-            lba: 0,
-            count: 1,
-            mark: 7,
-        });
+        m.start(&Op::Trim { lba: 0, count: 1 });
+        // Not flushed yet: the trim may or may not have reached the medium.
+        assert!(m.check(0, Seen::Zero).is_none());
+        assert!(m.check(0, Seen::Tag(5)).is_none());
         m.flushed();
         assert!(m.check(0, Seen::Zero).is_none());
-        assert!(m.check(0, Seen::Tag(5)).is_none(), "spare mode: pre-trim");
-        assert!(m.check(0, Seen::Garbage).is_some());
-        let mut h = Model::new(1, 1, true);
-        h.start(&Op::Trim {
-            lba: 0,
-            count: 1,
-            mark: 7,
-        });
-        h.flushed();
         assert!(
-            h.check(0, Seen::Tag(5)).is_some(),
-            "header mode: trims durable"
+            m.check(0, Seen::Tag(5)).is_some(),
+            "a flushed trim is durable"
         );
+        assert!(m.check(0, Seen::Garbage).is_some());
     }
 
     /// A flush settles exactly the cells written since the last one (it visits only
     /// those: a full-device model has millions of cells), also after a recovery's settle.
     #[test]
     fn flush_settles_the_cells_written_since_the_last_one() {
-        let mut m = Model::new(1 << 20, 1, false);
+        let mut m = Model::new(1 << 20, 1);
         let w = |lba, tag| Op::Write { lba, count: 2, tag };
         m.start(&w(10, 1));
         m.start(&w(11, 3));

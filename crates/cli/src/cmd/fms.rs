@@ -1,6 +1,6 @@
 //! `flashkit fms …`: the Flash Memory Server in storage mode on a NAND image file
-//! (created with `flashkit nand format`): format, info, write, read. Every write is
-//! durable when the command returns; the image reopens in any later process. `info` and
+//! (created with `flashkit nand format`): format, info, write, read, trim. Every write
+//! and trim is durable when the command returns; the image reopens in any later process. `info` and
 //! `read` open the image read-only and never change it: what their mount repairs stays in
 //! RAM (see docs/fms.md, "Inspecting an image").
 
@@ -29,6 +29,9 @@ pub enum FmsCmd {
     Write(WriteArgs),
     /// Read bytes at a byte offset to a file (or stdout).
     Read(ReadArgs),
+    /// Discard bytes at a byte offset: they read as zeros from then on (whole blocks are
+    /// unmapped and their space reclaimed; parts of blocks are rewritten with zeros).
+    Trim(TrimArgs),
 }
 
 pub fn run(cmd: FmsCmd) -> Result<()> {
@@ -37,6 +40,7 @@ pub fn run(cmd: FmsCmd) -> Result<()> {
         FmsCmd::Info(a) => info(a),
         FmsCmd::Write(a) => write(a),
         FmsCmd::Read(a) => read(a),
+        FmsCmd::Trim(a) => trim(a),
     }
 }
 
@@ -108,6 +112,19 @@ pub struct ReadArgs {
     /// File to write the bytes to; `-` or nothing for stdout.
     #[arg(long)]
     pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub mount: MountArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct TrimArgs {
+    pub image: PathBuf,
+    /// Byte offset (a multiple of 512).
+    #[arg(long, default_value = "0")]
+    pub offset: String,
+    /// Bytes to discard (a multiple of 512).
+    #[arg(long)]
+    pub length: String,
     #[command(flatten)]
     pub mount: MountArgs,
 }
@@ -196,6 +213,10 @@ pub struct FmsInfo {
     pub logical_blocks: u64,
     pub capacity_bytes: u64,
     pub mapped_blocks: u64,
+    /// Spare mode: trimmed blocks whose tombstone is still kept on flash, and the trim-list
+    /// slots holding them (0 in header mode, where a trim clears the copy's live bit).
+    pub tombstones: u64,
+    pub trim_lists: u64,
     pub segments: usize,
     pub free_segments: usize,
     pub used_segments: usize,
@@ -240,6 +261,8 @@ fn info(a: InfoArgs) -> Result<()> {
         mapped_blocks: (0..fms.logical_blocks() as u32)
             .filter(|&l| fms.lookup(l).is_some())
             .count() as u64,
+        tombstones: fms.tombstones().0,
+        trim_lists: fms.tombstones().1,
         segments: segs.len(),
         free_segments: count(SegState::Free),
         used_segments: count(SegState::Used),
@@ -275,6 +298,10 @@ fn info(a: InfoArgs) -> Result<()> {
             ),
         )
         .add("capacity", output::bytes(r.capacity_bytes))
+        .add(
+            "tombstones",
+            format!("{} in {} trim list(s)", r.tombstones, r.trim_lists),
+        )
         .add(
             "segments",
             format!(
@@ -494,5 +521,34 @@ fn read(a: ReadArgs) -> Result<()> {
     if let Some(s) = staged {
         s.commit().with_context(|| out_name.clone())?;
     }
+    Ok(())
+}
+
+fn trim(a: TrimArgs) -> Result<()> {
+    let lba = sector_offset(&a.offset)?;
+    let len = parse_size(&a.length).map_err(|e| anyhow!("--length: {e}"))?;
+    if len % SECTOR as u64 != 0 {
+        bail!("--length: {len} is not a multiple of {SECTOR} bytes");
+    }
+    let mut fms = mount(&a.image, &a.mount, Access::Write)?;
+    let sectors = len / SECTOR as u64;
+    if lba + sectors > fms.sectors() {
+        bail!(
+            "{len} bytes at offset {} exceed the {}-byte device",
+            lba * SECTOR as u64,
+            fms.capacity_bytes()
+        );
+    }
+    let mut at = lba;
+    let end = lba + sectors;
+    while at < end {
+        let n = (end - at).min(u32::MAX as u64 / 2) as u32;
+        fms.trim(at, n)
+            .with_context(|| format!("{}: trim", a.image.display()))?;
+        at += n as u64;
+    }
+    fms.flush()
+        .with_context(|| format!("{}: trim", a.image.display()))?;
+    eprintln!("trimmed {len} bytes at offset {}", lba * SECTOR as u64);
     Ok(())
 }

@@ -278,7 +278,10 @@ impl Fms {
     /// `forced_stream`'s target segment `forced` for a wear swap).
     pub(super) fn evacuate(&mut self, victim: u32, forced: Option<u32>) -> DevResult<()> {
         self.victim = victim;
-        let r = self.evacuate_from(victim, forced);
+        let mut r = self.evacuate_from(victim, forced);
+        if r.is_ok() && !self.trims.lists.is_empty() {
+            r = self.move_trim_lists(victim, forced);
+        }
         self.victim = NONE;
         r
     }
@@ -295,10 +298,10 @@ impl Fms {
             // `rev` names the block a slot holds exactly while the slot is its current copy
             // (set with `map`, cleared on invalidation).
             let lbn = self.rev[phys as usize];
-            debug_assert!(lbn == NONE || self.blocks[lbn as usize].map == phys);
             if lbn == NONE {
                 continue;
             }
+            debug_assert!(self.blocks[lbn as usize].map == phys);
             let i = lbn as usize;
             let mut m = Moving {
                 phys,
@@ -582,7 +585,12 @@ impl Fms {
     }
 
     /// Program into a specific segment (wear swap target), which must have room.
-    fn append_into(&mut self, seg: u32, data: Option<&[u8]>, rec: &Record) -> DevResult<u32> {
+    pub(super) fn append_into(
+        &mut self,
+        seg: u32,
+        data: Option<&[u8]>,
+        rec: &Record,
+    ) -> DevResult<u32> {
         let s = &mut self.segs[seg as usize];
         if s.next >= self.lay.slots {
             return Err(DevError::NoSpace);
@@ -592,6 +600,7 @@ impl Fms {
         let mut rec = *rec;
         rec.seq = self.seq;
         self.seq += 1;
+        self.note_first_seq(seg, rec.seq);
         self.program_slot(seg, slot, data, &rec)?;
         self.segs[seg as usize].valid += 1;
         self.sync_used(seg);
@@ -600,8 +609,8 @@ impl Fms {
 
     fn averages(&self, victim: u32) -> Averages {
         // Only M4 compares with the average utilisation over the segments holding data;
-        // every valid block sits in one of them.
-        let (valid, used) = (self.mapped, self.data_segs);
+        // every valid slot (block or trim list) sits in one of them.
+        let (valid, used) = (self.valid_slots(), self.data_segs);
         let slots = self.lay.slots as f64;
         let n = self.mapped.max(1) as f64;
         Averages {
@@ -612,8 +621,8 @@ impl Fms {
         }
     }
 
-    /// Valid blocks and segments holding data (closed or active), summed over the table
-    /// (what `(mapped, data_segs)` must give).
+    /// Valid slots and segments holding data (closed or active), summed over the table
+    /// (what `(valid_slots(), data_segs)` must give).
     #[cfg(test)]
     pub(super) fn scan_utilization(&self) -> (u64, u64) {
         let data = self

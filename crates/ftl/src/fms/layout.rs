@@ -34,6 +34,21 @@ pub const PAGE_MARK: [u8; 1] = [0x00];
 pub const PAD_RECORD: [u8; SPARE_RECORD - 1] = [0; SPARE_RECORD - 1];
 /// Largest logical block number (0xFFFF_FFFF marks an empty entry).
 pub const MAX_LBN: u32 = 0xFFFF_FFFE;
+/// Spare mode: the lbn field of a trim-list slot's record ([`TrimList`]). No medium has
+/// that many blocks (a physical slot number is a `u32` below `0xFFFF_FFFF`, and the
+/// logical blocks are fewer than the physical slots), so it never names a block.
+pub const TRIM_LIST_LBN: u32 = 0xFFFF_FFFE;
+/// Spare mode: a trim-list slot's record checksum is the block-record checksum XOR this,
+/// so a reader that does not know trim lists (before stop 16) takes the record for a torn
+/// one: the slot is used, no block maps there, and trims are as they were for it (not
+/// durable), never misread.
+pub const TRIM_LIST_CRC_XOR: u32 = 0x5452_494D; // "TRIM"
+/// Magic at byte 0 of a trim list's data.
+pub const TRIM_LIST_MAGIC: u32 = 0x544D_5346; // "FSMT"
+/// Bytes before a trim list's first entry.
+pub const TRIM_LIST_HEADER: usize = 16;
+/// Bytes of a trim list entry: lbn u32, sequence number u64.
+pub const TRIM_ENTRY: usize = 12;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecordMode {
@@ -422,12 +437,17 @@ impl Record {
     /// 15 bytes programmed at spare offset 1 (byte 0 is the bad-block marker and is
     /// never programmed): lbn u32, seq u40, meta u8 (bits 0-3 region, bit 4 writable,
     /// bits 5-7 one), updates u8 (saturating), crc32c of the preceding 11 bytes.
+    /// A record whose lbn is [`TRIM_LIST_LBN`] is a trim list's: its checksum is XORed
+    /// with [`TRIM_LIST_CRC_XOR`].
     pub fn encode_spare(&self) -> [u8; SPARE_RECORD - 1] {
         let meta = 0xE0 | (self.region & 0x0F) | if self.readonly { 0 } else { 0x10 };
         let seq = self.seq.to_le_bytes();
         let w0 = self.lbn as u64 | (self.seq & 0xFFFF_FFFF) << 32;
         let tail = [seq[4], meta, self.updates.min(255) as u8];
-        let crc = crc32c_words(&[w0], None, &tail);
+        let mut crc = crc32c_words(&[w0], None, &tail);
+        if self.lbn == TRIM_LIST_LBN {
+            crc ^= TRIM_LIST_CRC_XOR;
+        }
         let mut b = [0u8; SPARE_RECORD - 1];
         b[0..8].copy_from_slice(&w0.to_le_bytes());
         b[8..11].copy_from_slice(&tail);
@@ -435,19 +455,27 @@ impl Record {
         b
     }
 
-    /// Decode the 15 bytes read from spare offset 1.
+    /// Decode the 15 bytes read from spare offset 1. A trim list's record decodes with
+    /// lbn [`TRIM_LIST_LBN`] (and only with the XORed checksum).
     pub fn decode_spare(b: &[u8]) -> Option<Record> {
         if b.iter().all(|&x| x == 0xFF) {
             return None;
         }
         let crc = u32::from_le_bytes(b[11..15].try_into().unwrap());
-        if crc != crc32c(&b[0..11]) {
+        let lbn = u32::from_le_bytes(b[0..4].try_into().unwrap());
+        let want = crc32c(&b[0..11]);
+        let ok = if lbn == TRIM_LIST_LBN {
+            crc == want ^ TRIM_LIST_CRC_XOR
+        } else {
+            crc == want
+        };
+        if !ok {
             return None;
         }
         let mut seq = [0u8; 8];
         seq[0..5].copy_from_slice(&b[4..9]);
         Some(Record {
-            lbn: u32::from_le_bytes(b[0..4].try_into().unwrap()),
+            lbn,
             seq: u64::from_le_bytes(seq),
             region: b[9] & 0x0F,
             readonly: b[9] & 0x10 == 0,
@@ -455,6 +483,80 @@ impl Record {
             updates: b[10] as u16,
             time_ms: 0,
         })
+    }
+}
+
+/// Spare mode: the data of a trim-list slot, which makes trims durable. Each entry says
+/// "block `lbn` was trimmed when the next sequence number was `seq`": at mount it unmaps
+/// the block unless a record of it with a number of at least `seq` exists.
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 4 | magic [`TRIM_LIST_MAGIC`] |
+/// | 4 | 4 | entry count `n` |
+/// | 8 | 4 | crc32c of bytes 0..8 followed by the `n` entries |
+/// | 12 | 4 | zero |
+/// | 16 + 12·k | 12 | entry `k`: lbn u32, seq u64 |
+///
+/// The rest of the slot is `0xFF`.
+pub struct TrimList;
+
+impl TrimList {
+    /// Entries one slot of `block_size` bytes holds.
+    pub fn capacity(block_size: u32) -> usize {
+        (block_size as usize - TRIM_LIST_HEADER) / TRIM_ENTRY
+    }
+
+    /// Encode `entries` (at most [`TrimList::capacity`]) into `out` (one block).
+    pub fn encode(entries: &[(u32, u64)], out: &mut [u8]) {
+        assert!(entries.len() <= Self::capacity(out.len() as u32));
+        out.fill(0xFF);
+        out[0..4].copy_from_slice(&TRIM_LIST_MAGIC.to_le_bytes());
+        out[4..8].copy_from_slice(&(entries.len() as u32).to_le_bytes());
+        out[12..16].fill(0);
+        let end = TRIM_LIST_HEADER + entries.len() * TRIM_ENTRY;
+        for (k, &(lbn, seq)) in entries.iter().enumerate() {
+            let at = TRIM_LIST_HEADER + k * TRIM_ENTRY;
+            out[at..at + 4].copy_from_slice(&lbn.to_le_bytes());
+            out[at + 4..at + 12].copy_from_slice(&seq.to_le_bytes());
+        }
+        let crc = Self::crc(out, end);
+        out[8..12].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    fn crc(b: &[u8], end: usize) -> u32 {
+        let mut c = crc32c::crc32c(&b[0..8]);
+        c = crc32c::crc32c_append(c, &b[TRIM_LIST_HEADER..end]);
+        c
+    }
+
+    /// Decode a slot's data; `None` when the magic, count or checksum is wrong (a slot
+    /// whose pages a torn erase cleared in part).
+    pub fn decode(b: &[u8]) -> Option<Vec<(u32, u64)>> {
+        if b.len() < TRIM_LIST_HEADER
+            || u32::from_le_bytes(b[0..4].try_into().unwrap()) != TRIM_LIST_MAGIC
+        {
+            return None;
+        }
+        let n = u32::from_le_bytes(b[4..8].try_into().unwrap()) as usize;
+        if n > Self::capacity(b.len() as u32) {
+            return None;
+        }
+        let end = TRIM_LIST_HEADER + n * TRIM_ENTRY;
+        if u32::from_le_bytes(b[8..12].try_into().unwrap()) != Self::crc(b, end) {
+            return None;
+        }
+        Some(
+            b[TRIM_LIST_HEADER..end]
+                .chunks_exact(TRIM_ENTRY)
+                .map(|e| {
+                    (
+                        u32::from_le_bytes(e[0..4].try_into().unwrap()),
+                        u64::from_le_bytes(e[4..12].try_into().unwrap()),
+                    )
+                })
+                .collect(),
+        )
     }
 }
 

@@ -25,6 +25,7 @@ mod ram;
 pub mod redistribute;
 pub mod select;
 mod summary;
+mod trims;
 
 use std::collections::VecDeque;
 
@@ -257,6 +258,9 @@ pub struct FmsStats {
     pub closed_early: u64,
     /// Cleaned blocks placed in another stream's segment because free segments ran low.
     pub borrowed_slots: u64,
+    /// Spare mode: trim-list slots programmed by trims (those the cleaner rewrites count
+    /// in `blocks_copied`).
+    pub trim_lists: u64,
 }
 
 /// The Flash Memory Server.
@@ -337,6 +341,9 @@ pub struct Fms {
     /// Scratch for a run's batched device operations in simulation mode: its reads and
     /// its data programs ([`Fms::copy_run_batched`]).
     spans: (Vec<nand::Span>, Vec<nand::Span>),
+    /// Spare mode: tombstones of trimmed blocks and the trim lists holding them
+    /// (`trims.rs`).
+    trims: trims::Trims,
 }
 
 impl Fms {
@@ -378,6 +385,7 @@ impl Fms {
             adaptive,
         } = Sizing::new(nand.geometry(), &cfg, good, recorded)?;
         let segments = lay.segments as usize;
+        let mode = lay.mode;
         let cfg = FmsConfig {
             logical_blocks: cfg.logical_blocks.or(recorded),
             ..cfg
@@ -452,6 +460,7 @@ impl Fms {
             index_stale: false,
             index_tail_unchecked: false,
             victim: NONE,
+            trims: trims::Trims::new(mode, segments),
             cfg,
         })
     }
@@ -594,6 +603,7 @@ impl Fms {
             + self.sums.as_ref().map_or(0, |u| u.ram_bytes())
             + self.wear.as_ref().map_or(0, |u| u.ram_bytes())
             + self.adaptive.as_ref().map_or(0, |a| a.ram_bytes())
+            + self.trims.ram_bytes()
     }
 
     /// A digest of the tables rebuilt at mount (map, valid counts, erase counts, free slots,
@@ -621,6 +631,11 @@ impl Fms {
         }
         for &a in &self.active {
             mix(a as u64);
+        }
+        for (&lbn, t) in &self.trims.tomb {
+            mix(lbn as u64);
+            mix(t.seq);
+            mix(t.at as u64);
         }
         h
     }
@@ -767,6 +782,9 @@ impl Fms {
             }
         } else {
             self.mapped += 1;
+            if !self.trims.tomb.is_empty() {
+                self.forget_tomb(lbn)?;
+            }
         }
         self.blocks[i].map = phys;
         self.rev[phys as usize] = lbn;
@@ -783,10 +801,61 @@ impl Fms {
         Ok(())
     }
 
-    /// Unmap a logical block. In header mode the copy's live flag is cleared on flash, so
-    /// the trim survives power loss; in spare mode it lasts until the next mount.
+    /// Unmap a logical block ([`Fms::trim_blocks`] of one block): durable when it returns.
     pub fn trim_block(&mut self, lbn: u32) -> DevResult<()> {
         self.check_lbn(lbn)?;
+        self.trim_blocks(lbn..lbn + 1)
+    }
+
+    /// Unmap logical blocks; the trim is durable when it returns, as a write is. In header
+    /// mode each copy's live flag is cleared on flash. In spare mode the blocks' tombstones
+    /// are written into trim lists (`trims.rs`), a list's worth at a time: the cleaner runs
+    /// first, if it must, so that no segment holding a block's last copy is erased between
+    /// the block's unmapping and its list's program (a power cut there would bring back an
+    /// older copy of the block, older than its content at the trim).
+    pub(super) fn trim_blocks(&mut self, lbns: std::ops::Range<u32>) -> DevResult<()> {
+        if lbns.end as u64 > self.logical {
+            return Err(DevError::out_of_range(
+                lbns.start as u64,
+                lbns.len() as u64,
+                self.logical,
+            ));
+        }
+        if self.lay.mode == RecordMode::Header {
+            for lbn in lbns {
+                self.unmap(lbn)?;
+            }
+        } else {
+            let cap = self.trim_list_capacity();
+            let mut chunk = Vec::with_capacity(cap.min(lbns.len()));
+            let mut next = lbns.start;
+            while next < lbns.end {
+                chunk.clear();
+                while next < lbns.end && chunk.len() < cap {
+                    if self.blocks[next as usize].map != NONE {
+                        chunk.push(next);
+                    }
+                    next += 1;
+                }
+                if chunk.is_empty() {
+                    break;
+                }
+                self.ensure_space()?;
+                for &lbn in &chunk {
+                    self.add_tomb(lbn)?;
+                    self.unmap(lbn)?;
+                }
+                self.write_trims()?;
+            }
+        }
+        if !self.retiring.is_empty() || self.index_stale {
+            self.repair()?;
+        }
+        Ok(())
+    }
+
+    /// Unmap `lbn` in RAM and, in header mode, clear its copy's live bit.
+    fn unmap(&mut self, lbn: u32) -> DevResult<()> {
         let i = lbn as usize;
         let old = self.blocks[i].map;
         if old == NONE {
@@ -801,9 +870,6 @@ impl Fms {
             self.hot.set(lbn, 0.0, self.write_clock);
         }
         self.stats.trims += 1;
-        if !self.retiring.is_empty() || self.index_stale {
-            self.repair()?;
-        }
         Ok(())
     }
 
@@ -939,6 +1005,7 @@ impl Fms {
             s.next += 1;
             rec.seq = self.seq;
             self.seq += 1;
+            self.note_first_seq(seg, rec.seq);
             match self.program_slot(seg, slot, data, &rec) {
                 Ok(()) => {
                     // An active segment: never indexed (no `sync_used`).
@@ -1202,6 +1269,7 @@ impl Fms {
         s.tail = Tail::Erased;
         s.state = SegState::Free;
         self.sync_used(seg);
+        self.forget_first_seq(seg);
         Ok(true)
     }
 
@@ -1362,7 +1430,11 @@ impl BlockDevice for Fms {
             let first = lba_i % spb;
             let n = (spb - first).min(end - lba_i);
             if n == spb {
-                self.trim_block(lbn)?;
+                // The whole blocks from here, at once (one trim list per list's worth).
+                let whole = ((end - lba_i) / spb) as u32;
+                self.trim_blocks(lbn..lbn + whole)?;
+                lba_i += whole as u64 * spb;
+                continue;
             } else if self.blocks[lbn as usize].map != NONE {
                 // Partial trim: zero the sectors.
                 if self.nand.store().keeps_payload() {
@@ -1382,9 +1454,11 @@ impl BlockDevice for Fms {
     }
 
     fn flush(&mut self) -> DevResult<()> {
-        // Every block write is durable when it returns (data, then record); only the store
-        // may buffer (image files), so flush syncs it. Blocks left in a segment a failed
+        // Every block write is durable when it returns (data, then record); spare-mode
+        // trims become durable here (their trim lists); only the store may buffer (image
+        // files), so flush syncs it. Blocks left in a segment a failed
         // program retired (an operation that failed before moving them) move first.
+        self.write_trims()?;
         if !self.retiring.is_empty() || self.index_stale {
             self.repair()?;
         }

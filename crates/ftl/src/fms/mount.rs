@@ -7,7 +7,8 @@
 //!   and its erase count, which was lost, is taken as the largest one known.
 //! * For each logical block the record with the highest sequence number wins; if that
 //!   record's live flag was cleared (header mode: the block was trimmed) the block is
-//!   unmapped.
+//!   unmapped. In spare mode a trim list's tombstone unmaps its block when no record of
+//!   the block is as new as the trim (`trims.rs`).
 //! * A segment's first free slot follows its last slot with a record; if that slot is not
 //!   fully erased (a write torn before its record was programmed) it is skipped too (on
 //!   in-order devices, where no page after it may be programmed, the segment is closed).
@@ -22,12 +23,16 @@
 //!   holds winners it is closed and queued to move them out; otherwise, in header mode,
 //!   queued to be recorded retired (`Fms::evacuate_retired`).
 
+use std::collections::BTreeMap;
+
 use nand::blockdev::{DevError, DevResult};
 use nand::{BadState, Nand};
 
 use super::layout::{
-    IndexEntry, Layout, Record, RecordMode, SegHeader, ENTRY, INDEX_ENTRY, SEG_HEADER,
+    IndexEntry, Layout, Record, RecordMode, SegHeader, TrimList, ENTRY, INDEX_ENTRY, SEG_HEADER,
+    TRIM_LIST_LBN,
 };
+use super::trims::{ListSlot, Tomb};
 use super::{Fms, FmsConfig, IndexLog, SegState, Tail, NONE};
 
 struct Best {
@@ -79,6 +84,8 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     // Header mode: superseded copies whose live bit is still set (an invalidation or an
     // erase cut by power loss).
     let mut stale_live: Vec<u32> = Vec::new();
+    // Spare mode: trim-list slots and their records' sequence numbers.
+    let mut lists: Vec<(u32, u64)> = Vec::new();
     let mut hdr = vec![0u8; SEG_HEADER];
     let mut entries = vec![0u8; slots as usize * ENTRY];
     for seg in 0..lay.segments {
@@ -135,7 +142,14 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             }
             continue;
         }
-        let last_used = read_records(&mut f, seg, &mut best, &mut stale_live, &mut entries)?;
+        let last_used = read_records(
+            &mut f,
+            seg,
+            &mut best,
+            &mut stale_live,
+            &mut lists,
+            &mut entries,
+        )?;
         let (next, torn) = first_free(&mut f, seg, last_used)?;
         f.segs[si].next = next;
         // Slots from `next` on are taken for erased unread; the first write into them
@@ -213,9 +227,19 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             f.retired.push(seg);
             continue;
         }
-        read_records(&mut f, seg, &mut best, &mut stale_live, &mut entries)?;
+        read_records(
+            &mut f,
+            seg,
+            &mut best,
+            &mut stale_live,
+            &mut lists,
+            &mut entries,
+        )?;
         read_grown.push(seg);
     }
+
+    // Spare mode: the tombstones of the trim lists, which unmap their blocks.
+    read_trim_lists(&mut f, &lists, &best)?;
 
     // Translation table.
     for (lbn, b) in best.into_iter().enumerate() {
@@ -223,7 +247,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         // Saturating: a corrupt record may carry the largest number; writes then
         // refuse (`check_seq`) instead of wrapping.
         f.seq = f.seq.max(b.seq.saturating_add(1));
-        if !b.rec.live {
+        if !b.rec.live || f.trims.tomb.contains_key(&(lbn as u32)) {
             continue;
         }
         let l = lbn as u32;
@@ -382,6 +406,62 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     Ok(f)
 }
 
+/// Spare mode: read the trim lists (`lists`: slot, record number) and keep, for each
+/// block, the newest tombstone that beats every record of it (`best`). A list whose data
+/// does not decode is skipped: only a torn erase of its segment clears part of a slot
+/// whose record is intact, and the cleaner moved what the list held that was still needed
+/// before that erase. The slots holding a live tombstone count as valid.
+fn read_trim_lists(f: &mut Fms, lists: &[(u32, u64)], best: &[Option<Best>]) -> DevResult<()> {
+    if lists.is_empty() {
+        return Ok(());
+    }
+    let mut buf = vec![0u8; f.lay.block_size as usize];
+    // lbn → (trim's number, list record's number, slot).
+    let mut won: BTreeMap<u32, (u64, u64, u32)> = BTreeMap::new();
+    let mut kept: BTreeMap<u32, Vec<(u32, u64)>> = BTreeMap::new();
+    for &(phys, rseq) in lists {
+        f.seq = f.seq.max(rseq.saturating_add(1));
+        f.read_phys(phys, Some(&mut buf))?;
+        let Some(entries) = TrimList::decode(&buf) else {
+            continue;
+        };
+        for &(lbn, seq) in &entries {
+            if lbn as u64 >= f.logical {
+                let (seg, slot) = f.split(phys);
+                return Err(DevError::corrupt(format!(
+                    "segment {seg} slot {slot}: trim list names block {lbn} beyond the {}-block capacity",
+                    f.logical
+                )));
+            }
+            f.seq = f.seq.max(seq.saturating_add(1));
+            if best[lbn as usize].as_ref().is_some_and(|b| b.seq >= seq) {
+                continue;
+            }
+            let w = won.entry(lbn).or_insert((seq, rseq, phys));
+            if (seq, rseq) > (w.0, w.1) {
+                *w = (seq, rseq, phys);
+            }
+        }
+        kept.insert(phys, entries);
+    }
+    for (&lbn, &(seq, _, at)) in &won {
+        f.trims.tomb.insert(lbn, Tomb { seq, at });
+    }
+    for (phys, entries) in kept {
+        let live = entries
+            .iter()
+            .filter(|&&(lbn, seq)| f.trims.tomb.get(&lbn) == Some(&Tomb { seq, at: phys }))
+            .count() as u32;
+        if live == 0 {
+            continue;
+        }
+        let seg = f.split(phys).0 as usize;
+        f.segs[seg].valid += 1;
+        f.trims.lists.insert(phys, ListSlot { entries, live });
+    }
+    Ok(())
+}
+
 /// A segment's first free slot as mount finds it, from the last slot holding a record
 /// (torn or not): the slot after it, skipping torn slots — data programmed without its
 /// record (a cut inside a slot, or inside a cleaner's run, whose entries are programmed
@@ -513,21 +593,28 @@ fn read_index(f: &mut Fms, ix: u32) -> DevResult<IndexRead> {
 }
 
 /// Read the records of segment `seg` into `best` (highest sequence number per block;
-/// superseded copies still live go to `stale_live`). Returns the last slot holding a
-/// record, torn or not.
+/// superseded copies still live go to `stale_live`; trim-list slots, with their record's
+/// number, to `lists`). Returns the last slot holding a record, torn or not.
 fn read_records(
     f: &mut Fms,
     seg: u32,
     best: &mut [Option<Best>],
     stale_live: &mut Vec<u32>,
+    lists: &mut Vec<(u32, u64)>,
     entries: &mut [u8],
 ) -> DevResult<Option<u32>> {
     let logical = f.logical;
     let slot_bits = f.slot_bits;
     let mut last_used: Option<u32> = None;
+    let mut first_seq = u64::MAX;
     let consider = |slot: u32, rec: Option<Record>| -> DevResult<()> {
         last_used = Some(slot);
         let Some(r) = rec else { return Ok(()) };
+        first_seq = first_seq.min(r.seq);
+        if r.lbn == TRIM_LIST_LBN {
+            lists.push(((seg << slot_bits) | slot, r.seq));
+            return Ok(());
+        }
         if r.lbn as u64 >= logical {
             return Err(DevError::corrupt(format!(
                 "segment {seg} slot {slot}: record for block {} beyond the {logical}-block capacity",
@@ -551,6 +638,9 @@ fn read_records(
         Ok(())
     };
     for_each_record(f, seg, entries, consider)?;
+    if let Some(fs) = f.trims.first_seq.get_mut(seg as usize) {
+        *fs = first_seq;
+    }
     Ok(last_used)
 }
 

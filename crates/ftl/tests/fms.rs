@@ -1047,9 +1047,11 @@ fn torn_erase_never_exposes_half_erased_blocks() {
 }
 
 /// Spare mode: a trim list in the same segment as the trimmed block's copy. When the
-/// cleaner takes that segment, the tombstone must move out even if no other segment holds
+/// cleaner takes that segment, the tombstone must move out although no other segment holds
 /// an older record of the block: a torn erase of the victim can keep the copy's record and
 /// lose the list. Every seed that tears the erase that way must leave the block trimmed.
+/// (A design that dropped tombstones no segment seemed to need failed here when it left
+/// the victim out of that question.)
 #[test]
 fn a_tombstone_outlives_a_torn_erase_of_its_own_segment() {
     let (spec, cfg) = one_stream(nandsim());

@@ -206,13 +206,13 @@ fn spare_mode_trims_are_durable_at_every_cut_point() {
     // before it returns, and the torture's model wants trimmed sectors to read zeros once
     // acknowledged and flushed (it used to admit older content in spare mode). Variants of
     // the FMS these cases keep out:
-    // - no trim list written, or tombstones dropped by the cleaner whatever the records
-    //   left on flash: every case fails;
+    // - no trim list written, or tombstones dropped when the cleaner meets their list:
+    //   every case fails;
     // - the blocks unmapped before the cleaner made room for their list (nandsim seed 7,
     //   600 operations): a cut after the cleaner erased a block's last copy, before the
     //   list was programmed, brought back an older copy.
     // (`a_tombstone_outlives_a_torn_erase_of_its_own_segment` in ftl's tests keeps out a
-    // cleaner that leaves its victim out when it decides whether a tombstone is needed.)
+    // cleaner that drops a tombstone when only its victim holds an older copy.)
     for (preset, seed, ops) in [
         ("nandsim-256m", 1, 300),
         ("mlc2-2g", 1, 300),

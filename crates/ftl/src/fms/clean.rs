@@ -600,7 +600,6 @@ impl Fms {
         let mut rec = *rec;
         rec.seq = self.seq;
         self.seq += 1;
-        self.note_first_seq(seg, rec.seq);
         self.program_slot(seg, slot, data, &rec)?;
         self.segs[seg as usize].valid += 1;
         self.sync_used(seg);

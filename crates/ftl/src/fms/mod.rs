@@ -385,7 +385,6 @@ impl Fms {
             adaptive,
         } = Sizing::new(nand.geometry(), &cfg, good, recorded)?;
         let segments = lay.segments as usize;
-        let mode = lay.mode;
         let cfg = FmsConfig {
             logical_blocks: cfg.logical_blocks.or(recorded),
             ..cfg
@@ -460,7 +459,7 @@ impl Fms {
             index_stale: false,
             index_tail_unchecked: false,
             victim: NONE,
-            trims: trims::Trims::new(mode, segments),
+            trims: trims::Trims::default(),
             cfg,
         })
     }
@@ -1005,7 +1004,6 @@ impl Fms {
             s.next += 1;
             rec.seq = self.seq;
             self.seq += 1;
-            self.note_first_seq(seg, rec.seq);
             match self.program_slot(seg, slot, data, &rec) {
                 Ok(()) => {
                     // An active segment: never indexed (no `sync_used`).
@@ -1269,7 +1267,6 @@ impl Fms {
         s.tail = Tail::Erased;
         s.state = SegState::Free;
         self.sync_used(seg);
-        self.forget_first_seq(seg);
         Ok(true)
     }
 

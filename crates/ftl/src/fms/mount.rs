@@ -606,11 +606,9 @@ fn read_records(
     let logical = f.logical;
     let slot_bits = f.slot_bits;
     let mut last_used: Option<u32> = None;
-    let mut first_seq = u64::MAX;
     let consider = |slot: u32, rec: Option<Record>| -> DevResult<()> {
         last_used = Some(slot);
         let Some(r) = rec else { return Ok(()) };
-        first_seq = first_seq.min(r.seq);
         if r.lbn == TRIM_LIST_LBN {
             lists.push(((seg << slot_bits) | slot, r.seq));
             return Ok(());
@@ -638,9 +636,6 @@ fn read_records(
         Ok(())
     };
     for_each_record(f, seg, entries, consider)?;
-    if let Some(fs) = f.trims.first_seq.get_mut(seg as usize) {
-        *fs = first_seq;
-    }
     Ok(last_used)
 }
 

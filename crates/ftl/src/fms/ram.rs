@@ -164,8 +164,7 @@ impl Fms {
             ))
             .saturating_add(opt(z.sums, TableSums::ram_bytes_for(segments)))
             .saturating_add(opt(z.wear, WearIndex::peak_ram_bytes_for(segments)))
-            .saturating_add(opt(z.adaptive, Adaptive::ram_bytes_for(n)))
-            .saturating_add(super::trims::Trims::ram_bytes_for(z.lay.mode, segments));
+            .saturating_add(opt(z.adaptive, Adaptive::ram_bytes_for(n)));
         let header_pages = (z.lay.header_bytes as u64).div_ceil(z.lay.page_size as u64);
         Ok(RamEstimate {
             tables,

@@ -13,16 +13,17 @@
 //! block's last copy before its tombstone is on flash, and a cut would then bring back an
 //! older copy.
 //!
-//! **How long a tombstone lives.** Until the block is written again (the new record beats
-//! it), or until no copy of the block older than the trim can be on flash. The FMS does not
-//! know where a block's stale copies are (spare records are never marked), so it keeps
-//! the lowest record sequence number of every data segment ([`Trims::first_seq`]) and
-//! takes a tombstone as needed while any segment that a mount would read holds a record
-//! older than it. That is decided when the cleaner meets the trim list: the victim counts
-//! too (a torn erase of it can keep any of its pages), the live tombstones that are still
-//! needed are written into a new trim-list slot before the victim is erased, and the others
-//! are dropped. The check is conservative: a cold segment that is never cleaned keeps every
-//! later tombstone alive, at 12 bytes each; a block has at most one.
+//! **How long a tombstone lives.** Until its block is written again: the new record beats
+//! it, at mount as in RAM, and a list left without a live tombstone is garbage. It is not
+//! dropped earlier, when no copy of the block older than it is left on flash: the FMS does
+//! not know where a block's stale copies are, and a rule based on the segments' lowest
+//! record numbers cannot be recomputed exactly at mount after a failed program, or when a
+//! list stays on a segment that went bad (a randomised torture sweep found both: the
+//! remounted tables differed from the running ones). So a block holds at most one
+//! tombstone and one list entry (12 bytes), and live tombstones plus mapped blocks never
+//! exceed the logical blocks: lists cannot eat the reserve. The cleaner, meeting a
+//! victim's lists, writes their live tombstones together into as few new slots as they
+//! fill, which also gathers lists that have few left.
 //!
 //! A trim-list slot counts as a valid slot of its segment while it holds a live tombstone
 //! (the cleaner weighs it as a block to copy); once the last one dies (its block was
@@ -70,25 +71,11 @@ pub(super) struct Trims {
     pub pending: Vec<u32>,
     /// Trim-list slots holding a live tombstone, by physical slot.
     pub lists: BTreeMap<u32, ListSlot>,
-    /// Spare mode: the lowest record sequence number of each segment (`u64::MAX` when it
-    /// holds none), kept from the first program after an erase; empty in header mode.
-    pub first_seq: Vec<u64>,
 }
 
 impl Trims {
-    pub(super) fn new(mode: RecordMode, segments: usize) -> Trims {
-        Trims {
-            first_seq: if mode == RecordMode::Spare {
-                vec![u64::MAX; segments]
-            } else {
-                Vec::new()
-            },
-            ..Trims::default()
-        }
-    }
-
     /// RAM of the tombstones and the lists (ordered-map nodes counted at their payload,
-    /// doubled for the tree's overhead), and of `first_seq`.
+    /// doubled for the tree's overhead): about 50 bytes a trimmed block.
     pub(super) fn ram_bytes(&self) -> u64 {
         self.tomb.len() as u64 * 2 * 16
             + self
@@ -96,37 +83,10 @@ impl Trims {
                 .values()
                 .map(|l| 32 + l.entries.len() as u64 * 16)
                 .sum::<u64>()
-            + self.first_seq.len() as u64 * 8
-    }
-
-    /// What an FMS without tombstones holds ([`Fms::estimate_ram`]): `first_seq`. Each
-    /// tombstone adds about 50 bytes while it lives (at most one per logical block).
-    pub(super) fn ram_bytes_for(mode: RecordMode, segments: u64) -> u64 {
-        if mode == RecordMode::Spare {
-            segments * 8
-        } else {
-            0
-        }
     }
 }
 
 impl Fms {
-    /// Spare mode: a program into slot `seq`'s segment took number `seq`.
-    #[inline(always)]
-    pub(super) fn note_first_seq(&mut self, seg: u32, seq: u64) {
-        if let Some(f) = self.trims.first_seq.get_mut(seg as usize) {
-            *f = (*f).min(seq);
-        }
-    }
-
-    /// Spare mode: segment `seg` was erased (it holds no record now).
-    #[inline(always)]
-    pub(super) fn forget_first_seq(&mut self, seg: u32) {
-        if let Some(f) = self.trims.first_seq.get_mut(seg as usize) {
-            *f = u64::MAX;
-        }
-    }
-
     /// Spare mode: the live tombstones (trimmed blocks an older copy of which may still be
     /// on flash) and the trim-list slots holding them.
     pub fn tombstones(&self) -> (u64, u64) {
@@ -258,21 +218,12 @@ impl Fms {
         Ok(phys)
     }
 
-    /// The lowest record sequence number on flash that a mount reads (closed, open or
-    /// grown-bad segments, the victim of the cleaning under way included): a tombstone
-    /// taken at `seq` may still be needed while this is below `seq`.
-    fn oldest_record(&self) -> u64 {
-        self.trims
-            .first_seq
-            .iter()
-            .zip(&self.segs)
-            .filter(|(_, s)| matches!(s.state, SegState::Used | SegState::Active | SegState::Bad))
-            .map(|(&f, _)| f)
-            .min()
-            .unwrap_or(u64::MAX)
-    }
-
-    /// Spare mode: move the trim lists of `victim` (after its blocks, before its erase).
+    /// Spare mode: move the trim lists of `victim` (after its blocks, before its erase):
+    /// read each (as the cleaner reads a block it copies) and write their live tombstones
+    /// together into new slots of the trim stream (or the wear swap's target `forced`).
+    /// Each new slot is programmed before the old lists' state drops what it took, so a
+    /// failed program (a wear swap's target going bad stops the swap) leaves the rest as
+    /// it was.
     #[inline(never)]
     pub(super) fn move_trim_lists(&mut self, victim: u32, forced: Option<u32>) -> DevResult<()> {
         let base = self.phys(victim, 0);
@@ -283,54 +234,42 @@ impl Fms {
             .range(base..base + next)
             .map(|(&p, _)| p)
             .collect();
-        for phys in lists {
-            self.move_trim_list(phys, forced)?;
-        }
-        Ok(())
-    }
-
-    /// The cleaner found the trim-list slot `phys` in its victim: read it (as it reads a
-    /// block it copies), drop the tombstones no longer needed, and write the others into
-    /// a new slot (the wear swap's target `forced`, or the trim stream). The old slot is
-    /// then garbage, erased with the victim.
-    fn move_trim_list(&mut self, phys: u32, forced: Option<u32>) -> DevResult<()> {
+        let mut live = Vec::new();
         let mut buf = std::mem::take(&mut self.buf);
         buf.resize(self.lay.block_size as usize, 0);
-        let r = self.read_phys(phys, Some(&mut buf[..]));
-        self.buf = buf;
-        r?;
-        let l = self
-            .trims
-            .lists
-            .get(&phys)
-            .expect("a trim-list slot in use is listed");
-        let oldest = self.oldest_record();
-        let (mut keep, mut drop) = (Vec::with_capacity(l.live as usize), Vec::new());
-        for &(lbn, seq) in &l.entries {
-            if self.trims.tomb.get(&lbn) != Some(&Tomb { seq, at: phys }) {
-                continue;
+        for &phys in &lists {
+            if let Err(e) = self.read_phys(phys, Some(&mut buf[..])) {
+                self.buf = buf;
+                return Err(e);
             }
-            if oldest < seq {
-                keep.push((lbn, seq));
-            } else {
-                drop.push(lbn);
-            }
+            let l = &self.trims.lists[&phys];
+            live.extend(
+                l.entries
+                    .iter()
+                    .filter(|&&(lbn, seq)| {
+                        self.trims.tomb.get(&lbn) == Some(&Tomb { seq, at: phys })
+                    })
+                    .map(|&(lbn, seq)| (lbn, seq, phys)),
+            );
         }
-        // The new list first: if its program fails (a wear swap's target going bad stops
-        // the swap), the old one stays as it was.
-        if !keep.is_empty() {
-            let stream = self.trim_stream();
-            self.append_trim_list(keep, |f, data, rec| match forced {
+        self.buf = buf;
+        let stream = self.trim_stream();
+        for chunk in live.chunks(self.trim_list_capacity()) {
+            let entries = chunk.iter().map(|&(lbn, seq, _)| (lbn, seq)).collect();
+            self.append_trim_list(entries, |f, data, rec| match forced {
                 Some(target) => f.append_into(target, data, rec),
                 None => f.append(stream, data, rec),
             })?;
             self.stats.blocks_copied += 1;
+            for &(_, _, old) in chunk {
+                let l = self.trims.lists.get_mut(&old).expect("listed above");
+                l.live -= 1;
+                if l.live == 0 {
+                    self.trims.lists.remove(&old);
+                    self.invalidate(old, false)?;
+                }
+            }
         }
-        for lbn in drop {
-            self.trims.tomb.remove(&lbn);
-        }
-        self.trims.lists.remove(&phys);
-        self.invalidate(phys, false)?;
         Ok(())
     }
 }

@@ -89,7 +89,8 @@ impl Fms {
     /// block cannot be programmed), and one would come back if its block were trimmed and
     /// the newer copy's segment cleaned. In spare mode nothing is appended: a record there
     /// has no live bit to clear, every stale copy is resolved by sequence number alone, and
-    /// trims are not durable anyway (docs/fms.md, "Program and erase failures").
+    /// a trimmed block's tombstone lives until the block is written again, beating the bad
+    /// segment's stale copies at every mount (docs/fms.md, "Program and erase failures").
     fn evacuate_retired(&mut self) -> DevResult<()> {
         while let Some(seg) = self.retiring.pop() {
             if let Err(e) = self.retire(seg) {

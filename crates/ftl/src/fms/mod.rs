@@ -717,8 +717,9 @@ impl Fms {
     /// spare area (the last carries the record). A page that reads erased without its mark
     /// was erased by a torn erase after the slot was written. Only a block whose newest
     /// record sits in a segment whose erase was interrupted can be mapped there, and that
-    /// is a block trimmed before (valid blocks are copied out before the erase; spare-mode
-    /// trims do not persist): it reads as trimmed, zeros, never as half-erased garbage.
+    /// is a block trimmed before (valid blocks are copied out before the erase) on a medium
+    /// written before stop 16, when spare-mode trims did not persist (now its tombstone
+    /// outlives the segment): it reads as trimmed, zeros, never as half-erased garbage.
     fn torn_reads_as_trimmed(&mut self, p0: u64, b: &mut [u8]) -> DevResult<()> {
         let ps = self.lay.page_size as usize;
         for k in 0..self.lay.pages_per_slot as usize - 1 {

@@ -70,7 +70,12 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     let lay = f.lay.clone();
     let geo = f.nand.geometry().clone();
     let slots = lay.slots;
-    let mut best: Vec<Option<Best>> = (0..f.logical).map(|_| None).collect();
+    let mut found = Found {
+        best: (0..f.logical).map(|_| None).collect(),
+        stale_live: Vec::new(),
+        lists: Vec::new(),
+        entries: vec![0u8; slots as usize * ENTRY],
+    };
     let mut any_header = false;
     let mut index_seg: Option<(u32, u64)> = None;
     // Kind-1 segments older than the index segment (dirty, but with a known count).
@@ -81,13 +86,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     // Segments that went bad in use (grown bad) with a readable header: their records are
     // read once the index log is known.
     let mut grown: Vec<(u32, SegHeader)> = Vec::new();
-    // Header mode: superseded copies whose live bit is still set (an invalidation or an
-    // erase cut by power loss).
-    let mut stale_live: Vec<u32> = Vec::new();
-    // Spare mode: trim-list slots and their records' sequence numbers.
-    let mut lists: Vec<(u32, u64)> = Vec::new();
     let mut hdr = vec![0u8; SEG_HEADER];
-    let mut entries = vec![0u8; slots as usize * ENTRY];
     for seg in 0..lay.segments {
         let si = seg as usize;
         if f.nand.is_bad(seg) {
@@ -142,14 +141,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             }
             continue;
         }
-        let last_used = read_records(
-            &mut f,
-            seg,
-            &mut best,
-            &mut stale_live,
-            &mut lists,
-            &mut entries,
-        )?;
+        let last_used = read_records(&mut f, seg, &mut found)?;
         let (next, torn) = first_free(&mut f, seg, last_used)?;
         f.segs[si].next = next;
         // Slots from `next` on are taken for erased unread; the first write into them
@@ -227,18 +219,17 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             f.retired.push(seg);
             continue;
         }
-        read_records(
-            &mut f,
-            seg,
-            &mut best,
-            &mut stale_live,
-            &mut lists,
-            &mut entries,
-        )?;
+        read_records(&mut f, seg, &mut found)?;
         read_grown.push(seg);
     }
 
     // Spare mode: the tombstones of the trim lists, which unmap their blocks.
+    let Found {
+        best,
+        stale_live,
+        lists,
+        ..
+    } = found;
     read_trim_lists(&mut f, &lists, &best)?;
 
     // Translation table.
@@ -592,17 +583,28 @@ fn read_index(f: &mut Fms, ix: u32) -> DevResult<IndexRead> {
     Ok(out)
 }
 
-/// Read the records of segment `seg` into `best` (highest sequence number per block;
-/// superseded copies still live go to `stale_live`; trim-list slots, with their record's
-/// number, to `lists`). Returns the last slot holding a record, torn or not.
-fn read_records(
-    f: &mut Fms,
-    seg: u32,
-    best: &mut [Option<Best>],
-    stale_live: &mut Vec<u32>,
-    lists: &mut Vec<(u32, u64)>,
-    entries: &mut [u8],
-) -> DevResult<Option<u32>> {
+/// What mount gathers from the segments' records.
+struct Found {
+    /// The newest record of each block.
+    best: Vec<Option<Best>>,
+    /// Header mode: superseded copies whose live bit is still set (an invalidation or an
+    /// erase cut by power loss).
+    stale_live: Vec<u32>,
+    /// Spare mode: trim-list slots and their records' sequence numbers.
+    lists: Vec<(u32, u64)>,
+    /// Scratch: a segment's header-mode entries.
+    entries: Vec<u8>,
+}
+
+/// Read the records of segment `seg` into `found`: the newest per block, superseded copies
+/// still live, trim-list slots. Returns the last slot holding a record, torn or not.
+fn read_records(f: &mut Fms, seg: u32, found: &mut Found) -> DevResult<Option<u32>> {
+    let Found {
+        best,
+        stale_live,
+        lists,
+        entries,
+    } = found;
     let logical = f.logical;
     let slot_bits = f.slot_bits;
     let mut last_used: Option<u32> = None;

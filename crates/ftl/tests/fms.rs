@@ -957,6 +957,25 @@ fn cut_runs_with_all_ff_blocks_keep_mount_exact() {
     }
 }
 
+/// Whether the segment header at page `first` decodes (a torn erase kept it).
+fn header_kept(nand: &mut Nand, first: u64) -> bool {
+    let mut hdr = [0u8; 64];
+    nand.read(first, 0, &mut hdr).unwrap();
+    matches!(SegHeader::decode(&hdr), Ok(Some(_)))
+}
+
+/// Mount `nand`: block 0, trimmed, reads zeros.
+fn assert_block_0_trimmed(nand: Nand, cfg: &FmsConfig, seed: u64) {
+    let mut f = Fms::mount(nand, cfg.clone()).unwrap();
+    let mut b = vec![1u8; 1024];
+    f.read_block(0, Some(&mut b)).unwrap();
+    assert!(
+        b.iter().all(|&x| x == 0),
+        "seed {seed}: block 0 was trimmed but reads {:02x?}",
+        &b[..8]
+    );
+}
+
 /// Spare mode: a block trimmed whose newest copy sits in a segment whose erase is torn —
 /// header kept, the slot's first page erased, its record page kept — reads zeros after
 /// mount: its tombstone outlives that segment. (Until stop 16 spare-mode trims did not
@@ -1023,22 +1042,12 @@ fn torn_erase_never_exposes_half_erased_blocks() {
         assert_eq!(nand.erase_count(first_data), 2, "the cut tore that erase");
         // The interesting tearing: header page kept, slot 0's first page erased, its
         // record page kept.
-        let mut hdr = [0u8; 64];
-        nand.read(first, 0, &mut hdr).unwrap();
-        let header_kept = matches!(SegHeader::decode(&hdr), Ok(Some(_)));
         let (p0, p1) = (nand.page_programs(first + 1), nand.page_programs(first + 2));
-        if !(header_kept && p0 == 0 && p1 == 1) {
+        if !(header_kept(&mut nand, first) && p0 == 0 && p1 == 1) {
             continue;
         }
         checked += 1;
-        let mut f = Fms::mount(nand, cfg.clone()).unwrap();
-        let mut b = vec![0u8; 1024];
-        f.read_block(0, Some(&mut b)).unwrap();
-        assert!(
-            b.iter().all(|&x| x == 0),
-            "seed {seed}: block 0 was trimmed but reads {:02x?}",
-            &b[..8]
-        );
+        assert_block_0_trimmed(nand, &cfg, seed);
     }
     assert!(
         checked > 0,
@@ -1123,23 +1132,13 @@ fn a_tombstone_outlives_a_torn_erase_of_its_own_segment() {
     for seed in 0..300u64 {
         let mut nand = cut_at(erase_op, seed);
         assert_eq!(nand.erase_count(w), 2, "the cut tore that erase");
-        let mut hdr = [0u8; 64];
-        nand.read(first, 0, &mut hdr).unwrap();
-        let header_kept = matches!(SegHeader::decode(&hdr), Ok(Some(_)));
         let copy_kept = nand.page_programs(record_page(0)) == 1;
         let list_lost = nand.page_programs(record_page(slots - 1)) == 0;
-        if !(header_kept && copy_kept && list_lost) {
+        if !(header_kept(&mut nand, first) && copy_kept && list_lost) {
             continue;
         }
         checked += 1;
-        let mut f = Fms::mount(nand, cfg.clone()).unwrap();
-        let mut b = vec![1u8; 1024];
-        f.read_block(0, Some(&mut b)).unwrap();
-        assert!(
-            b.iter().all(|&x| x == 0),
-            "seed {seed}: block 0 was trimmed but reads {:02x?}",
-            &b[..8]
-        );
+        assert_block_0_trimmed(nand, &cfg, seed);
     }
     assert!(checked > 0, "no seed tore the erase that way");
 }

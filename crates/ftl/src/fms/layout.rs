@@ -884,6 +884,63 @@ mod tests {
         }
     }
 
+    /// A trim list's record decodes only as one (lbn `TRIM_LIST_LBN`, XORed checksum): a
+    /// block record with that lbn, or a trim-list record with the plain checksum (what an
+    /// earlier reader checks), does not decode; lists round-trip, and a list whose bytes
+    /// are damaged anywhere in its header or entries does not decode.
+    #[test]
+    fn trim_lists_decode_only_as_trim_lists() {
+        let rec = |lbn| Record {
+            lbn,
+            region: 0,
+            readonly: false,
+            live: true,
+            updates: 0,
+            seq: 0x12_3456_789A,
+            time_ms: 0,
+        };
+        let s = rec(TRIM_LIST_LBN).encode_spare();
+        assert_eq!(Record::decode_spare(&s).map(|r| r.lbn), Some(TRIM_LIST_LBN));
+        // What a reader without trim lists computes: the plain checksum fails.
+        let crc = u32::from_le_bytes(s[11..15].try_into().unwrap());
+        assert_ne!(crc, crc32c(&s[0..11]));
+        // A block record carrying that lbn (plain checksum) is not a trim list.
+        let mut b = s;
+        b[11..15].copy_from_slice(&crc32c(&s[0..11]).to_le_bytes());
+        assert_eq!(Record::decode_spare(&b), None);
+        // Nor does an ordinary block's record decode with the XORed checksum.
+        let mut o = rec(5).encode_spare();
+        let c = u32::from_le_bytes(o[11..15].try_into().unwrap()) ^ TRIM_LIST_CRC_XOR;
+        o[11..15].copy_from_slice(&c.to_le_bytes());
+        assert_eq!(Record::decode_spare(&o), None);
+
+        for bs in [512u32, 1024, 4096] {
+            let cap = TrimList::capacity(bs);
+            for n in [0, 1, cap / 2, cap] {
+                let entries: Vec<(u32, u64)> = (0..n as u32)
+                    .map(|k| (k * 7 + 1, 1000 + k as u64))
+                    .collect();
+                let mut b = vec![0u8; bs as usize];
+                TrimList::encode(&entries, &mut b);
+                assert_eq!(TrimList::decode(&b), Some(entries.clone()), "{bs} {n}");
+                // Any damaged byte of what the checksum covers is found.
+                let end = TRIM_LIST_HEADER + n * TRIM_ENTRY;
+                for at in (0..end).filter(|&at| !(12..16).contains(&at)) {
+                    let mut d = b.clone();
+                    d[at] ^= 0x10;
+                    assert_eq!(TrimList::decode(&d), None, "{bs} {n}: byte {at}");
+                }
+            }
+            // Erased, zeroed or too long a count: not a list.
+            assert_eq!(TrimList::decode(&vec![0xFF; bs as usize]), None);
+            assert_eq!(TrimList::decode(&vec![0; bs as usize]), None);
+            let mut b = vec![0u8; bs as usize];
+            TrimList::encode(&[], &mut b);
+            b[4..8].copy_from_slice(&(cap as u32 + 1).to_le_bytes());
+            assert_eq!(TrimList::decode(&b), None);
+        }
+    }
+
     #[test]
     fn records_roundtrip_and_live_bit_outside_crc() {
         let r = Record {

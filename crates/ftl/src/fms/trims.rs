@@ -46,7 +46,7 @@ use super::*;
 pub(super) struct Tomb {
     /// The sequence number the trim took.
     pub seq: u64,
-    /// The trim-list slot that holds it, `NONE` while it waits for a flush.
+    /// The trim-list slot that holds it, `NONE` until its list is programmed.
     pub at: u32,
 }
 
@@ -87,8 +87,8 @@ impl Trims {
 }
 
 impl Fms {
-    /// Spare mode: the live tombstones (trimmed blocks an older copy of which may still be
-    /// on flash) and the trim-list slots holding them.
+    /// Spare mode: the live tombstones (blocks trimmed and not written since) and the
+    /// trim-list slots holding them.
     pub fn tombstones(&self) -> (u64, u64) {
         (self.trims.tomb.len() as u64, self.trims.lists.len() as u64)
     }

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use anyhow::{anyhow, Context, Result};
-use ftl::fms::dac::RegionSelect;
+use ftl::fms::dac::{Demotion, RegionSelect};
 use ftl::fms::redistribute::Redistribution;
 use ftl::fms::select::{AgeTransform, CbAge, Policy};
 use nand::DeviceSpec;
@@ -418,6 +418,11 @@ pub const KEYS: &[KeyDef] = &[
         names::<RegionSelect>,
         |v, d| d.cfg.fms.region_select = named(v)
     ),
+    key!("demotion", Text, "threshold", names::<Demotion>, |v, d| d
+        .cfg
+        .fms
+        .demotion =
+        named(v)),
     key!("readonly_fraction", Float, "0", in_unit, |v, d| d
         .cfg
         .readonly_fraction =
@@ -1106,7 +1111,7 @@ fn no_effect(key: &str, value: &Value, options: &BTreeMap<String, Value>) -> Opt
         "adaptive_window" | "adaptive_threshold" if policy != "adaptive" => {
             Some("it applies to the adaptive policy only")
         }
-        "region_threshold" | "region_select" if !dac => {
+        "region_threshold" | "region_select" | "demotion" if !dac => {
             Some("it applies to DAC (regions > 1) only")
         }
         "redistribution" if dac => Some("DAC regions (regions > 1) replace the redistribution"),
@@ -1745,6 +1750,13 @@ mod tests {
         assert!(e.contains("adaptive_window: has no effect"), "{e}");
         let e = err("region_threshold = \"30m\"\n");
         assert!(e.contains("region_threshold: has no effect"), "{e}");
+        let e = err("demotion = \"older-than-average\"\n");
+        assert!(e.contains("demotion: has no effect"), "{e}");
+        let e = spec("regions = 2\ndemotion = \"never\"\n").err().unwrap();
+        assert!(
+            e.to_string().contains("unknown demotion rule 'never'"),
+            "{e}"
+        );
         let e = err("regions = 4\nredistribution = \"m1\"\n");
         assert!(e.contains("redistribution: has no effect"), "{e}");
         let e = err("policy = \"cat\"\nredistribution = \"m1\"\nhot_half_life = 5\n");

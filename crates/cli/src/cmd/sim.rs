@@ -56,6 +56,11 @@ pub struct SimArgs {
     /// most-segments, most-garbage.
     #[arg(long, default_value = default_of("region_select"), value_delimiter = ',')]
     pub region_select: Vec<String>,
+    /// DAC: when the cleaner demotes a block: threshold (the paper's: resident at least
+    /// the time threshold, every block without one) or older-than-average (resident longer
+    /// than the average block of its region).
+    #[arg(long, default_value = default_of("demotion"), value_delimiter = ',')]
+    pub demotion: Vec<String>,
     /// Fraction of the pre-filled data that is read-only (never updated).
     #[arg(long, default_value = default_of("readonly_fraction"), value_delimiter = ',')]
     pub readonly_fraction: Vec<String>,
@@ -140,7 +145,7 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
             s.set_flag(k, &[v])?;
         }
     }
-    let lists: [(&str, &Vec<String>); 20] = [
+    let lists: [(&str, &Vec<String>); 21] = [
         ("block_size", &a.block_size),
         ("fill", &a.fill),
         ("workload", &a.workload),
@@ -151,6 +156,7 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
         ("regions", &a.regions),
         ("region_threshold", &a.region_threshold),
         ("region_select", &a.region_select),
+        ("demotion", &a.demotion),
         ("readonly_fraction", &a.readonly_fraction),
         ("wear_threshold", &a.wear_threshold),
         ("seed", &a.seed),

@@ -34,7 +34,7 @@ use nand::{BadState, Data, Nand, NandError};
 use serde::Serialize;
 
 use adaptive::Adaptive;
-use dac::{Dac, RegionLoad, RegionSelect};
+use dac::{Dac, Demotion, RegionLoad, RegionSelect};
 use hot::HotDegree;
 use layout::{IndexEntry, Layout, Record, RecordMode, SegHeader, ENTRY, SEG_HEADER};
 use redistribute::{Averages, Moving, Redistribution};
@@ -61,6 +61,8 @@ pub struct FmsConfig {
     pub region_threshold_ps: Option<u64>,
     /// DAC: how the cleaner picks the region to clean.
     pub region_select: RegionSelect,
+    /// DAC: when the cleaner demotes a block.
+    pub demotion: Demotion,
     /// Place blocks marked read-only in their own segments.
     pub readonly_separation: bool,
     /// Clean when free segments < low water … until ≥ high water.
@@ -92,6 +94,7 @@ impl Default for FmsConfig {
             regions: 1,
             region_threshold_ps: None,
             region_select: RegionSelect::All,
+            demotion: Demotion::Threshold,
             readonly_separation: true,
             low_water: 2,
             high_water: 3,
@@ -407,6 +410,7 @@ impl Fms {
             dac: Dac {
                 regions: cfg.regions,
                 threshold_ps: cfg.region_threshold_ps,
+                demotion: cfg.demotion,
             },
             adaptive,
             hot: HotDegree::new(if keeps_hot { n } else { 0 }, half_life),

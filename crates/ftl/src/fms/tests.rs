@@ -2138,3 +2138,72 @@ fn entries_after_a_torn_index_erase_do_not_revive_the_old_cycle() {
         "{checked} seeds left old pages after the log's end"
     );
 }
+
+/// DAC's older-than-average demotion: the region means are those of the blocks in each
+/// region, and at a cleaning the blocks older than their region's mean are demoted and
+/// no other. A run with it differs from the paper's rule, and reads back what it wrote.
+#[test]
+fn older_than_average_demotion() {
+    use rand::{Rng, SeedableRng};
+    let run = |preset: &str, ppb: u32, demotion: Demotion| {
+        let spec = shrunk(preset, 16, ppb);
+        let cfg = FmsConfig {
+            block_size: 1024,
+            regions: 3,
+            region_threshold_ps: Some(2_000_000_000_000),
+            demotion,
+            ..FmsConfig::default()
+        };
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        let n = f.logical_blocks() as u32;
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(5);
+        let mut data = vec![0u8; 1024];
+        // Statistics restart at a mount.
+        let (mut copied, mut cleanings) = (0, 0);
+        for at in 0..4000u32 {
+            let lbn = if rng.gen_bool(0.8) {
+                rng.gen_range(0..n / 5 + 1)
+            } else {
+                rng.gen_range(0..n)
+            };
+            data.fill(at as u8);
+            f.write_block(lbn, Some(&data)).unwrap();
+            if at % 1000 == 999 {
+                // The means a cleaning takes, and what the rule does with them.
+                let means = f.region_means();
+                for r in 0..3u8 {
+                    let mut k = 0u128;
+                    let mut sum = 0u128;
+                    for b in f.blocks.iter().filter(|b| b.map != NONE && b.region == r) {
+                        k += 1;
+                        sum += b.region_ps as u128;
+                    }
+                    let want = sum.checked_div(k).unwrap_or(0) as u64;
+                    assert_eq!(means[r as usize], want, "{preset}: region {r}");
+                    if r > 0 && k > 0 {
+                        let now = f.nand.clock_ps();
+                        let older = f.dac.on_clean(r, want.saturating_sub(1), now, want);
+                        let newer = f.dac.on_clean(r, want, now, want);
+                        if demotion == Demotion::OlderThanAverage {
+                            assert_eq!((older, newer), (r - 1, r), "{preset}: region {r}");
+                        }
+                    }
+                }
+                f.flush().unwrap();
+                copied += f.stats().blocks_copied;
+                cleanings += f.stats().cleanings;
+                f = Fms::mount(f.into_nand(), cfg.clone()).unwrap();
+            }
+        }
+        for l in 0..n {
+            f.read_block(l, Some(&mut data)).unwrap();
+        }
+        (copied, cleanings)
+    };
+    for (preset, ppb) in [("intel-series2plus-24m", 8), ("nandsim-256m", 32)] {
+        let avg = run(preset, ppb, Demotion::OlderThanAverage);
+        let paper = run(preset, ppb, Demotion::Threshold);
+        assert!(avg.1 > 50, "{preset}: the cleaner ran ({avg:?})");
+        assert_ne!(avg, paper, "{preset}: the rule changes the run");
+    }
+}

@@ -1456,10 +1456,11 @@ impl BlockDevice for Fms {
     }
 
     fn flush(&mut self) -> DevResult<()> {
-        // Every block write is durable when it returns (data, then record); spare-mode
-        // trims become durable here (their trim lists); only the store may buffer (image
-        // files), so flush syncs it. Blocks left in a segment a failed
-        // program retired (an operation that failed before moving them) move first.
+        // Every block write and trim is durable when it returns (data, then record; a
+        // trim's list); only the store may buffer (image files), so flush syncs it. Trim
+        // lists an operation that failed left waiting are written first, and blocks left
+        // in a segment a failed program retired (an operation that failed before moving
+        // them) move.
         self.write_trims()?;
         if !self.retiring.is_empty() || self.index_stale {
             self.repair()?;

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use anyhow::{anyhow, Context, Result};
-use ftl::fms::dac::{Demotion, RegionSelect};
+use ftl::fms::dac::{AgeRule, RegionSelect};
 use ftl::fms::redistribute::Redistribution;
 use ftl::fms::select::{AgeTransform, CbAge, Policy};
 use nand::DeviceSpec;
@@ -418,7 +418,12 @@ pub const KEYS: &[KeyDef] = &[
         names::<RegionSelect>,
         |v, d| d.cfg.fms.region_select = named(v)
     ),
-    key!("demotion", Text, "threshold", names::<Demotion>, |v, d| d
+    key!("promotion", Text, "threshold", names::<AgeRule>, |v, d| d
+        .cfg
+        .fms
+        .promotion =
+        named(v)),
+    key!("demotion", Text, "threshold", names::<AgeRule>, |v, d| d
         .cfg
         .fms
         .demotion =
@@ -1111,7 +1116,7 @@ fn no_effect(key: &str, value: &Value, options: &BTreeMap<String, Value>) -> Opt
         "adaptive_window" | "adaptive_threshold" if policy != "adaptive" => {
             Some("it applies to the adaptive policy only")
         }
-        "region_threshold" | "region_select" | "demotion" if !dac => {
+        "region_threshold" | "region_select" | "promotion" | "demotion" if !dac => {
             Some("it applies to DAC (regions > 1) only")
         }
         "redistribution" if dac => Some("DAC regions (regions > 1) replace the redistribution"),
@@ -1750,13 +1755,12 @@ mod tests {
         assert!(e.contains("adaptive_window: has no effect"), "{e}");
         let e = err("region_threshold = \"30m\"\n");
         assert!(e.contains("region_threshold: has no effect"), "{e}");
-        let e = err("demotion = \"older-than-average\"\n");
+        let e = err("demotion = \"region-average\"\n");
         assert!(e.contains("demotion: has no effect"), "{e}");
+        let e = err("promotion = \"region-average\"\n");
+        assert!(e.contains("promotion: has no effect"), "{e}");
         let e = spec("regions = 2\ndemotion = \"never\"\n").err().unwrap();
-        assert!(
-            e.to_string().contains("unknown demotion rule 'never'"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("unknown rule 'never'"), "{e}");
         let e = err("regions = 4\nredistribution = \"m1\"\n");
         assert!(e.contains("redistribution: has no effect"), "{e}");
         let e = err("policy = \"cat\"\nredistribution = \"m1\"\nhot_half_life = 5\n");

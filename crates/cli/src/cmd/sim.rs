@@ -56,9 +56,15 @@ pub struct SimArgs {
     /// most-segments, most-garbage.
     #[arg(long, default_value = default_of("region_select"), value_delimiter = ',')]
     pub region_select: Vec<String>,
-    /// DAC: when the cleaner demotes a block: threshold (the paper's: resident at least
-    /// the time threshold, every block without one) or older-than-average (resident longer
-    /// than the average block of its region).
+    /// DAC: what "young to its region" compares with when a block is updated (promotion):
+    /// threshold (the paper's: resident less than the time threshold; every update
+    /// without one) or region-average (resident less than the average block of its region).
+    #[arg(long, default_value = default_of("promotion"), value_delimiter = ',')]
+    pub promotion: Vec<String>,
+    /// DAC: what "old to its region" compares with when the cleaner copies a block
+    /// (demotion): threshold (the paper's: resident at least the time threshold; every
+    /// block without one) or region-average (resident longer than the average block of its
+    /// region).
     #[arg(long, default_value = default_of("demotion"), value_delimiter = ',')]
     pub demotion: Vec<String>,
     /// Fraction of the pre-filled data that is read-only (never updated).
@@ -145,7 +151,7 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
             s.set_flag(k, &[v])?;
         }
     }
-    let lists: [(&str, &Vec<String>); 21] = [
+    let lists: [(&str, &Vec<String>); 22] = [
         ("block_size", &a.block_size),
         ("fill", &a.fill),
         ("workload", &a.workload),
@@ -156,6 +162,7 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
         ("regions", &a.regions),
         ("region_threshold", &a.region_threshold),
         ("region_select", &a.region_select),
+        ("promotion", &a.promotion),
         ("demotion", &a.demotion),
         ("readonly_fraction", &a.readonly_fraction),
         ("wear_threshold", &a.wear_threshold),

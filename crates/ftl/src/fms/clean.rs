@@ -291,8 +291,8 @@ impl Fms {
         let now = self.nand.clock_ps();
         let red = self.cfg.redistribution;
         let avg = self.averages(victim);
-        let means = if self.cfg.regions > 1 && self.dac.demotion == Demotion::OlderThanAverage {
-            self.region_means()
+        let means = if self.dac.uses_means() {
+            self.refresh_region_means()
         } else {
             [0; 8]
         };
@@ -628,11 +628,11 @@ impl Fms {
         }
     }
 
-    /// DAC with [`Demotion::OlderThanAverage`]: each region's average stamp over the blocks
-    /// now in it (0 for an empty region), taken at the start of a cleaning. A scan of the
+    /// DAC with [`AgeRule::RegionAverage`]: each region's average stamp over the blocks now
+    /// in it (0 for an empty region), taken at the start of a cleaning. A scan of the
     /// translation table, so a cleaning costs O(logical blocks) with that rule: fine for
     /// the experiments it serves (the Intel card, 5 735 blocks), slow on the large NAND
-    /// presets. Out of line, off the cleaner's path with the paper's rule.
+    /// presets. Out of line, off the cleaner's path with the paper's rules.
     #[inline(never)]
     pub(super) fn region_means(&self) -> [u64; 8] {
         let mut count = [0u64; 8];
@@ -648,6 +648,15 @@ impl Fms {
                 (sum[r] / count[r] as u128) as u64
             }
         })
+    }
+
+    /// Take the region averages ([`Fms::region_means`]) for this cleaning and the updates
+    /// until the next one.
+    #[inline(never)]
+    fn refresh_region_means(&mut self) -> [u64; 8] {
+        let m = self.region_means();
+        *self.dac_means = m;
+        m
     }
 
     /// Valid slots and segments holding data (closed or active), summed over the table

@@ -34,7 +34,7 @@ use nand::{BadState, Data, Nand, NandError};
 use serde::Serialize;
 
 use adaptive::Adaptive;
-use dac::{Dac, Demotion, RegionLoad, RegionSelect};
+use dac::{AgeRule, Dac, RegionLoad, RegionSelect};
 use hot::HotDegree;
 use layout::{IndexEntry, Layout, Record, RecordMode, SegHeader, ENTRY, SEG_HEADER};
 use redistribute::{Averages, Moving, Redistribution};
@@ -61,8 +61,10 @@ pub struct FmsConfig {
     pub region_threshold_ps: Option<u64>,
     /// DAC: how the cleaner picks the region to clean.
     pub region_select: RegionSelect,
-    /// DAC: when the cleaner demotes a block.
-    pub demotion: Demotion,
+    /// DAC: what "young to its region" compares with at an update (promotion).
+    pub promotion: AgeRule,
+    /// DAC: what "old to its region" compares with at a cleaning (demotion).
+    pub demotion: AgeRule,
     /// Place blocks marked read-only in their own segments.
     pub readonly_separation: bool,
     /// Clean when free segments < low water … until ≥ high water.
@@ -94,7 +96,8 @@ impl Default for FmsConfig {
             regions: 1,
             region_threshold_ps: None,
             region_select: RegionSelect::All,
-            demotion: Demotion::Threshold,
+            promotion: AgeRule::Threshold,
+            demotion: AgeRule::Threshold,
             readonly_separation: true,
             low_water: 2,
             high_water: 3,
@@ -347,6 +350,9 @@ pub struct Fms {
     /// Spare mode: tombstones of trimmed blocks and the trim lists holding them
     /// (`trims.rs`).
     trims: trims::Trims,
+    /// DAC with [`AgeRule::RegionAverage`]: each region's average stamp, taken at the start
+    /// of the last cleaning (zeros before the first).
+    dac_means: Box<[u64; 8]>,
 }
 
 impl Fms {
@@ -410,8 +416,10 @@ impl Fms {
             dac: Dac {
                 regions: cfg.regions,
                 threshold_ps: cfg.region_threshold_ps,
+                promotion: cfg.promotion,
                 demotion: cfg.demotion,
             },
+            dac_means: Box::new([0; 8]),
             adaptive,
             hot: HotDegree::new(if keeps_hot { n } else { 0 }, half_life),
             indexed: used.is_some() || aged.is_some() || sums.is_some() || wear.is_some(),
@@ -754,8 +762,7 @@ impl Fms {
             let r = if old == NONE {
                 0
             } else {
-                self.dac
-                    .on_update(self.blocks[i].region, self.blocks[i].region_ps, now)
+                self.dac_on_update(i, now)
             };
             (r as usize, r)
         } else {
@@ -803,6 +810,15 @@ impl Fms {
             self.repair()?;
         }
         Ok(())
+    }
+
+    /// DAC: the region an update of block `i` (mapped) moves it to. Out of line: the write
+    /// path without DAC keeps its code as it was.
+    #[inline(never)]
+    fn dac_on_update(&self, i: usize, now: u64) -> u8 {
+        let b = &self.blocks[i];
+        let mean = self.dac_means[b.region as usize];
+        self.dac.on_update(b.region, b.region_ps, now, mean)
     }
 
     /// Unmap a logical block ([`Fms::trim_blocks`] of one block): durable when it returns.

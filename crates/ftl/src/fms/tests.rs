@@ -2139,18 +2139,20 @@ fn entries_after_a_torn_index_erase_do_not_revive_the_old_cycle() {
     );
 }
 
-/// DAC's older-than-average demotion: the region means are those of the blocks in each
-/// region, and at a cleaning the blocks older than their region's mean are demoted and
-/// no other. A run with it differs from the paper's rule, and reads back what it wrote.
+/// DAC's region-average rules: the region means are those of the blocks in each region,
+/// taken at each cleaning; an update promotes a block stamped after its region's mean,
+/// a cleaning demotes one stamped before it, and nothing else moves. Runs with either rule
+/// differ from the paper's and read back what they wrote.
 #[test]
-fn older_than_average_demotion() {
+fn region_average_promotion_and_demotion() {
     use rand::{Rng, SeedableRng};
-    let run = |preset: &str, ppb: u32, demotion: Demotion| {
+    let run = |preset: &str, ppb: u32, promotion: AgeRule, demotion: AgeRule| {
         let spec = shrunk(preset, 16, ppb);
         let cfg = FmsConfig {
             block_size: 1024,
             regions: 3,
             region_threshold_ps: Some(2_000_000_000_000),
+            promotion,
             demotion,
             ..FmsConfig::default()
         };
@@ -2169,8 +2171,9 @@ fn older_than_average_demotion() {
             data.fill(at as u8);
             f.write_block(lbn, Some(&data)).unwrap();
             if at % 1000 == 999 {
-                // The means a cleaning takes, and what the rule does with them.
+                // The means a cleaning takes, and what the rules do with them.
                 let means = f.region_means();
+                let now = f.nand.clock_ps();
                 for r in 0..3u8 {
                     let mut k = 0u128;
                     let mut sum = 0u128;
@@ -2180,13 +2183,23 @@ fn older_than_average_demotion() {
                     }
                     let want = sum.checked_div(k).unwrap_or(0) as u64;
                     assert_eq!(means[r as usize], want, "{preset}: region {r}");
-                    if r > 0 && k > 0 {
-                        let now = f.nand.clock_ps();
-                        let older = f.dac.on_clean(r, want.saturating_sub(1), now, want);
-                        let newer = f.dac.on_clean(r, want, now, want);
-                        if demotion == Demotion::OlderThanAverage {
-                            assert_eq!((older, newer), (r - 1, r), "{preset}: region {r}");
-                        }
+                    if k == 0 || want == 0 {
+                        continue;
+                    }
+                    let (older, newer) = (want - 1, want + 1);
+                    if demotion == AgeRule::RegionAverage {
+                        let down = (
+                            f.dac.on_clean(r, older, now, want),
+                            f.dac.on_clean(r, want, now, want),
+                        );
+                        assert_eq!(down, (r.saturating_sub(1), r), "{preset}: region {r}");
+                    }
+                    if promotion == AgeRule::RegionAverage {
+                        let up = (
+                            f.dac.on_update(r, newer, now, want),
+                            f.dac.on_update(r, want, now, want),
+                        );
+                        assert_eq!(up, ((r + 1).min(2), r), "{preset}: region {r}");
                     }
                 }
                 f.flush().unwrap();
@@ -2200,10 +2213,16 @@ fn older_than_average_demotion() {
         }
         (copied, cleanings)
     };
+    use AgeRule::{RegionAverage as Avg, Threshold as Paper};
     for (preset, ppb) in [("intel-series2plus-24m", 8), ("nandsim-256m", 32)] {
-        let avg = run(preset, ppb, Demotion::OlderThanAverage);
-        let paper = run(preset, ppb, Demotion::Threshold);
-        assert!(avg.1 > 50, "{preset}: the cleaner ran ({avg:?})");
-        assert_ne!(avg, paper, "{preset}: the rule changes the run");
+        let paper = run(preset, ppb, Paper, Paper);
+        assert!(paper.1 > 50, "{preset}: the cleaner ran ({paper:?})");
+        for (p, d) in [(Paper, Avg), (Avg, Paper), (Avg, Avg)] {
+            assert_ne!(
+                run(preset, ppb, p, d),
+                paper,
+                "{preset}: {p:?}/{d:?} changes the run"
+            );
+        }
     }
 }

@@ -63,12 +63,12 @@ impl RegionSelect {
 impl std::str::FromStr for RegionSelect {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        RegionSelect::ALL
-            .into_iter()
-            .find(|r| r.name() == s)
-            .ok_or_else(|| {
-                format!("unknown region selection '{s}' (all, most-segments, most-garbage)")
-            })
+        super::parse_named(
+            s,
+            &RegionSelect::ALL,
+            RegionSelect::name,
+            "region selection",
+        )
     }
 }
 
@@ -112,10 +112,7 @@ impl AgeRule {
 impl std::str::FromStr for AgeRule {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        AgeRule::ALL
-            .into_iter()
-            .find(|d| d.name() == s)
-            .ok_or_else(|| format!("unknown rule '{s}' (threshold, region-average)"))
+        super::parse_named(s, &AgeRule::ALL, AgeRule::name, "rule")
     }
 }
 

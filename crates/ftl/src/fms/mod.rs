@@ -1370,6 +1370,25 @@ fn seq_exhausted(next: u64, end: u64) -> DevError {
     ))
 }
 
+/// Parse `s` (any case) as the one of `all` whose `name` it is; the error names `what`
+/// and lists the names, so the list cannot drift from `all`. Shared by the FMS's named
+/// options (policy, redistribution, DAC region selection and age rules).
+pub(crate) fn parse_named<T: Copy>(
+    s: &str,
+    all: &[T],
+    name: fn(T) -> &'static str,
+    what: &str,
+) -> Result<T, String> {
+    let lower = s.to_ascii_lowercase();
+    all.iter()
+        .copied()
+        .find(|&v| name(v) == lower)
+        .ok_or_else(|| {
+            let names: Vec<&str> = all.iter().map(|&v| name(v)).collect();
+            format!("unknown {what} '{s}' ({})", names.join(", "))
+        })
+}
+
 impl BlockDevice for Fms {
     fn sectors(&self) -> u64 {
         self.logical * (self.lay.block_size as u64 / SECTOR as u64)

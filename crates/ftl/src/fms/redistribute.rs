@@ -61,10 +61,12 @@ impl Redistribution {
 impl std::str::FromStr for Redistribution {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Redistribution::ALL
-            .into_iter()
-            .find(|r| r.name() == s.to_ascii_lowercase())
-            .ok_or_else(|| format!("unknown redistribution '{s}' (m1 … m6)"))
+        super::parse_named(
+            s,
+            &Redistribution::ALL,
+            Redistribution::name,
+            "redistribution",
+        )
     }
 }
 

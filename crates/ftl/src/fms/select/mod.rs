@@ -204,12 +204,7 @@ impl Policy {
 impl std::str::FromStr for Policy {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Policy::ALL
-            .into_iter()
-            .find(|p| p.name() == s.to_ascii_lowercase())
-            .ok_or_else(|| {
-                format!("unknown policy '{s}' (known: greedy, cost-benefit, cat, adaptive)")
-            })
+        super::parse_named(s, &Policy::ALL, Policy::name, "policy")
     }
 }
 

@@ -32,47 +32,63 @@ impl Fms {
         }
     }
 
-    /// `append` or `copy_run` met a program error in `seg`: close it, take it from the
-    /// stream whose segment it is ([`Fms::drop_active`]) and count or queue it. Out of
-    /// line: an error path, kept off the copy loop.
+    /// `append`, `copy_run` or a wear swap met a program error in `seg`. A segment whose
+    /// block went bad is closed, taken from the stream whose segment it is
+    /// ([`Fms::drop_active`]) and queued (`note_retired` counts it retired). Out of line:
+    /// an error path, kept off the copy loop.
     ///
     /// A segment whose block is still good met bytes it cannot program over: a page that
     /// a torn program or erase left reading erased while the device counts it programmed
     /// (all its bits kept at 1: [`Fms::check_tail`] cannot see it), or old bytes in a
     /// closed segment's tail. Its first free slot becomes the one a mount would find
     /// (`mount::first_free_on_flash`, reading the segment's records and the slots after
-    /// them): the stream's next segment gets an index entry, after which a mount closes
-    /// this one there, so the tables agree. With no record on flash (a mount would take it
-    /// for free), it is erased and freed instead.
+    /// them) and it is never written again ([`Tail::Garbage`]). A stream's segment stays
+    /// the stream's, as a mount would rebuild it: the index log still names it, and names
+    /// another only when the stream next writes (`active_slot_segment` finds no room, closes
+    /// it and opens a fresh one). Closing it here, before that entry, left the running
+    /// tables different from a mount's whenever the stream did not write again (randomised
+    /// sweep, seed 1605: a cleaning borrowing the segment for another stream). With no
+    /// record on flash (a mount would take it for free, or for the stream's, empty) it is
+    /// erased instead: a stream's in place, as [`Fms::mark_garbage`] does, and any other
+    /// (a wear swap's target) into the free list.
     #[cold]
     #[inline(never)]
     pub(super) fn close_early(&mut self, seg: u32) -> DevResult<()> {
-        let s = &mut self.segs[seg as usize];
-        s.next = self.lay.slots;
-        s.state = SegState::Used;
-        self.drop_active(seg);
-        self.sync_used(seg);
-        // Queued when its block went bad (`note_retired` counts it retired); counted
-        // closed early when the block is still good (garbage left by a torn operation).
         if self.nand.is_bad(seg) {
+            let s = &mut self.segs[seg as usize];
+            s.next = self.lay.slots;
+            s.state = SegState::Used;
+            self.drop_active(seg);
+            self.sync_used(seg);
             self.note_retired(seg);
-        } else {
-            self.stats.closed_early += 1;
-            let (next, _torn) = mount::first_free_on_flash(self, seg)?;
-            if next == 0 {
-                // No record on flash: a mount would take it for free. Erase it, so that
-                // it is (nothing valid was committed to it: every block has a record).
-                debug_assert_eq!(self.segs[seg as usize].valid, 0);
+            return Ok(());
+        }
+        self.stats.closed_early += 1;
+        let (next, _torn) = mount::first_free_on_flash(self, seg)?;
+        let s = &mut self.segs[seg as usize];
+        let streams = s.state == SegState::Active;
+        if next == 0 {
+            // Nothing valid was committed to it: every block has a record.
+            debug_assert_eq!(s.valid, 0);
+            if streams {
+                s.next = 0;
+                self.mark_garbage(seg)?;
+            } else {
+                s.next = self.lay.slots;
+                s.state = SegState::Used;
+                self.sync_used(seg);
                 if self.erase_and_header(seg, 0)? {
                     self.free.push_back(seg);
                 }
-                return Ok(());
             }
-            let s = &mut self.segs[seg as usize];
-            s.next = next;
-            s.tail = Tail::Garbage;
-            self.sync_used(seg);
+            return Ok(());
         }
+        s.next = next;
+        s.tail = Tail::Garbage;
+        if !streams {
+            s.state = SegState::Used;
+        }
+        self.sync_used(seg);
         Ok(())
     }
 
@@ -179,9 +195,8 @@ impl Fms {
 
     /// Read the slots of `seg` from `next` on, which mount took for erased without
     /// reading them ([`Tail`]); true when they are. Otherwise the segment is marked
-    /// [`Tail::Garbage`] and, if a stream was writing into it, closed where it is: the
-    /// stream's next segment gets an index entry, after which a mount closes this one
-    /// too, at the same `next`. Out of line: at most once per segment after a mount.
+    /// [`Tail::Garbage`] ([`Fms::mark_garbage`]) and never written again. Out of line: at
+    /// most once per segment after a mount.
     #[cold]
     #[inline(never)]
     pub(super) fn check_tail(&mut self, seg: u32) -> DevResult<bool> {
@@ -214,11 +229,12 @@ impl Fms {
     }
 
     /// `seg`'s slots from `next` on cannot all be programmed ([`Tail::Garbage`]): never
-    /// write there again, and if a stream was writing into it, close it where it is (the
-    /// stream's next segment gets an index entry, after which a mount closes it at the
-    /// same slot). A stream's segment with nothing written (`next` 0) is instead erased
+    /// write there again. A stream's segment stays the stream's, full as far as writes go,
+    /// until the stream next writes and `active_slot_segment` closes it and logs a fresh
+    /// one: until that entry, a mount rebuilds it as the stream's, at the same `next`
+    /// (`close_early`). A stream's segment with nothing written (`next` 0) is instead erased
     /// in place and stays the stream's: a mount would find it free, and named by the index
-    /// log, the stream's (closed, it would differ). True when it can be written again.
+    /// log, the stream's. True when it can be written again.
     fn mark_garbage(&mut self, seg: u32) -> DevResult<bool> {
         let s = &mut self.segs[seg as usize];
         if s.state == SegState::Active && s.next == 0 {
@@ -231,11 +247,6 @@ impl Fms {
             return Ok(false);
         }
         s.tail = Tail::Garbage;
-        if s.state == SegState::Active {
-            s.state = SegState::Used;
-            self.drop_active(seg);
-            self.sync_used(seg);
-        }
         Ok(false)
     }
 

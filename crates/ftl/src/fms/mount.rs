@@ -15,8 +15,8 @@
 //!   The slots after it are not read: the FMS reads them before its first write there
 //!   (`Tail`, `Fms::check_tail`), so that a mount costs the same whatever the free space.
 //! * Active segments come from the index log (each stream's newest entry only, each segment
-//!   to one stream, a full segment included); partly written segments the log does not
-//!   name are closed.
+//!   to the stream of its newest entry, a full segment included); partly written segments
+//!   the log does not name are closed.
 //! * A segment whose erase block went bad in use (grown bad) contributes its records like
 //!   any other while they may still be the only copies: when its header carries this
 //!   format's number and (header mode) the index log does not record it retired. If it
@@ -312,15 +312,28 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             active.sort_by_key(|&(k, e)| std::cmp::Reverse((e.seq, k)));
             // Only a stream's newest entry counts: older ones name segments it left,
             // which may since have been cleaned and reused. A full segment stays active
-            // (as in the running FMS) until the stream's next write moves on.
+            // (as in the running FMS) until the stream's next write moves on. And only a
+            // segment's newest entry counts: a stream whose newest entry names a segment
+            // that a newer entry gave to another stream has none. It lost that segment
+            // without an entry of its own (a mount that found it dirty, a failed erase),
+            // and the segment was then reused (randomised sweep, seed 1605: a torn erase
+            // of a stream's segment, which the next mount found dirty and freed; another
+            // stream then wrote it and moved on, and the mount after that gave it back to
+            // the first stream, which the running FMS had left without one).
             let mut decided = vec![false; f.active.len()];
+            let mut named = std::collections::HashSet::new();
             for (_, e) in active {
                 let (st, sg) = (e.stream as usize, e.seg);
+                let newest_for_seg = named.insert(sg);
                 if st >= f.active.len() || decided[st] {
                     continue;
                 }
                 decided[st] = true;
-                if sg >= lay.segments || f.active.contains(&sg) || f.nand.is_bad(sg) {
+                if !newest_for_seg
+                    || sg >= lay.segments
+                    || f.active.contains(&sg)
+                    || f.nand.is_bad(sg)
+                {
                     continue;
                 }
                 let s = &mut f.segs[sg as usize];

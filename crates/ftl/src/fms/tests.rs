@@ -2226,3 +2226,108 @@ fn region_average_promotion_and_demotion() {
         }
     }
 }
+
+/// Mount gives a stream the segment its newest index entry names only when no newer
+/// entry names that segment for another stream. A stream can lose its segment without
+/// an entry of its own (a mount that found it dirty after a torn erase, a failed
+/// erase); the segment is then reused by another stream, which moves on. The mount after
+/// that used to give it back to the first stream, which the running FMS had left
+/// without one (randomised sweep, `scripts/torture-sweep.py --seed 1605`: torture
+/// --device nandsim-256m --seed 153 --ops 400 --failures 3 --segments 12 --page-size 128
+/// --block-size 1024 --wear-threshold 4 --policy cost-benefit --redistribution m4 --nop
+/// 2, cut 726; and --device intel-series2plus-24m --seed 305 --ops 600 --failures 4
+/// --segments 24 --page-size 64 --block-size 1024 --policy cost-benefit --regions 2
+/// --region-select most-garbage, cut 4620). Here the lost entry is logged by hand: the
+/// read-only stream names the next free segment, which the data stream then fills and
+/// leaves. Fails without the rule (`mount.rs`, "only a segment's newest entry counts").
+#[test]
+fn a_stream_does_not_get_back_a_segment_another_stream_reused() {
+    for (preset, pages, bs) in [
+        ("intel-series2plus-24m", 8, 1024),
+        ("nandsim-256m", 32, 512),
+        ("mlc2-2g", 32, 2048),
+    ] {
+        let spec = shrunk(preset, 12, pages);
+        let cfg = FmsConfig {
+            block_size: bs,
+            ..FmsConfig::default()
+        };
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        let ro = f.active.len() - 1;
+        f.write_block(0, Some(&vec![1; bs as usize])).unwrap();
+        f.flush().unwrap();
+        let first = f.active[0];
+        let reused = *f.free.front().unwrap();
+        f.log(IndexEntry::active(ro as u8, reused)).unwrap();
+        assert_eq!(f.active[ro], NONE);
+        // Fill the data stream's segment, then the reused one, and move on.
+        let n = f.logical_blocks() as u32;
+        let mut i = 1;
+        while f.active[0] == first || f.active[0] == reused {
+            f.write_block(i % n, Some(&vec![i as u8; bs as usize]))
+                .unwrap();
+            i += 1;
+        }
+        f.flush().unwrap();
+        assert_eq!(f.segs[reused as usize].state, SegState::Used, "{preset}");
+        assert!(f.segs[reused as usize].next > 0, "{preset}");
+        let (diff, _) = remount_differs(f, &spec, &cfg);
+        assert_eq!(diff, None, "{preset}");
+    }
+}
+
+/// A stream's segment that another stream's look finds holding bytes past its first free
+/// slot (a cleaning borrowing it after a mount: `room`, `check_tail`) is never written
+/// again, but stays the stream's until the stream next writes, as a mount rebuilds it:
+/// the index log still names it. Dropping it there left the running tables different
+/// from a mount's until then. Fails without that (`Fms::mark_garbage`).
+#[test]
+fn a_streams_segment_found_garbage_stays_the_streams() {
+    for (preset, pages, bs) in [
+        ("intel-series2plus-24m", 8, 1024),
+        ("nandsim-256m", 32, 512),
+    ] {
+        let spec = shrunk(preset, 12, pages);
+        let cfg = FmsConfig {
+            block_size: bs,
+            ..FmsConfig::default()
+        };
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        f.mark_readonly(1, 1);
+        f.write_block(0, Some(&vec![1; bs as usize])).unwrap();
+        f.write_block(1, Some(&vec![2; bs as usize])).unwrap();
+        f.flush().unwrap();
+        let ro = f.active.len() - 1;
+        let seg = f.active[ro];
+        assert_ne!(seg, NONE, "{preset}");
+        assert!(f.segs[seg as usize].next < f.lay.slots - 3, "{preset}");
+        // Old bytes at the start of the third slot from the end, as a torn erase may
+        // leave them.
+        let geo = f.nand.geometry().clone();
+        let off = f.lay.slot_offset(f.lay.slots - 3);
+        let page = geo.first_page(seg) + off / geo.page_size as u64;
+        let col = (off % geo.page_size as u64) as u32;
+        let mut store = f.into_nand().into_store();
+        store
+            .program(page, col, Data::Bytes(&[0x42; 16]), None)
+            .unwrap();
+        let mut f = Fms::mount(Nand::open(spec.clone(), store).unwrap(), cfg.clone()).unwrap();
+        assert_eq!(f.active[ro], seg, "{preset}");
+        assert_eq!(f.segs[seg as usize].tail, Tail::Unchecked, "{preset}");
+        assert!(
+            !f.room(seg).unwrap(),
+            "{preset}: garbage past the first free slot"
+        );
+        assert_eq!(f.active[ro], seg, "{preset}: still the stream's");
+        let (diff, mut g) = remount_differs(f, &spec, &cfg);
+        assert_eq!(diff, None, "{preset}");
+        // The stream's next write moves on, and a mount agrees again.
+        g.write_block(1, Some(&vec![3; bs as usize])).unwrap();
+        g.flush().unwrap();
+        assert_ne!(g.active[ro], seg, "{preset}");
+        let (diff, mut g) = remount_differs(g, &spec, &cfg);
+        assert_eq!(diff, None, "{preset}");
+        assert_reads(&mut g, 1..2, 3, preset);
+        assert_reads(&mut g, 0..1, 1, preset);
+    }
+}

@@ -258,6 +258,17 @@ fn failures_are_reported() {
     assert_eq!(v["fail_ops"], serde_json::json!([]), "{v}");
 }
 
+/// `flashkit torture ARGS --cuts every`: no violation in more than `min_cuts` cut points.
+fn every_cut_is_clean(args: &str, min_cuts: u64) {
+    let mut a = vec!["torture", "--cuts", "every", "--json"];
+    a.extend(args.split(' '));
+    let o = flashkit(&a);
+    assert!(o.status.success(), "{args}: {}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    assert_eq!(v["violations"], 0, "{args}: {v}");
+    assert!(v["cut_points"].as_u64().unwrap() > min_cuts, "{args}: {v}");
+}
+
 /// The two configurations of stop 17's randomised sweep (`scripts/torture-sweep.py
 /// --seed 1605`) whose remounted tables differed from the running FMS's: a stream's
 /// segment torn in an erase, found dirty by the recovery mount and reused by another
@@ -271,13 +282,7 @@ fn a_segment_reused_by_another_stream_stays_that_streams() {
         "--device nandsim-256m --seed 153 --ops 400 --failures 3 --segments 12 --page-size 128 --block-size 1024 --wear-threshold 4 --policy cost-benefit --redistribution m4 --nop 2",
         "--device intel-series2plus-24m --seed 305 --ops 600 --failures 4 --segments 24 --page-size 64 --block-size 1024 --policy cost-benefit --regions 2 --region-select most-garbage",
     ] {
-        let mut a = vec!["torture", "--cuts", "every", "--json"];
-        a.extend(args.split(' '));
-        let o = flashkit(&a);
-        assert!(o.status.success(), "{args}: {}", text(&o.stderr));
-        let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
-        assert_eq!(v["violations"], 0, "{args}: {v}");
-        assert!(v["cut_points"].as_u64().unwrap() > 4000, "{args}: {v}");
+        every_cut_is_clean(args, 4000);
     }
 }
 
@@ -295,12 +300,6 @@ fn spare_mode_trims_with_wear_swaps_and_failures() {
         "--device nandsim-256m --seed 737 --ops 200 --failures 0 --segments 20 --page-size 64 --block-size 512 --wear-threshold 1 --policy greedy --redistribution m5 --regions 4 --region-threshold 1s",
         "--device nandsim-256m --seed 551 --ops 600 --failures 2 --segments 16 --page-size 512 --block-size 512 --policy greedy --redistribution m1",
     ] {
-        let mut a = vec!["torture", "--cuts", "every", "--json"];
-        a.extend(args.split(' '));
-        let o = flashkit(&a);
-        assert!(o.status.success(), "{args}: {}", text(&o.stderr));
-        let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
-        assert_eq!(v["violations"], 0, "{args}: {v}");
-        assert!(v["cut_points"].as_u64().unwrap() > 1000, "{args}: {v}");
+        every_cut_is_clean(args, 1000);
     }
 }

@@ -8,6 +8,7 @@
 #
 #   scripts/pgo-build.sh            # -> target/pgo/flashkit
 #   scripts/pgo-build.sh --check    # also compare results with a plain release build
+#   scripts/pgo-build.sh --native   # also -C target-cpu=native: runs only on CPUs like this one
 #   scripts/pgo-build.sh --train-with target/release/flashkit   # only the training runs
 #
 # The training set is deliberately not `flashkit bench`'s own run: it is the flagship
@@ -20,22 +21,24 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$(pwd)
 check=0
+native=
 train_with=
 while [ $# -gt 0 ]; do
     a=$1
     shift
     case "$a" in
         --check) check=1 ;;
+        --native) native="-Ctarget-cpu=native " ;;
         --train-with)
             train_with=${1:?--train-with needs a flashkit binary}
             shift
             ;;
         -h | --help)
-            sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+            sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
         *)
-            echo "pgo-build.sh: unknown argument '$a' (expected --check, --train-with BINARY or --help)" >&2
+            echo "pgo-build.sh: unknown argument '$a' (expected --check, --native, --train-with BINARY or --help)" >&2
             exit 2
             ;;
     esac
@@ -100,7 +103,7 @@ rm -rf "$work"
 mkdir -p "$work/raw" "$out"
 
 step "instrumented build"
-RUSTFLAGS="-Cprofile-generate=$work/raw" CARGO_TARGET_DIR="$work/target" \
+RUSTFLAGS="$native-Cprofile-generate=$work/raw" CARGO_TARGET_DIR="$work/target" \
     cargo build --release -p flashkit
 fk="$work/target/release/flashkit"
 
@@ -111,7 +114,7 @@ step "merging the profiles"
 "$profdata" merge -o "$work/merged.profdata" "$work/raw"
 
 step "optimised build"
-RUSTFLAGS="-Cprofile-use=$work/merged.profdata -Cllvm-args=-pgo-warn-missing-function=false" \
+RUSTFLAGS="$native-Cprofile-use=$work/merged.profdata -Cllvm-args=-pgo-warn-missing-function=false" \
     CARGO_TARGET_DIR="$work/target-use" cargo build --release -p flashkit
 cp "$work/target-use/release/flashkit" "$out/flashkit"
 echo "pgo-build.sh: built $out/flashkit"

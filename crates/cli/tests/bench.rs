@@ -32,6 +32,12 @@ fn reports_each_configuration_with_its_counts_and_rates() {
         assert_eq!(r["options"]["cb_age"], "written", "{r}");
         assert_eq!(r["job"].as_str().map(str::len), Some(16), "{r}");
         assert_eq!(r["written_bytes"], 2 << 20);
+        // How the binary was built: the tests' builds are optimised.
+        let build = r["build"].as_str().expect("build");
+        assert!(
+            build.starts_with("opt-level ") && !build.starts_with("opt-level 0"),
+            "{r}"
+        );
         // 2 MiB of 4 KiB requests on 4 KiB blocks.
         assert_eq!(r["user_writes"], 512);
         let user = r["user_writes"].as_f64().unwrap();
@@ -79,6 +85,7 @@ fn prints_a_table_by_default() {
     ]));
     let t = text(&o.stdout);
     assert!(t.contains("user writes/s") && t.contains("greedy"), "{t}");
+    assert!(t.lines().last().unwrap().starts_with("build "), "{t}");
 }
 
 #[test]

@@ -113,6 +113,46 @@ pub struct SpeedResult {
     pub ns_per_user_write: f64,
     /// Wall-clock nanoseconds per device operation, the FMS's own work included.
     pub ns_per_device_op: f64,
+    /// How the binary was compiled ([`build_info`]): the figures above depend on it.
+    pub build: String,
+}
+
+/// How this build was compiled, as `flashkit bench` reports it: `opt-level N`, then `PGO`
+/// (profile-guided: `-C profile-use`, as scripts/pgo-build.sh builds), `PGO-instrumented`
+/// (`-C profile-generate`: slow), `target-cpu=CPU`, and any other rustc flag verbatim
+/// (the path of a profile left out); `debug assertions` when they are on.
+pub fn build_info() -> String {
+    describe_build(env!("FLASHKIT_OPT_LEVEL"), env!("FLASHKIT_RUSTFLAGS"))
+        + if cfg!(debug_assertions) {
+            ", debug assertions"
+        } else {
+            ""
+        }
+}
+
+fn describe_build(opt: &str, flags: &str) -> String {
+    let mut parts = vec![format!("opt-level {opt}")];
+    let mut it = flags.split(' ').filter(|f| !f.is_empty()).peekable();
+    while let Some(f) = it.next() {
+        // `-C x=y` and `-Cx=y` alike.
+        let f = if f == "-C" {
+            match it.next() {
+                Some(v) => format!("-C{v}"),
+                None => break,
+            }
+        } else {
+            f.to_string()
+        };
+        let part = match f.strip_prefix("-C") {
+            Some(v) if v.starts_with("profile-use") => "PGO".to_string(),
+            Some(v) if v.starts_with("profile-generate") => "PGO-instrumented".to_string(),
+            Some(v) if v.starts_with("target-cpu=") => v.to_string(),
+            Some(v) if v.starts_with("llvm-args=-pgo-warn") => continue,
+            _ => f,
+        };
+        parts.push(part);
+    }
+    parts.join(", ")
 }
 
 /// Time `written_bytes` of `cfg`'s workload after `warm_bytes`, `repeat` times (each on a
@@ -163,5 +203,28 @@ pub fn measure(cfg: &SimConfig, warm_bytes: u64, repeat: u32) -> Result<SpeedRes
         flash_writes_per_s: flash as f64 / best,
         ns_per_user_write: per(1, user) * best * 1e9,
         ns_per_device_op: per(1, ops) * best * 1e9,
+        build: build_info(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe_build;
+
+    #[test]
+    fn build_flags_are_described() {
+        assert_eq!(describe_build("3", ""), "opt-level 3");
+        assert_eq!(
+            describe_build(
+                "3",
+                "-Ctarget-cpu=native -Cprofile-use=/x/merged.profdata -Cllvm-args=-pgo-warn-missing-function=false"
+            ),
+            "opt-level 3, target-cpu=native, PGO"
+        );
+        assert_eq!(
+            describe_build("2", "-C profile-generate=/tmp/raw --cfg foo"),
+            "opt-level 2, PGO-instrumented, --cfg, foo"
+        );
+        assert_eq!(describe_build("3", "-C"), "opt-level 3");
+    }
 }

@@ -99,7 +99,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         &headers,
         cells,
     )
-    .print()
+    .print()?;
+    crate::output::Fields::new()
+        .add("build", sim::speed::build_info())
+        .print()
 }
 
 /// 1.47 M, 820 k, 950.

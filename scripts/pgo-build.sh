@@ -74,6 +74,10 @@ train() {
 
 
 if [ -n "$train_with" ]; then
+    if [ ! -x "$train_with" ]; then
+        echo "pgo-build.sh: --train-with: $train_with: no flashkit binary there" >&2
+        exit 1
+    fi
     # Only the training runs, with a given binary (scripts/test.sh keeps them working).
     dir=$(mktemp -d)
     trap 'rm -rf "$dir"' EXIT

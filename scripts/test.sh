@@ -79,8 +79,9 @@ python3 scripts/torture-sweep.py --seed 6 --runs 8 --jobs 2
 
 # The profile-guided build's training runs (scripts/pgo-build.sh), with the plain
 # binary: about a second; keeps them working as the CLI changes.
-step "scripts/pgo-build.sh --train-with target/release/flashkit"
-./scripts/pgo-build.sh --train-with target/release/flashkit >/dev/null 2>&1 ||
-    ./scripts/pgo-build.sh --train-with target/release/flashkit
+fk="${CARGO_TARGET_DIR:-target}/release/flashkit"
+step "scripts/pgo-build.sh --train-with $fk"
+./scripts/pgo-build.sh --train-with "$fk" >/dev/null 2>&1 ||
+    ./scripts/pgo-build.sh --train-with "$fk"
 
 step "all checks passed"

@@ -149,10 +149,19 @@ pub(crate) fn trim(b: &[u8]) -> &[u8] {
     &b[s..e]
 }
 
-/// A field for an error message: lossy UTF-8, shortened.
+/// A field for an error message: lossy UTF-8, shortened, control characters escaped
+/// (`\u{1b}`, `\r`, ...): a malformed trace must not move the terminal's cursor or break the
+/// error's one line.
 pub(crate) fn show(b: &[u8]) -> String {
     let s = String::from_utf8_lossy(b);
-    let mut out: String = s.chars().take(40).collect();
+    let mut out = String::new();
+    for c in s.chars().take(40) {
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
     if s.chars().count() > 40 {
         out.push('…');
     }
@@ -193,6 +202,17 @@ pub(crate) fn fmt_time(ns: i64, unit_ns: i64, min_dec: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fields_in_errors_escape_control_characters() {
+        assert_eq!(show(b"12ab"), "12ab");
+        assert_eq!(show(b"1\x1b[2J\x0b2\r"), "1\\u{1b}[2J\\u{b}2\\r");
+        assert_eq!(show("é".as_bytes()), "é");
+        assert_eq!(show(&[0xFF]), "\u{FFFD}");
+        let long = show(&[b'7'; 50]);
+        assert_eq!(long.chars().count(), 41);
+        assert!(long.ends_with('…'));
+    }
 
     #[test]
     fn numbers() {

@@ -117,6 +117,21 @@ fn format_write_read_across_processes_on_nand_and_nor() {
         );
         assert!(info["mount_time_s"].as_f64().unwrap() > 0.0);
         assert_eq!(info["logical_blocks"], formatted_blocks, "{device}");
+        // Written by commands that each flushed before exiting: the mount found nothing
+        // to repair.
+        for key in [
+            "torn_records",
+            "stale_live_copies",
+            "unreadable_trim_lists",
+            "grown_bad_read",
+        ] {
+            assert_eq!(info[key], 0, "{device}: {key}");
+        }
+        assert_eq!(info["index_lost"], false, "{device}");
+        assert!(
+            run_ok(&["fms", "info", img]).contains("mount found   clean"),
+            "{device}"
+        );
         // Every segment is in exactly one of the listed states.
         let states: u64 = ["free", "used", "active", "dirty", "bad", "index"]
             .iter()

@@ -233,6 +233,13 @@ pub struct FmsInfo {
     pub erase_stddev: f64,
     pub mount_time_s: f64,
     pub ram_bytes: u64,
+    /// What the mount found to repair or skip (`ftl::fms::MountReport`): all zero after a
+    /// clean unmount.
+    pub torn_records: u64,
+    pub stale_live_copies: u64,
+    pub unreadable_trim_lists: u64,
+    pub grown_bad_read: u64,
+    pub index_lost: bool,
 }
 
 fn info(a: InfoArgs) -> Result<()> {
@@ -278,6 +285,11 @@ fn info(a: InfoArgs) -> Result<()> {
         erase_stddev: wear.stddev,
         mount_time_s: fms.nand().clock_s(),
         ram_bytes: fms.ram_bytes(),
+        torn_records: fms.mount_report().torn_records,
+        stale_live_copies: fms.mount_report().stale_live_copies,
+        unreadable_trim_lists: fms.mount_report().unreadable_trim_lists,
+        grown_bad_read: fms.mount_report().grown_bad_read,
+        index_lost: fms.mount_report().index_lost,
     };
     if let Some(p) = &a.report.csv {
         output::write_csv(p, std::slice::from_ref(&r))?;
@@ -326,8 +338,35 @@ fn info(a: InfoArgs) -> Result<()> {
             "mount time",
             format!("{:.3} s (device time)", r.mount_time_s),
         )
-        .add("table RAM", output::bytes(r.ram_bytes));
+        .add("table RAM", output::bytes(r.ram_bytes))
+        .add("mount found", mount_found(&r));
     f.print()
+}
+
+/// `clean`, or what the mount repaired or skipped: `2 torn record(s), index log lost`.
+fn mount_found(r: &FmsInfo) -> String {
+    let mut parts = Vec::new();
+    for (n, what) in [
+        (r.torn_records, "torn record(s)"),
+        (
+            r.stale_live_copies,
+            "superseded copy(ies) still marked live",
+        ),
+        (r.unreadable_trim_lists, "unreadable trim list(s)"),
+        (r.grown_bad_read, "segment(s) gone bad, still read"),
+    ] {
+        if n > 0 {
+            parts.push(format!("{n} {what}"));
+        }
+    }
+    if r.index_lost {
+        parts.push("index log lost".to_string());
+    }
+    if parts.is_empty() {
+        "clean".to_string()
+    } else {
+        parts.join(", ")
+    }
 }
 
 fn sector_offset(text: &str) -> Result<u64> {

@@ -42,6 +42,7 @@ use select::{AgeTransform, CbAge, Policy, SegView, SelectCtx, Selector};
 use summary::{TableSums, WearIndex};
 
 use index_log::IndexLog;
+pub use mount::MountReport;
 pub use ram::RamEstimate;
 use ram::Sizing;
 
@@ -350,6 +351,8 @@ pub struct Fms {
     /// Spare mode: tombstones of trimmed blocks and the trim lists holding them
     /// (`trims.rs`).
     trims: trims::Trims,
+    /// What the mount that made this FMS found to repair or skip (zero after a format).
+    mount_report: MountReport,
     /// DAC with [`AgeRule::RegionAverage`]: each region's average stamp, taken at the start
     /// of the last cleaning (zeros before the first).
     dac_means: Box<[u64; 8]>,
@@ -472,6 +475,7 @@ impl Fms {
             index_tail_unchecked: false,
             victim: NONE,
             trims: trims::Trims::default(),
+            mount_report: MountReport::default(),
             cfg,
         })
     }
@@ -556,6 +560,10 @@ impl Fms {
     }
     pub fn layout(&self) -> &Layout {
         &self.lay
+    }
+    /// What the mount that made this FMS found to repair or skip on the medium.
+    pub fn mount_report(&self) -> &MountReport {
+        &self.mount_report
     }
     pub fn stats(&self) -> &FmsStats {
         &self.stats

@@ -25,6 +25,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::Serialize;
+
 use nand::blockdev::{DevError, DevResult};
 use nand::{BadState, Nand};
 
@@ -39,6 +41,27 @@ struct Best {
     seq: u64,
     phys: u32,
     rec: Record,
+}
+
+/// What a mount found to repair or skip on the medium ([`Fms::mount_report`]): all zero
+/// after a clean unmount (a flush, then no power cut). `fms info` prints it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MountReport {
+    /// Slots holding a record that did not decode: a write torn while its record was
+    /// programmed, a pad record written over a torn slot (`Fms::pad_torn_slot`), or
+    /// foreign bytes. Their data is ignored.
+    pub torn_records: u64,
+    /// Header mode: superseded copies whose live bit was still set (an invalidation or an
+    /// erase cut by power loss), cleared by the mount.
+    pub stale_live_copies: u64,
+    /// Spare mode: trim-list slots whose data did not decode, skipped (a torn erase of
+    /// their segment after the cleaner had moved what they held).
+    pub unreadable_trim_lists: u64,
+    /// Segments gone bad in use whose records the mount still read.
+    pub grown_bad_read: u64,
+    /// The index log was not found (a torn erase while it was rewritten); the mount made
+    /// a new one, or left it to the first write when no segment was free.
+    pub index_lost: bool,
 }
 
 /// The first segment header that decodes, scanning good segments in order.
@@ -75,6 +98,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         stale_live: Vec::new(),
         lists: Vec::new(),
         entries: vec![0u8; slots as usize * ENTRY],
+        torn: 0,
     };
     let mut any_header = false;
     let mut index_seg: Option<(u32, u64)> = None;
@@ -228,8 +252,15 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         best,
         stale_live,
         lists,
+        torn,
         ..
     } = found;
+    f.mount_report.torn_records = torn;
+    if lay.mode == RecordMode::Header {
+        // (Spare-mode records have no live bit: every superseded copy reads live.)
+        f.mount_report.stale_live_copies = stale_live.len() as u64;
+    }
+    f.mount_report.grown_bad_read = read_grown.len() as u64;
     read_trim_lists(&mut f, &lists, &best)?;
 
     // Translation table.
@@ -353,6 +384,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             }
         }
         None => {
+            f.mount_report.index_lost = true;
             // Lost (torn erase while wrapping, or a cut before a bad index segment found
             // a new home): make a free or dirty segment the index. With none left, the
             // FMS runs without one until the first write, trim or flush has cleaned one
@@ -427,6 +459,7 @@ fn read_trim_lists(f: &mut Fms, lists: &[(u32, u64)], best: &[Option<Best>]) -> 
         f.seq = f.seq.max(rseq.saturating_add(1));
         f.read_phys(phys, Some(&mut buf))?;
         let Some(entries) = TrimList::decode(&buf) else {
+            f.mount_report.unreadable_trim_lists += 1;
             continue;
         };
         for &(lbn, seq) in &entries {
@@ -607,6 +640,8 @@ struct Found {
     lists: Vec<(u32, u64)>,
     /// Scratch: a segment's header-mode entries.
     entries: Vec<u8>,
+    /// Slots whose record did not decode.
+    torn: u64,
 }
 
 /// Read the records of segment `seg` into `found`: the newest per block, superseded copies
@@ -617,13 +652,17 @@ fn read_records(f: &mut Fms, seg: u32, found: &mut Found) -> DevResult<Option<u3
         stale_live,
         lists,
         entries,
+        torn,
     } = found;
     let logical = f.logical;
     let slot_bits = f.slot_bits;
     let mut last_used: Option<u32> = None;
     let consider = |slot: u32, rec: Option<Record>| -> DevResult<()> {
         last_used = Some(slot);
-        let Some(r) = rec else { return Ok(()) };
+        let Some(r) = rec else {
+            *torn += 1;
+            return Ok(());
+        };
         if r.lbn == TRIM_LIST_LBN {
             lists.push(((seg << slot_bits) | slot, r.seq));
             return Ok(());

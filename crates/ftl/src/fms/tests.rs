@@ -2331,3 +2331,66 @@ fn a_streams_segment_found_garbage_stays_the_streams() {
         assert_reads(&mut g, 0..1, 1, preset);
     }
 }
+
+/// The mount report (`Fms::mount_report`, printed by `fms info`) counts what a mount found
+/// to repair or skip: clean after a flush; a superseded copy still marked live after a
+/// cut that stopped an overwrite before it cleared the old copy's live bit (header mode),
+/// cleared by that mount, so the next one is clean again; a torn record after a cut in
+/// the program of a record (both modes).
+#[test]
+fn the_mount_report_counts_what_a_cut_left() {
+    use nand::{FaultPlan, TornMode};
+    let cut = |f: &mut Fms, at: u64, torn: TornMode| {
+        f.nand.set_faults(FaultPlan {
+            power_cut_at: Some(at),
+            torn,
+            seed: 7,
+            ..FaultPlan::default()
+        })
+    };
+    // Header mode: an overwrite is the data program, the entry program, then the clear
+    // of the old copy's live bit.
+    let spec = shrunk("intel-series2plus-24m", 12, 8);
+    let cfg = FmsConfig {
+        block_size: 1024,
+        ..FmsConfig::default()
+    };
+    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    assert_eq!(f.mount_report(), &MountReport::default());
+    f.write_block(0, Some(&[1; 1024])).unwrap();
+    f.flush().unwrap();
+    let f = reopened(f, &spec, &cfg);
+    assert_eq!(f.mount_report(), &MountReport::default(), "after a flush");
+    let mut f = f;
+    cut(&mut f, 3, TornMode::Nothing);
+    assert!(f.write_block(0, Some(&[2; 1024])).is_err());
+    let mut f = reopened(f, &spec, &cfg);
+    let want = MountReport {
+        stale_live_copies: 1,
+        ..MountReport::default()
+    };
+    assert_eq!(f.mount_report(), &want);
+    assert_reads(&mut f, 0..1, 2, "the newer copy wins");
+    let mut f = reopened(f, &spec, &cfg);
+    assert_eq!(f.mount_report(), &MountReport::default(), "cleared");
+    cut(&mut f, 2, TornMode::Partial);
+    assert!(f.write_block(1, Some(&[3; 1024])).is_err());
+    let f = reopened(f, &spec, &cfg);
+    assert_eq!(f.mount_report().torn_records, 1, "{:?}", f.mount_report());
+
+    // Spare mode: a block's one program carries its record.
+    let spec = shrunk("nandsim-256m", 12, 32);
+    let cfg = FmsConfig {
+        block_size: 512,
+        ..FmsConfig::default()
+    };
+    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    f.write_block(0, Some(&[1; 512])).unwrap();
+    f.flush().unwrap();
+    cut(&mut f, 1, TornMode::Partial);
+    assert!(f.write_block(1, Some(&[3; 512])).is_err());
+    let mut f = reopened(f, &spec, &cfg);
+    assert_eq!(f.mount_report().torn_records, 1, "{:?}", f.mount_report());
+    assert_eq!(f.mount_report().stale_live_copies, 0);
+    assert_reads(&mut f, 0..1, 1, "spare mode");
+}

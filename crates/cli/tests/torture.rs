@@ -258,6 +258,36 @@ fn failures_are_reported() {
     assert_eq!(v["fail_ops"], serde_json::json!([]), "{v}");
 }
 
+/// The report says which recovery paths the cuts exercised: how many cut points' mounts
+/// found torn records, superseded copies still live (header mode only), dirty segments
+/// and the rest (`recovery`, and a text line). Every cut of a short run on each mode.
+#[test]
+fn reports_the_recovery_paths_the_cuts_exercised() {
+    for (device, header) in [("intel-series2plus-24m", true), ("nandsim-256m", false)] {
+        let o = flashkit([
+            "torture", "--device", device, "--ops", "200", "--seed", "4", "--json",
+        ]);
+        assert!(o.status.success(), "{device}: {}", text(&o.stderr));
+        let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+        let r = &v["recovery"];
+        let n = |k: &str| {
+            r[k].as_u64()
+                .unwrap_or_else(|| panic!("{device}: {k}: {v}"))
+        };
+        assert!(n("torn_records") > 0, "{device}: {r}");
+        assert!(n("dirty_segments") > 0, "{device}: {r}");
+        assert_eq!(n("stale_live_copies") > 0, header, "{device}: {r}");
+        assert!(n("torn_records") <= v["cut_points"].as_u64().unwrap());
+        for k in ["unreadable_trim_lists", "grown_bad_read", "index_lost"] {
+            n(k);
+        }
+        let t = ok(flashkit([
+            "torture", "--device", device, "--ops", "200", "--seed", "4",
+        ]));
+        assert!(text(&t.stdout).contains("mounts that found"), "{device}");
+    }
+}
+
 /// `flashkit torture ARGS --cuts every`: no violation in more than `min_cuts` cut points.
 fn every_cut_is_clean(args: &str, min_cuts: u64) {
     let mut a = vec!["torture", "--cuts", "every", "--json"];

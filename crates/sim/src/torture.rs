@@ -86,7 +86,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use ftl::fms::layout::{RecordMode, SegHeader, SEG_HEADER};
-use ftl::fms::{Fms, FmsConfig, SegState};
+use ftl::fms::{Fms, FmsConfig, MountReport, SegState};
 use nand::blockdev::{BlockDevice, DevError, SECTOR};
 use nand::{DeviceSpec, FaultPlan, Nand, TornMode};
 use rand::{Rng, RngCore, SeedableRng};
@@ -241,7 +241,33 @@ pub struct TortureReport {
     /// their power-loss windows untested).
     pub blocks_copied: u64,
     pub wear_swaps: u64,
+    /// The recovery paths the cuts exercised: cut points whose mount found (at least one
+    /// of) each thing it repairs or skips (`ftl::fms::MountReport`). A path at 0 was not
+    /// tested by this run.
+    pub recovery: RecoveryCounts,
     pub elapsed_s: f64,
+}
+
+/// Cut points whose mount after the cut found each thing a mount repairs or skips.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RecoveryCounts {
+    pub torn_records: u64,
+    pub stale_live_copies: u64,
+    pub dirty_segments: u64,
+    pub unreadable_trim_lists: u64,
+    pub grown_bad_read: u64,
+    pub index_lost: u64,
+}
+
+impl RecoveryCounts {
+    fn add(&mut self, r: &MountReport) {
+        self.torn_records += (r.torn_records > 0) as u64;
+        self.stale_live_copies += (r.stale_live_copies > 0) as u64;
+        self.dirty_segments += (r.dirty_segments > 0) as u64;
+        self.unreadable_trim_lists += (r.unreadable_trim_lists > 0) as u64;
+        self.grown_bad_read += (r.grown_bad_read > 0) as u64;
+        self.index_lost += r.index_lost as u64;
+    }
 }
 
 impl TortureReport {
@@ -642,6 +668,8 @@ struct RunOutcome {
     erasures: u64,
     blocks_copied: u64,
     wear_swaps: u64,
+    /// Cut run: what the mount after the cut found to repair or skip.
+    recovered: Option<MountReport>,
 }
 
 fn dev_err(what: &str, e: DevError) -> String {
@@ -832,6 +860,7 @@ fn run_one(ctx: &Ctx, cut: Option<u64>) -> RunOutcome {
         erasures: 0,
         blocks_copied: 0,
         wear_swaps: 0,
+        recovered: None,
     };
     if let Err(e) = run_one_inner(ctx, cut, &mut out) {
         out.problems.push(e);
@@ -904,7 +933,6 @@ fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<()
             ));
         }
     }
-    let problems = &mut out.problems;
 
     // Mount after the cut (or the clean shutdown). Segments without a readable header
     // lost their erase count (mount estimates it); note them before mount reuses any.
@@ -913,6 +941,8 @@ fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<()
     let lost = lost_headers(&mut nand)?;
     let mut f1 =
         Fms::mount(nand, ctx.cfg.clone()).map_err(|e| dev_err("after the cut: mount", e))?;
+    out.recovered = Some(f1.mount_report().clone());
+    let problems = &mut out.problems;
     let d1 = f1.tables_digest();
     check_erase_counts(&f1, &lost, "after the cut", problems);
     let seen = read_all(ctx, &mut f1, "after the cut")?;
@@ -1192,6 +1222,7 @@ pub fn run_with_progress(
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let results: Mutex<Vec<(u64, Vec<String>)>> = Mutex::new(Vec::new());
+    let recovery: Mutex<RecoveryCounts> = Mutex::new(RecoveryCounts::default());
     // "cut k/n": with failures, also how far the cut fell after the last one before it.
     let label = |k: u64| match ctx.fail_ops.iter().rev().find(|&&j| j < k) {
         Some(&j) => format!(
@@ -1218,6 +1249,9 @@ pub fn run_with_progress(
                             lo + 1
                         ));
                     }
+                }
+                if let Some(m) = &r.recovered {
+                    recovery.lock().unwrap().add(m);
                 }
                 if !r.problems.is_empty() {
                     results.lock().unwrap().push((k, r.problems));
@@ -1262,6 +1296,7 @@ pub fn run_with_progress(
         erasures: base.erasures,
         blocks_copied: base.blocks_copied,
         wear_swaps: base.wear_swaps,
+        recovery: recovery.into_inner().unwrap(),
         elapsed_s: t0.elapsed().as_secs_f64(),
     })
 }

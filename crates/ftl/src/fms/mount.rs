@@ -59,6 +59,9 @@ pub struct MountReport {
     pub unreadable_trim_lists: u64,
     /// Segments gone bad in use whose records the mount still read.
     pub grown_bad_read: u64,
+    /// Good segments whose header was erased or did not decode (a torn erase or header
+    /// program, or a log segment that moved), and older index segments: erased before reuse.
+    pub dirty_segments: u64,
     /// The index log was not found (a torn erase while it was rewritten); the mount made
     /// a new one, or left it to the first write when no segment was free.
     pub index_lost: bool,
@@ -438,6 +441,8 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             f.free.push_back(i as u32);
         }
     }
+    f.mount_report.dirty_segments =
+        f.segs.iter().filter(|s| s.state == SegState::Dirty).count() as u64;
     f.rebuild_used();
     Ok(f)
 }

@@ -12,7 +12,9 @@ Each run prints one line: `ok CUTS VIOLATIONS ARGS`, `refused ARGS | ERROR` (the
 refusal of an impossible configuration: an FMS configuration error, or more failures than
 the segments can absorb) or `FAIL ...` (a violation, a crash, a panic, or any other
 error). The last
-line sums them; the exit status is 1 when any run failed. A failing run is replayed with
+line sums them, after a line summing how many cut points' mounts met each recovery path
+(torn records, stale live copies, dirty segments, ...); the exit status is 1 when any run
+failed. A failing run is replayed with
 the arguments it prints, and `--cuts at:K` for the cut its violation names.
 
 This is the sweep behind the figures in the session notes (docs/fms.md, "Torture"); the
@@ -82,15 +84,15 @@ def run(flashkit, args):
         v = None
     if v is not None:
         kind = "ok" if p.returncode == 0 and n == 0 else "fail"
-        return kind, c, n, f"{'ok' if kind == 'ok' else 'FAIL'} {c} {n} {shown}"
+        return kind, c, n, f"{'ok' if kind == 'ok' else 'FAIL'} {c} {n} {shown}", v.get("recovery") or {}
     # Only a refusal of the configuration itself counts as refused. Any other error (a
     # fault-free run that cannot finish, say) is a failure: nothing in this space should
     # make one.
     if (p.returncode == 1 and len(lines) == 1
             and lines[0].startswith(("flashkit: torture: FMS: configuration:", "flashkit: torture: failures:"))):
-        return "refused", 0, 0, f"refused {shown} | {lines[0]}"
+        return "refused", 0, 0, f"refused {shown} | {lines[0]}", {}
     tail = err[-600:].replace("\n", " / ")
-    return "fail", 0, 0, f"FAIL rc={p.returncode} {shown} | {tail}"
+    return "fail", 0, 0, f"FAIL rc={p.returncode} {shown} | {tail}", {}
 
 
 def main():
@@ -107,12 +109,18 @@ def main():
         sys.exit(f"torture-sweep: {a.flashkit}: no flashkit binary (cargo build --release, or --flashkit PATH)")
     counts = {"ok": 0, "refused": 0, "fail": 0}
     cuts = violations = 0
+    # Cut points whose mount met each recovery path (`flashkit torture`'s `recovery`).
+    recovery = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
-        for kind, c, v, line in pool.map(lambda args: run(a.flashkit, args), configs(a.seed, a.runs, a.long)):
+        for kind, c, v, line, rec in pool.map(lambda args: run(a.flashkit, args), configs(a.seed, a.runs, a.long)):
             print(line, flush=True)
             counts[kind] += 1
             cuts += c
             violations += v
+            for k, n in rec.items():
+                recovery[k] = recovery.get(k, 0) + n
+    print(f"recovery paths met (cut points): "
+          + ", ".join(f"{k.replace('_', ' ')} {n}" for k, n in recovery.items()))
     print(f"total: {a.runs} runs, {counts['ok']} ran, {counts['refused']} refused, "
           f"{cuts} cut points, {violations} violations, {counts['fail']} failed")
     sys.exit(1 if counts["fail"] else 0)

@@ -132,7 +132,7 @@ pub fn build_info() -> String {
 
 fn describe_build(opt: &str, flags: &str) -> String {
     let mut parts = vec![format!("opt-level {opt}")];
-    let mut it = flags.split(' ').filter(|f| !f.is_empty()).peekable();
+    let mut it = flags.split(' ').filter(|f| !f.is_empty());
     while let Some(f) = it.next() {
         // `-C x=y` and `-Cx=y` alike.
         let f = if f == "-C" {

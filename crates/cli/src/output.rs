@@ -161,9 +161,14 @@ impl Table {
         }
     }
 
-    /// Append a row; it must have one cell per header.
+    /// Append a row; it must have one cell per header. Control characters are escaped
+    /// (a cell may hold text read from a file).
     pub fn row(&mut self, cells: Vec<String>) {
         debug_assert_eq!(cells.len(), self.headers.len(), "table row width");
+        let cells = cells
+            .into_iter()
+            .map(|c| sim::trace::escape_controls(&c).into_owned())
+            .collect();
         self.rows.push(cells);
     }
 
@@ -247,8 +252,12 @@ impl Fields {
         Fields::default()
     }
 
+    /// Append `key  value`; control characters in the value are escaped (it may hold text
+    /// read from a file, such as an image's device name).
     pub fn add(&mut self, key: impl Into<String>, value: impl Into<String>) -> &mut Fields {
-        self.items.push((key.into(), value.into()));
+        let value = value.into();
+        let value = sim::trace::escape_controls(&value).into_owned();
+        self.items.push((key.into(), value));
         self
     }
 
@@ -463,6 +472,23 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_from_files_cannot_move_the_cursor() {
+        let mut f = Fields::new();
+        f.add("device", "evil\x1b[2J\rname");
+        let mut out = Vec::new();
+        f.write(&mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "device  evil\\u{1b}[2J\\rname\n"
+        );
+        let mut t = Table::new(&["a"]);
+        t.row(vec!["x\ny".into()]);
+        let mut out = Vec::new();
+        t.write(&mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "a\n----\nx\\ny\n");
+    }
 
     #[test]
     fn table_aligns_columns() {

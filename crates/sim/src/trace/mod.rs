@@ -33,6 +33,7 @@ use serde::Serialize;
 use crate::driver::Op;
 
 pub use map::{requests, TraceRequests, TraceRunInfo};
+pub use parse::escape_controls;
 pub use read::{detect_format, open_input, TraceReader};
 pub use write::{
     convert, refuse_same_file, same_file, Conversion, TraceWriter, WriteSummary,

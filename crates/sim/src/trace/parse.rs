@@ -154,18 +154,30 @@ pub(crate) fn trim(b: &[u8]) -> &[u8] {
 /// error's one line.
 pub(crate) fn show(b: &[u8]) -> String {
     let s = String::from_utf8_lossy(b);
-    let mut out = String::new();
-    for c in s.chars().take(40) {
+    let short: String = s.chars().take(40).collect();
+    let mut out = escape_controls(&short).into_owned();
+    if s.chars().count() > 40 {
+        out.push('…');
+    }
+    out
+}
+
+/// `s` with its control characters escaped (`\u{1b}`, `\r`, `\n`): text from a file (a
+/// trace's field, an image's device name) that is printed on a terminal, where such bytes
+/// would move the cursor or split a one-line message.
+pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
         if c.is_control() {
             out.extend(c.escape_debug());
         } else {
             out.push(c);
         }
     }
-    if s.chars().count() > 40 {
-        out.push('…');
-    }
-    out
+    out.into()
 }
 
 /// Whether a field starts like a word (a header line's column name).

@@ -454,7 +454,9 @@ pub fn error_line(err: &anyhow::Error) -> String {
         }
         out.push_str(&msg);
     }
-    out
+    // Whitespace is folded above; other control characters (an escape byte in a file
+    // name or a device name) are escaped, as in every report.
+    sim::trace::escape_controls(&out).into_owned()
 }
 
 /// True when the error is a closed stdout (`flashkit devices | head`), which is not a
@@ -488,6 +490,8 @@ mod tests {
         let mut out = Vec::new();
         t.write(&mut out).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "a\n----\nx\\ny\n");
+        let e = anyhow::anyhow!("bad\x1b[2J\nname").context("image x\ty");
+        assert_eq!(error_line(&e), "image x y: bad\\u{1b}[2J name");
     }
 
     #[test]

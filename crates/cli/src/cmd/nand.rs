@@ -84,7 +84,7 @@ fn format(a: FormatArgs) -> Result<()> {
         out,
         "formatted {}: {}, {} ({} blocks × {} pages × {}+{} B), {} factory-bad block(s){}",
         a.image.display(),
-        spec.name,
+        sim::trace::escape_controls(&spec.name),
         output::bytes(g.capacity_bytes()),
         g.blocks,
         g.pages_per_block,

@@ -363,11 +363,8 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                     continue;
                 }
                 decided[st] = true;
-                if !newest_for_seg
-                    || sg >= lay.segments
-                    || f.active.contains(&sg)
-                    || f.nand.is_bad(sg)
-                {
+                // (A segment another stream already took was named by a newer entry.)
+                if !newest_for_seg || sg >= lay.segments || f.nand.is_bad(sg) {
                     continue;
                 }
                 let s = &mut f.segs[sg as usize];

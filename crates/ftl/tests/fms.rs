@@ -1162,6 +1162,7 @@ fn layout_matches_the_documented_format() {
         erase_seq: 0x0102_0304_0506,
         time_ms: 99,
         format_id: 0x0A0B_0C0D_0E0F,
+        features: 1,
     }
     .encode();
     assert_eq!(&h[0..4], b"FSMH");
@@ -1172,7 +1173,10 @@ fn layout_matches_the_documented_format() {
     assert_eq!(u32at(&h, 20), 5735);
     assert_eq!((u64at(&h, 24), u64at(&h, 32)), (0x0102_0304_0506, 99));
     assert_eq!(u64at(&h, 40), 0x0A0B_0C0D_0E0F);
-    assert!(h[48..60].iter().all(|&b| b == 0));
+    assert_eq!(u32at(&h, 48), 1, "features: bit 0 ECC");
+    assert_eq!(ftl::fms::layout::FEATURE_ECC, 1);
+    assert_eq!(ftl::fms::layout::ECC_SPARE_OFFSET, 16);
+    assert!(h[52..60].iter().all(|&b| b == 0));
     assert_eq!(u32at(&h, 60), crc32c::crc32c(&h[0..60]));
 
     // Header-mode entry.

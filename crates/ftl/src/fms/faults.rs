@@ -178,8 +178,7 @@ impl Fms {
             // whose header was already lost). Storage mode only: simulation mode never
             // mounts, and this read would change its device time.
             let mut hdr = [0u8; SEG_HEADER];
-            self.nand
-                .read(self.nand.geometry().first_page(seg), 0, &mut hdr)?;
+            mount::read_header(self, seg, &mut hdr)?;
             self.segs[seg as usize].erase_count = match SegHeader::decode(&hdr) {
                 Ok(Some(h)) => h.erase_count,
                 _ => 0,

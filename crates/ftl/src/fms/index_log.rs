@@ -64,8 +64,13 @@ impl Fms {
         let from = (ix.next / self.lay.index_per_page + 2) as u64;
         let mut e = [0u8; layout::INDEX_ENTRY];
         for page in from..self.lay.pages_per_seg as u64 {
-            self.nand.read(first + page, 0, &mut e)?;
-            if e.iter().any(|&b| b != 0xFF) {
+            let erased = mount::read_until(
+                self,
+                &mut e,
+                |n, b| n.read(first + page, 0, b),
+                |b| b.iter().all(|&x| x == 0xFF),
+            )?;
+            if !erased {
                 return Ok(true);
             }
         }

@@ -49,6 +49,15 @@ pub const TRIM_LIST_MAGIC: u32 = 0x544D_5346; // "FSMT"
 pub const TRIM_LIST_HEADER: usize = 16;
 /// Bytes of a trim list entry: lbn u32, sequence number u64.
 pub const TRIM_ENTRY: usize = 12;
+/// Segment header features word (bytes 48..52), bit 0: every page of a data slot carries
+/// the SEC-DED code of its data (`nand::ecc`, 3 bytes per 512) at spare offset
+/// [`ECC_SPARE_OFFSET`] (`fms format --ecc`; spare mode only).
+pub const FEATURE_ECC: u32 = 1;
+/// The feature bits this version reads; a medium with others is refused at mount.
+pub const FEATURES_KNOWN: u32 = FEATURE_ECC;
+/// Spare offset of a slot page's first ECC code byte (after the bad-block marker and the
+/// 15-byte record or page mark).
+pub const ECC_SPARE_OFFSET: usize = SPARE_RECORD;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecordMode {
@@ -116,6 +125,8 @@ pub struct Layout {
     /// When every slot is one whole page (blocks the size of a page; the header takes
     /// whole blocks), the page of slot 0: a slot's page is then one addition away.
     page_slots: Option<u64>,
+    /// Spare mode: slot pages carry ECC codes ([`FEATURE_ECC`]).
+    pub ecc: bool,
 }
 
 impl Layout {
@@ -231,6 +242,7 @@ impl Layout {
                     .is_power_of_two()
                     .then(|| geo.page_size.trailing_zeros()),
                 page_slots: None,
+                ecc: false,
             }
             .derived())
         } else {
@@ -270,9 +282,46 @@ impl Layout {
                     .is_power_of_two()
                     .then(|| geo.page_size.trailing_zeros()),
                 page_slots: None,
+                ecc: false,
             }
             .derived())
         }
+    }
+
+    /// The layout with ECC codes in the slot pages' spare areas ([`FEATURE_ECC`]) when
+    /// `on`: spare mode only, with pages of whole 512-byte chunks and a spare area that
+    /// holds the record area and 3 code bytes per chunk.
+    pub fn with_ecc(self, on: bool, geo: &Geometry) -> Result<Layout, DevError> {
+        if !on {
+            return Ok(Layout { ecc: false, ..self });
+        }
+        let cfg = |m: String| Err(DevError::config(m));
+        if self.mode != RecordMode::Spare {
+            return cfg("ecc: the FMS keeps ECC codes in the spare area, and this device (nop = 0) has its records in segment headers; ECC needs a NAND device (nop >= 1)".into());
+        }
+        if !geo.page_size.is_multiple_of(nand::ecc::ECC_CHUNK as u32) {
+            return cfg(format!(
+                "ecc: the {}-byte page is not a whole number of {}-byte ECC chunks",
+                geo.page_size,
+                nand::ecc::ECC_CHUNK
+            ));
+        }
+        let need = ECC_SPARE_OFFSET + self.ecc_bytes();
+        if (geo.spare_size as usize) < need {
+            return cfg(format!(
+                "ecc: the {}-byte spare area cannot hold the {ECC_SPARE_OFFSET}-byte record area and {} code bytes ({} per {}-byte chunk); this needs a spare area of at least {need} bytes",
+                geo.spare_size,
+                self.ecc_bytes(),
+                nand::ecc::ECC_BYTES,
+                nand::ecc::ECC_CHUNK
+            ));
+        }
+        Ok(Layout { ecc: true, ..self })
+    }
+
+    /// ECC code bytes of one page.
+    pub fn ecc_bytes(&self) -> usize {
+        self.page_size as usize / nand::ecc::ECC_CHUNK * nand::ecc::ECC_BYTES
     }
 
     /// The layout with its derived fields set from the others.
@@ -325,6 +374,8 @@ pub struct SegHeader {
     /// only when its header carries the medium's number, so a block that went bad under
     /// an earlier format cannot bring that format's blocks back.
     pub format_id: u64,
+    /// Feature bits ([`FEATURE_ECC`]); 0 on media formatted without them.
+    pub features: u32,
 }
 
 impl SegHeader {
@@ -340,6 +391,7 @@ impl SegHeader {
         b[24..32].copy_from_slice(&self.erase_seq.to_le_bytes());
         b[32..40].copy_from_slice(&self.time_ms.to_le_bytes());
         b[40..48].copy_from_slice(&self.format_id.to_le_bytes());
+        b[48..52].copy_from_slice(&self.features.to_le_bytes());
         let crc = crc32c(&b[0..60]);
         b[60..64].copy_from_slice(&crc.to_le_bytes());
         b
@@ -371,6 +423,7 @@ impl SegHeader {
             erase_seq: u64at(24),
             time_ms: u64at(32),
             format_id: u64at(40),
+            features: u32at(48),
         }))
     }
 }
@@ -974,6 +1027,7 @@ mod tests {
             erase_seq: 8,
             time_ms: 1,
             format_id: 3,
+            features: FEATURE_ECC,
         };
         assert_eq!(SegHeader::decode(&h.encode()), Ok(Some(h)));
         assert_eq!(SegHeader::decode(&[0xFF; 64]), Ok(None));

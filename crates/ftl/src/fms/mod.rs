@@ -86,6 +86,13 @@ pub struct FmsConfig {
     /// Exported logical blocks (default: all data slots less a reserve of
     /// `high_water + streams` segments).
     pub logical_blocks: Option<u64>,
+    /// Format only: every data page carries a SEC-DED code of its data in its spare area
+    /// (spare mode; `docs/fms.md`, "Bit flips and ECC"). A mount takes it from the medium.
+    pub ecc: bool,
+    /// Reads of a structure that fails its checksum or its ECC, after the first, before it
+    /// counts as torn or the read fails (the model's bit flips are transient, as read
+    /// disturb and most real flips are): 2 by default.
+    pub read_retries: u8,
 }
 
 impl Default for FmsConfig {
@@ -110,6 +117,8 @@ impl Default for FmsConfig {
             adaptive_window: None,
             adaptive_threshold: 1.5,
             logical_blocks: None,
+            ecc: false,
+            read_retries: 2,
         }
     }
 }
@@ -268,6 +277,13 @@ pub struct FmsStats {
     /// Spare mode: trim-list slots programmed by trims (those the cleaner rewrites count
     /// in `blocks_copied`).
     pub trim_lists: u64,
+    /// ECC (storage mode): bits the codes corrected in data reads.
+    pub ecc_corrected_bits: u64,
+    /// Reads made again because what came back failed its ECC (data) or its checksum
+    /// (headers, records, index entries, trim lists), or a page read not quite erased.
+    pub read_retries: u64,
+    /// Data reads that failed with `Uncorrectable` after every retry.
+    pub uncorrectable_reads: u64,
 }
 
 /// The Flash Memory Server.
@@ -324,6 +340,8 @@ pub struct Fms {
     write_clock: u64,
     stats: FmsStats,
     buf: Vec<u8>,
+    /// Scratch: one page with its spare area (ECC reads).
+    page_buf: Vec<u8>,
     moving: Vec<Moving>,
     /// Scratch for the cleaner: a run's entries.
     entries: Vec<u8>,
@@ -465,6 +483,7 @@ impl Fms {
             write_clock: 0,
             stats: FmsStats::default(),
             buf: Vec::new(),
+            page_buf: Vec::new(),
             moving: Vec::new(),
             entries: Vec::new(),
             spans: (Vec::new(), Vec::new()),
@@ -494,8 +513,7 @@ impl Fms {
             if f.nand.is_bad(s) && !grown {
                 continue;
             }
-            let ppn = f.nand.geometry().first_page(s);
-            f.nand.read(ppn, 0, &mut hdr)?;
+            mount::read_header(&mut f, s, &mut hdr)?;
             let old = SegHeader::decode(&hdr).ok().flatten();
             f.segs[s as usize].erase_count = old.map_or(0, |h| h.erase_count);
             last_format = last_format.max(old.map_or(0, |h| h.format_id));
@@ -715,6 +733,7 @@ impl Fms {
         let first = self.nand.geometry().first_page(seg);
         let ps = self.lay.page_size as u64;
         match buf {
+            Some(b) if self.lay.ecc => self.read_slot_ecc(phys, b)?,
             Some(b) => {
                 for (page, col, at, n) in self.lay.slot_pieces(slot) {
                     self.nand.read(first + page, col, &mut b[at..at + n])?;
@@ -729,6 +748,62 @@ impl Fms {
                     self.nand.read_opaque(first + page, col, n as u32)?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Storage mode with ECC: read each page of slot `phys` with its spare area in one
+    /// page read and correct its data against the codes there, reading a page again (the
+    /// model's flips are transient) up to `read_retries` times while a chunk holds more
+    /// flips than the code corrects; then the read fails with `Uncorrectable`, never with
+    /// wrong data. Out of line: the simulator never takes it.
+    #[inline(never)]
+    fn read_slot_ecc(&mut self, phys: u32, b: &mut [u8]) -> DevResult<()> {
+        let (seg, slot) = self.split(phys);
+        let geo = self.nand.geometry();
+        let (ps, raw) = (geo.page_size as usize, geo.raw_page_size() as usize);
+        let p0 = geo.first_page(seg) + self.lay.slot_offset(slot) / ps as u64;
+        let code = layout::ECC_SPARE_OFFSET..layout::ECC_SPARE_OFFSET + self.lay.ecc_bytes();
+        let mut page = std::mem::take(&mut self.page_buf);
+        page.resize(raw, 0);
+        let mut r = Ok(());
+        'pages: for k in 0..self.lay.pages_per_slot as usize {
+            let mut tries = 0;
+            loop {
+                if let Err(e) = self.nand.read(p0 + k as u64, 0, &mut page) {
+                    r = Err(e.into());
+                    break 'pages;
+                }
+                let (data, spare) = page.split_at_mut(ps);
+                let rep = match nand::ecc::ecc_correct_page(data, &spare[code.clone()]) {
+                    Ok(rep) => rep,
+                    Err(e) => {
+                        r = Err(DevError::config(format!("ecc: {e}")));
+                        break 'pages;
+                    }
+                };
+                self.stats.ecc_corrected_bits += rep.corrected_bits as u64;
+                if rep.uncorrectable_chunks == 0 {
+                    break;
+                }
+                if tries >= self.cfg.read_retries {
+                    self.stats.uncorrectable_reads += 1;
+                    let lbn = self.rev[phys as usize];
+                    let spb = (self.lay.block_size as usize / SECTOR) as u64;
+                    r = Err(DevError::Uncorrectable {
+                        lba: if lbn == NONE { 0 } else { lbn as u64 * spb },
+                    });
+                    break 'pages;
+                }
+                tries += 1;
+                self.stats.read_retries += 1;
+            }
+            b[k * ps..(k + 1) * ps].copy_from_slice(&page[..ps]);
+        }
+        self.page_buf = page;
+        r?;
+        if self.lay.pages_per_slot > 1 {
+            self.torn_reads_as_trimmed(p0, b)?;
         }
         Ok(())
     }
@@ -1085,6 +1160,9 @@ impl Fms {
                 let pps = self.lay.pages_per_slot as u64;
                 let p0 = first + off / ps;
                 let spare = rec.encode_spare();
+                if let (true, Some(b)) = (self.lay.ecc, data) {
+                    return self.program_slot_ecc(p0, b, &spare);
+                }
                 for k in 0..pps {
                     let d = match data {
                         Some(b) => Data::Bytes(&b[(k * ps) as usize..((k + 1) * ps) as usize]),
@@ -1099,6 +1177,43 @@ impl Fms {
                     self.nand.program(p0 + k, 0, d, Some((1, sp)))?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Spare mode with ECC, storage mode: [`Fms::program_slot`]'s pages, each with the
+    /// codes of its data at spare offset [`layout::ECC_SPARE_OFFSET`], in the same program
+    /// as its record or page mark. Out of line: the simulator never takes it.
+    #[inline(never)]
+    fn program_slot_ecc(
+        &mut self,
+        p0: u64,
+        data: &[u8],
+        rec: &[u8; layout::SPARE_RECORD - 1],
+    ) -> Result<(), NandError> {
+        let ps = self.lay.page_size as usize;
+        let pps = self.lay.pages_per_slot as usize;
+        // Spare bytes from offset 1: record or mark, 0xFF up to the codes, the codes.
+        let n = layout::ECC_SPARE_OFFSET - 1 + self.lay.ecc_bytes();
+        let (mut stack, mut heap) = ([0xFFu8; 256], Vec::new());
+        let sp: &mut [u8] = if n <= stack.len() {
+            &mut stack[..n]
+        } else {
+            heap.resize(n, 0xFF);
+            &mut heap[..]
+        };
+        for k in 0..pps {
+            let page = &data[k * ps..(k + 1) * ps];
+            sp.fill(0xFF);
+            if k == pps - 1 {
+                sp[..rec.len()].copy_from_slice(rec);
+            } else {
+                sp[0] = layout::PAGE_MARK[0];
+            }
+            nand::ecc::ecc_compute_page(page, &mut sp[layout::ECC_SPARE_OFFSET - 1..])
+                .map_err(|e| NandError::config(format!("ecc: {e}")))?;
+            self.nand
+                .program(p0 + k as u64, 0, Data::Bytes(page), Some((1, sp)))?;
         }
         Ok(())
     }
@@ -1311,6 +1426,7 @@ impl Fms {
             erase_seq: self.erase_seq,
             time_ms: self.nand.clock_ps() / 1_000_000_000,
             format_id: self.format_id,
+            features: if self.lay.ecc { layout::FEATURE_ECC } else { 0 },
         };
         self.erase_seq = self.erase_seq.saturating_add(1);
         let first = self.nand.geometry().first_page(seg);

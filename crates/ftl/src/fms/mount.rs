@@ -31,8 +31,8 @@ use nand::blockdev::{DevError, DevResult};
 use nand::{BadState, Nand};
 
 use super::layout::{
-    IndexEntry, Layout, Record, RecordMode, SegHeader, TrimList, ENTRY, INDEX_ENTRY, SEG_HEADER,
-    TRIM_LIST_LBN,
+    IndexEntry, Layout, Record, RecordMode, SegHeader, TrimList, ENTRY, FEATURES_KNOWN,
+    FEATURE_ECC, INDEX_ENTRY, PAD_RECORD, SEG_HEADER, TRIM_LIST_LBN,
 };
 use super::trims::{ListSlot, Tomb};
 use super::{Fms, FmsConfig, IndexLog, SegState, Tail, NONE};
@@ -92,8 +92,11 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             }
         }
     }
+    // Whether pages carry ECC codes is the medium's (its headers' features), not the
+    // caller's.
+    let cfg = FmsConfig { ecc: false, ..cfg };
     let mut f = Fms::new_empty(nand, cfg, recorded)?;
-    let lay = f.lay.clone();
+    let mut lay = f.lay.clone();
     let geo = f.nand.geometry().clone();
     let slots = lay.slots;
     let mut found = Found {
@@ -120,7 +123,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             f.segs[si].state = SegState::Bad;
             f.segs[si].next = slots;
             if f.nand.block_info(seg).bad == BadState::Grown {
-                f.nand.read(geo.first_page(seg), 0, &mut hdr)?;
+                read_header(&mut f, seg, &mut hdr)?;
                 if let Ok(Some(h)) = SegHeader::decode(&hdr) {
                     f.segs[si].erase_count = h.erase_count;
                     grown.push((seg, h));
@@ -128,8 +131,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             }
             continue;
         }
-        let first = geo.first_page(seg);
-        f.nand.read(first, 0, &mut hdr)?;
+        read_header(&mut f, seg, &mut hdr)?;
         let h = match SegHeader::decode(&hdr) {
             Ok(Some(h)) => h,
             _ => {
@@ -141,6 +143,25 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             return Err(DevError::corrupt(format!(
                 "segment {seg}: formatted with {}-byte blocks ({} per segment); mounting with {}-byte blocks ({slots})",
                 h.block_size, h.slots, lay.block_size
+            )));
+        }
+        if h.features & !FEATURES_KNOWN != 0 {
+            return Err(DevError::corrupt(format!(
+                "segment {seg}: header features {:#x} include some this flashkit does not know ({:#x}): written by a newer version",
+                h.features, FEATURES_KNOWN
+            )));
+        }
+        let ecc = h.features & FEATURE_ECC != 0;
+        if !any_header && ecc {
+            lay = f.lay.clone().with_ecc(true, &geo).map_err(|e| {
+                DevError::corrupt(format!("segment {seg}: header says ECC, but {e}"))
+            })?;
+            f.lay = lay.clone();
+            f.cfg.ecc = true;
+        } else if ecc != lay.ecc {
+            return Err(DevError::corrupt(format!(
+                "segment {seg}: formatted {} ECC, unlike the segments before it",
+                if ecc { "with" } else { "without" }
             )));
         }
         any_header = true;
@@ -459,7 +480,16 @@ fn read_trim_lists(f: &mut Fms, lists: &[(u32, u64)], best: &[Option<Best>]) -> 
     let mut kept: BTreeMap<u32, Vec<(u32, u64)>> = BTreeMap::new();
     for &(phys, rseq) in lists {
         f.seq = f.seq.max(rseq.saturating_add(1));
+        // Read again while it does not decode (`read_until`; with ECC, `read_phys`
+        // corrects and retries first).
         f.read_phys(phys, Some(&mut buf))?;
+        for _ in 0..f.cfg.read_retries {
+            if TrimList::decode(&buf).is_some() {
+                break;
+            }
+            f.stats.read_retries += 1;
+            f.read_phys(phys, Some(&mut buf))?;
+        }
         let Some(entries) = TrimList::decode(&buf) else {
             f.mount_report.unreadable_trim_lists += 1;
             continue;
@@ -534,6 +564,42 @@ pub(super) fn first_free_on_flash(f: &mut Fms, seg: u32) -> DevResult<(u32, bool
     first_free(f, seg, last_used)
 }
 
+/// Read into `buf` with `read` until `ok` accepts what came back, at most
+/// `1 + read_retries` times; true when it did. A structure that fails its checksum is read
+/// again before it counts as torn, and a page that does not read erased before it counts
+/// as programmed: the model's bit flips are transient (as are real read-disturb flips),
+/// and what a power cut left reads the same every time.
+pub(super) fn read_until(
+    f: &mut Fms,
+    buf: &mut [u8],
+    mut read: impl FnMut(&mut Nand, &mut [u8]) -> nand::Result<()>,
+    ok: impl Fn(&[u8]) -> bool,
+) -> DevResult<bool> {
+    for t in 0..=f.cfg.read_retries {
+        if t > 0 {
+            f.stats.read_retries += 1;
+        }
+        read(&mut f.nand, buf)?;
+        if ok(buf) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Read a segment header (see [`read_until`]): erased, or one that decodes, or the last
+/// read's bytes when neither comes back.
+pub(super) fn read_header(f: &mut Fms, seg: u32, hdr: &mut [u8]) -> DevResult<()> {
+    let first = f.nand.geometry().first_page(seg);
+    read_until(
+        f,
+        hdr,
+        |n, b| n.read(first, 0, b),
+        |b| SegHeader::decode(b).is_ok(),
+    )?;
+    Ok(())
+}
+
 /// Read `buf.len()` bytes starting at byte `off` of the segment whose first page is `first`.
 fn read_span(nand: &mut Nand, lay: &Layout, first: u64, off: u64, buf: &mut [u8]) -> DevResult<()> {
     for (page, col, at, n) in lay.pages_of(off, buf.len() as u64) {
@@ -543,34 +609,58 @@ fn read_span(nand: &mut Nand, lay: &Layout, first: u64, off: u64, buf: &mut [u8]
 }
 
 /// True when every byte of page `ppn`, data and spare, is erased.
+/// A page counts as erased if any of `1 + read_retries` reads finds it so (a programmed
+/// page cannot read erased through bit flips; an erased one can read programmed).
 pub(super) fn page_erased(f: &mut Fms, ppn: u64) -> DevResult<bool> {
     let raw = f.nand.geometry().raw_page_size() as usize;
     let mut buf = vec![0u8; raw];
-    f.nand.read(ppn, 0, &mut buf)?;
-    Ok(buf.iter().all(|&b| b == 0xFF))
+    let ecc = f.lay.ecc;
+    read_until(f, &mut buf, |n, b| n.read(ppn, 0, b), |b| erased(ecc, b))
+}
+
+fn all_erased(b: &[u8]) -> bool {
+    b.iter().all(|&x| x == 0xFF)
+}
+
+/// Whether a read piece counts as erased: every byte 0xFF; with ECC, at most one 0 bit in
+/// each 512 bytes (and in a shorter rest, such as a spare area), as a NAND driver reads an
+/// erased page with flips (Linux's `nand_check_erased_ecc_chunk`). A torn program that
+/// cleared so few bits (possible only where the data was almost all 0xFF) is then taken
+/// for erased: the program the FMS makes there fails (no more programs allowed, or a bit
+/// it needs set is clear), which closes the segment early (`Fms::close_early`), or
+/// succeeds with its own bytes if they keep that bit clear. Without ECC, exact.
+fn erased(ecc: bool, b: &[u8]) -> bool {
+    if !ecc {
+        return all_erased(b);
+    }
+    b.chunks(nand::ecc::ECC_CHUNK)
+        .all(|c| c.iter().map(|&x| x.count_zeros()).sum::<u32>() <= 1)
 }
 
 /// True when every byte of the slot (and, in spare mode, its pages' spare) is erased.
+/// Each piece (the data, then in spare mode each page's spare) counts as erased if any of
+/// `1 + read_retries` reads finds it so, as in [`page_erased`].
 pub(super) fn slot_erased(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
     let geo = f.nand.geometry().clone();
     let first = geo.first_page(seg);
     let mut buf = vec![0u8; f.lay.block_size as usize];
-    read_span(
-        &mut f.nand,
-        &f.lay,
-        first,
-        f.lay.slot_offset(slot),
-        &mut buf,
-    )?;
-    if buf.iter().any(|&b| b != 0xFF) {
+    let (lay, off) = (f.lay.clone(), f.lay.slot_offset(slot));
+    let ecc = lay.ecc;
+    let data = |n: &mut Nand, b: &mut [u8]| -> nand::Result<()> {
+        for (page, col, at, len) in lay.pages_of(off, b.len() as u64) {
+            n.read(first + page, col, &mut b[at..at + len])?;
+        }
+        Ok(())
+    };
+    if !read_until(f, &mut buf, data, |b| erased(ecc, b))? {
         return Ok(false);
     }
     if f.lay.mode == RecordMode::Spare {
         let mut sp = vec![0u8; geo.spare_size as usize];
-        let p0 = first + f.lay.slot_offset(slot) / geo.page_size as u64;
+        let p0 = first + off / geo.page_size as u64;
         for k in 0..f.lay.pages_per_slot as u64 {
-            f.nand.read(p0 + k, geo.page_size, &mut sp)?;
-            if sp.iter().any(|&b| b != 0xFF) {
+            let spare = |n: &mut Nand, b: &mut [u8]| n.read(p0 + k, geo.page_size, b);
+            if !read_until(f, &mut sp, spare, |b| erased(ecc, b))? {
                 return Ok(false);
             }
         }
@@ -594,7 +684,7 @@ struct IndexRead {
 /// Read the index log from entry 0 up to the first erased entry; entries that do not
 /// decode (torn, or of an unknown kind) are skipped.
 fn read_index(f: &mut Fms, ix: u32) -> DevResult<IndexRead> {
-    let lay = &f.lay;
+    let lay = f.lay.clone();
     let first = f.nand.geometry().first_page(ix);
     let cap = lay.index_capacity();
     let mut e = [0u8; INDEX_ENTRY];
@@ -613,7 +703,13 @@ fn read_index(f: &mut Fms, ix: u32) -> DevResult<IndexRead> {
             break;
         }
         let col = (k % lay.index_per_page) * INDEX_ENTRY as u32;
-        f.nand.read(first + page as u64, col, &mut e)?;
+        let ppn = first + page as u64;
+        read_until(
+            f,
+            &mut e,
+            |n, b| n.read(ppn, col, b),
+            |b| all_erased(b) || IndexEntry::decode(b).is_some(),
+        )?;
         if e.iter().all(|&b| b == 0xFF) {
             out.next = k;
             break;
@@ -703,16 +799,27 @@ fn for_each_record(
     entries: &mut [u8],
     mut visit: impl FnMut(u32, Option<Record>) -> DevResult<()>,
 ) -> DevResult<()> {
-    let lay = &f.lay;
+    let lay = f.lay.clone();
     let geo = f.nand.geometry();
     let (slots, page_size) = (lay.slots, geo.page_size);
     let first = geo.first_page(seg);
+    // A record read is accepted when erased, when it decodes, or when it is the pad
+    // record; otherwise read again (`read_until`) before it counts as torn.
     match lay.mode {
         RecordMode::Header => {
-            read_span(&mut f.nand, lay, first, SEG_HEADER as u64, entries)?;
+            read_span(&mut f.nand, &lay, first, SEG_HEADER as u64, entries)?;
             for slot in 0..slots {
-                let e = &entries[slot as usize * ENTRY..(slot as usize + 1) * ENTRY];
-                if e.iter().all(|&b| b == 0xFF) {
+                let e = &mut entries[slot as usize * ENTRY..(slot as usize + 1) * ENTRY];
+                // The entries came in one read; one that is neither is read again alone.
+                let off = SEG_HEADER as u64 + slot as u64 * ENTRY as u64;
+                for _ in 0..f.cfg.read_retries {
+                    if all_erased(e) || Record::decode_entry(e).is_some() {
+                        break;
+                    }
+                    f.stats.read_retries += 1;
+                    read_span(&mut f.nand, &lay, first, off, e)?;
+                }
+                if all_erased(e) {
                     continue;
                 }
                 visit(slot, Record::decode_entry(e))?;
@@ -723,8 +830,13 @@ fn for_each_record(
             let pps = lay.pages_per_slot as u64;
             for slot in 0..slots {
                 let last = first + 1 + slot as u64 * pps + pps - 1;
-                f.nand.read(last, page_size + 1, &mut spare)?;
-                if spare.iter().all(|&b| b == 0xFF) {
+                read_until(
+                    f,
+                    &mut spare,
+                    |n, b| n.read(last, page_size + 1, b),
+                    |b| all_erased(b) || b == PAD_RECORD || Record::decode_spare(b).is_some(),
+                )?;
+                if all_erased(&spare) {
                     continue;
                 }
                 visit(slot, Record::decode_spare(&spare))?;

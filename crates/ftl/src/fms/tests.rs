@@ -2394,3 +2394,241 @@ fn the_mount_report_counts_what_a_cut_left() {
     assert_eq!(f.mount_report().stale_live_copies, 0);
     assert_reads(&mut f, 0..1, 1, "spare mode");
 }
+
+/// An FMS formatted with ECC (`ecc`) on `slc-large-1g` shrunk to 24 segments of 16
+/// pages (2048 + 64 bytes, NOP 4), 4 KiB blocks (two pages a slot), with blocks 0..8
+/// written with varied bytes. Returns it, its device, configuration and the data.
+fn ecc_fms(ecc: bool) -> (Fms, nand::DeviceSpec, FmsConfig, Vec<Vec<u8>>) {
+    let spec = shrunk("slc-large-1g", 24, 16);
+    let cfg = FmsConfig {
+        block_size: 4096,
+        ecc,
+        ..FmsConfig::default()
+    };
+    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    let data: Vec<Vec<u8>> = (0..8u32)
+        .map(|l| (0..4096u32).map(|i| (i * 7 + l * 31) as u8).collect())
+        .collect();
+    for (l, d) in data.iter().enumerate() {
+        f.write_block(l as u32, Some(d)).unwrap();
+    }
+    f.flush().unwrap();
+    (f, spec, cfg, data)
+}
+
+/// The first page of the slot holding `lbn`.
+fn page_of(f: &Fms, lbn: u32) -> u64 {
+    let (seg, slot) = f.split(f.blocks[lbn as usize].map);
+    f.nand.geometry().first_page(seg) + f.lay.slot_offset(slot) / f.lay.page_size as u64
+}
+
+/// With ECC a flipped data bit is corrected; two in one 512-byte chunk are read again
+/// (the model's flips are transient); a code byte's flip is corrected too. Without ECC
+/// the flip reaches the reader.
+#[test]
+fn ecc_corrects_one_flip_and_reads_two_again() {
+    let (mut f, spec, cfg, data) = ecc_fms(true);
+    assert!(f.lay.ecc);
+    // The documented spare layout (docs/format/fms.md): page mark or record at 1, the
+    // page's codes at 16, 3 bytes per 512 in chunk order.
+    let p = page_of(&f, 3);
+    let mut sp = [0u8; 64];
+    for k in 0..2u64 {
+        f.nand.read(p + k, 2048, &mut sp).unwrap();
+        let mut code = [0u8; 12];
+        nand::ecc::ecc_compute_page(&data[3][k as usize * 2048..][..2048], &mut code).unwrap();
+        assert_eq!(sp[16..28], code, "page {k}");
+        assert!(sp[28..].iter().all(|&b| b == 0xFF) && sp[0] == 0xFF);
+        if k == 0 {
+            assert_eq!(sp[1], layout::PAGE_MARK[0]);
+            assert!(sp[2..16].iter().all(|&b| b == 0xFF));
+        } else {
+            assert_eq!(Record::decode_spare(&sp[1..16]).unwrap().lbn, 3);
+        }
+    }
+    let mut buf = vec![0u8; 4096];
+    // One flip in the second page of block 3's slot, one in a code byte of block 4's.
+    let p = page_of(&f, 3);
+    f.nand.inject_bitflip(p + 1, 700, 5);
+    f.read_block(3, Some(&mut buf)).unwrap();
+    assert_eq!(buf, data[3]);
+    assert_eq!(f.stats().ecc_corrected_bits, 1);
+    let p4 = page_of(&f, 4);
+    f.nand
+        .inject_bitflip(p4, 2048 + layout::ECC_SPARE_OFFSET as u32 + 1, 2);
+    f.read_block(4, Some(&mut buf)).unwrap();
+    assert_eq!(buf, data[4]);
+    assert_eq!(f.stats().ecc_corrected_bits, 2);
+    assert_eq!(f.stats().read_retries, 0);
+    // Two flips in one chunk: detected, read again, clean the second time.
+    f.nand.inject_bitflip(p, 10, 1);
+    f.nand.inject_bitflip(p, 300, 6);
+    f.read_block(3, Some(&mut buf)).unwrap();
+    assert_eq!(buf, data[3]);
+    assert_eq!(f.stats().read_retries, 1);
+    assert_eq!(f.stats().uncorrectable_reads, 0);
+    // A remount takes ECC from the medium, whatever the configuration says.
+    let nd = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+    let mut f = Fms::mount(
+        nd,
+        FmsConfig {
+            ecc: false,
+            ..cfg.clone()
+        },
+    )
+    .unwrap();
+    assert!(f.lay.ecc);
+    f.nand.inject_bitflip(page_of(&f, 5), 9, 0);
+    f.read_block(5, Some(&mut buf)).unwrap();
+    assert_eq!(buf, data[5]);
+    assert_eq!(f.stats().ecc_corrected_bits, 1);
+
+    // Without ECC the same flip is returned.
+    let (mut f, _, _, data) = ecc_fms(false);
+    assert!(!f.lay.ecc);
+    let p = page_of(&f, 3);
+    f.nand.inject_bitflip(p + 1, 700, 5);
+    f.read_block(3, Some(&mut buf)).unwrap();
+    assert_ne!(buf, data[3]);
+    assert_eq!(buf[2048 + 700] ^ data[3][2048 + 700], 1 << 5);
+}
+
+/// Two bits cleared for good in one chunk (a real double error): every read finds it
+/// uncorrectable, and after `read_retries` more reads the read fails with
+/// `Uncorrectable` naming the block's first sector; it never returns wrong data. The
+/// cleaner, which must copy the block, fails the same way instead of copying garbage.
+#[test]
+fn ecc_fails_a_read_it_cannot_correct() {
+    let (mut f, _, _, data) = ecc_fms(true);
+    let p = page_of(&f, 6);
+    // NOP 4: clear two more bits of byte 1000 of the first page (both are 1 there).
+    let col = (0..2048usize)
+        .find(|&c| data[6][c].count_ones() >= 2)
+        .unwrap();
+    let b = data[6][col];
+    let low = b & b.wrapping_neg();
+    let next = (b & !low) & (b & !low).wrapping_neg();
+    f.nand
+        .program_bytes(p, col as u32, &[b & !low & !next])
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let e = f.read_block(6, Some(&mut buf)).unwrap_err();
+    assert!(
+        matches!(e, DevError::Uncorrectable { lba: 48 }),
+        "{e:?} (block 6 starts at sector 48)"
+    );
+    assert_eq!(f.stats().uncorrectable_reads, 1);
+    assert_eq!(f.stats().read_retries, f.cfg.read_retries as u64);
+    // The other blocks still read.
+    f.read_block(5, Some(&mut buf)).unwrap();
+    assert_eq!(buf, data[5]);
+}
+
+/// ECC needs a spare area with room for the codes (3 bytes per 512 after the 16-byte
+/// record area) and records in the spare area; the error names what is missing.
+#[test]
+fn ecc_is_refused_where_the_codes_do_not_fit() {
+    let fmt = |preset: &str, blocks: u32, ppb: u32, bs: u32| {
+        let cfg = FmsConfig {
+            block_size: bs,
+            ecc: true,
+            ..FmsConfig::default()
+        };
+        Fms::format(Nand::ram(shrunk(preset, blocks, ppb)).unwrap(), cfg)
+            .err()
+            .map(|e| e.to_string())
+    };
+    let e = fmt("nandsim-256m", 16, 32, 1024).unwrap();
+    assert!(
+        e.contains("16-byte spare area") && e.contains("19 bytes"),
+        "{e}"
+    );
+    let e = fmt("intel-series2plus-24m", 16, 32, 4096).unwrap();
+    assert!(e.contains("ecc") && e.contains("nop = 0"), "{e}");
+    assert_eq!(fmt("mlc2-2g", 16, 32, 2048), None);
+    assert_eq!(fmt("slc-large-1g", 16, 32, 2048), None);
+}
+
+/// A header carrying a feature this version does not know is refused at mount (not
+/// taken for a torn header and erased); segments that disagree about ECC are refused.
+#[test]
+fn unknown_features_and_mixed_ecc_are_refused() {
+    let (f, spec, cfg, _) = ecc_fms(true);
+    let mut nd = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+    let mut h = [0u8; SEG_HEADER];
+    nd.read(nd.geometry().first_page(1), 0, &mut h).unwrap();
+    let mut hdr = SegHeader::decode(&h).unwrap().unwrap();
+    assert_eq!(hdr.features, layout::FEATURE_ECC);
+    // Rewrite segment 1's header (erase, then program) with other features.
+    let with = |nd: Nand, features: u32, hdr: &mut SegHeader| {
+        let mut nd = nd;
+        nd.erase(1).unwrap();
+        hdr.features = features;
+        hdr.erase_count += 1;
+        nd.program(
+            nd.geometry().first_page(1),
+            0,
+            nand::Data::Bytes(&hdr.encode()),
+            None,
+        )
+        .unwrap();
+        let store = nd.into_store();
+        Fms::mount(Nand::open(spec.clone(), store).unwrap(), cfg.clone())
+            .err()
+            .map(|e| e.to_string())
+    };
+    let store = nd.into_store();
+    let nd = Nand::open(spec.clone(), store).unwrap();
+    let e = with(nd, layout::FEATURE_ECC | 0x10, &mut hdr).unwrap();
+    assert!(
+        e.contains("segment 1") && e.contains("features 0x11"),
+        "{e}"
+    );
+    let (f, _, _, _) = ecc_fms(true);
+    let e = with(f.into_nand(), 0, &mut hdr).unwrap();
+    assert!(e.contains("segment 1") && e.contains("without ECC"), "{e}");
+}
+
+/// Checks for erased flash read again, and with ECC tolerate one 0 bit per 512 bytes:
+/// a flip in the free slots of an open segment does not close it early, and a flipped
+/// record or segment header is read again rather than taken for torn. Without the
+/// re-reads each of these changed what the mount rebuilt.
+#[test]
+fn flips_at_mount_are_read_again() {
+    for ecc in [false, true] {
+        let (f, _, cfg, data) = ecc_fms(ecc);
+        let before = tables(&f);
+        // Block 7 is the open segment's last: a flip in its header, in block 7's record
+        // and in the first free slot's data, each on the next read of it.
+        let (seg, slot) = f.split(f.blocks[7].map);
+        let first = f.nand.geometry().first_page(seg);
+        let rec_page = page_of(&f, 7) + 1;
+        let free_page = first + f.lay.slot_offset(slot + 1) / 2048;
+        assert!(slot + 1 < f.lay.slots);
+        let mut nd = f.into_nand();
+        nd.inject_bitflip(first, 9, 2);
+        nd.inject_bitflip(rec_page, 2048 + 3, 4);
+        nd.inject_bitflip(free_page, 77, 3);
+        let mut g = Fms::mount(nd, cfg.clone()).unwrap();
+        assert_eq!(g.nand.counters().bitflips, 3, "ecc {ecc}");
+        assert_eq!(
+            tables_diff(&before, &tables(&g)),
+            None,
+            "ecc {ecc}: the mount with flips"
+        );
+        // Header and record read again; the free slot too without ECC.
+        let want = if ecc { 2 } else { 3 };
+        assert_eq!(g.stats().read_retries, want, "ecc {ecc}");
+        assert_eq!(g.mount_report().torn_records, 0, "ecc {ecc}");
+        assert_eq!(g.mount_report().dirty_segments, 0, "ecc {ecc}");
+        assert_reads_data(&mut g, &data, ecc);
+    }
+}
+
+fn assert_reads_data(f: &mut Fms, data: &[Vec<u8>], what: bool) {
+    let mut buf = vec![0u8; 4096];
+    for (l, d) in data.iter().enumerate() {
+        f.read_block(l as u32, Some(&mut buf)).unwrap();
+        assert_eq!(&buf, d, "{what}: block {l}");
+    }
+}

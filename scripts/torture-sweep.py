@@ -7,6 +7,7 @@ injected program/erase failures.
 
     scripts/torture-sweep.py --seed 12 --runs 120            # build first: cargo build --release
     scripts/torture-sweep.py --seed 13 --runs 100 --long     # longer workloads, more segments
+    scripts/torture-sweep.py --seed 14 --runs 100 --flips    # half the runs with ECC and bit flips
 
 Each run prints one line: `ok CUTS VIOLATIONS ARGS`, `refused ARGS | ERROR` (the one-line
 refusal of an impossible configuration: an FMS configuration error, or more failures than
@@ -44,8 +45,10 @@ SETUPS = [
 ]
 
 
-def configs(seed, runs, long):
+def configs(seed, runs, long, flips=False):
     rng = random.Random(seed)
+    # Drawn apart, so that --flips leaves every other choice of a seed as it was.
+    frng = random.Random(seed ^ 0xECC)
     ops = [200, 400, 600] + ([1000] if long else [])
     segments = [10, 12, 16, 20, 24] + ([32] if long else [])
     for _ in range(runs):
@@ -69,6 +72,10 @@ def configs(seed, runs, long):
                 args += ["--in-order", rng.choice(["true", "false"])]
             if rng.random() < 0.15:
                 args += ["--spare-size", str(rng.choice([0, 8, 16, 64]))]
+        if flips and frng.random() < 0.5:
+            # ECC with SLC-like flips (the configurations whose spare area cannot hold the
+            # codes are refused in one line).
+            args += ["--ecc", "--bitflip-rate", frng.choice(["1e-7", "1e-6", "3e-6"])]
         yield args
 
 
@@ -84,7 +91,10 @@ def run(flashkit, args):
         v = None
     if v is not None:
         kind = "ok" if p.returncode == 0 and n == 0 else "fail"
-        return kind, c, n, f"{'ok' if kind == 'ok' else 'FAIL'} {c} {n} {shown}", v.get("recovery") or {}
+        rec = dict(v.get("recovery") or {})
+        for k, n in (v.get("reads") or {}).items():
+            rec[k] = n
+        return kind, c, n, f"{'ok' if kind == 'ok' else 'FAIL'} {c} {n} {shown}", rec
     # Only a refusal of the configuration itself counts as refused. Any other error (a
     # fault-free run that cannot finish, say) is a failure: nothing in this space should
     # make one.
@@ -100,6 +110,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1, help="seed of the random configurations")
     ap.add_argument("--runs", type=int, default=60, help="number of configurations")
     ap.add_argument("--long", action="store_true", help="also 1000-operation workloads and 32 segments")
+    ap.add_argument("--flips", action="store_true", help="half the runs format with --ecc and flip bits in reads")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="runs at a time (one core each)")
     here = os.path.dirname(os.path.abspath(__file__))
     target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(here, "..", "target")
@@ -112,14 +123,14 @@ def main():
     # Cut points whose mount met each recovery path (`flashkit torture`'s `recovery`).
     recovery = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
-        for kind, c, v, line, rec in pool.map(lambda args: run(a.flashkit, args), configs(a.seed, a.runs, a.long)):
+        for kind, c, v, line, rec in pool.map(lambda args: run(a.flashkit, args), configs(a.seed, a.runs, a.long, a.flips)):
             print(line, flush=True)
             counts[kind] += 1
             cuts += c
             violations += v
             for k, n in rec.items():
                 recovery[k] = recovery.get(k, 0) + n
-    print(f"recovery paths met (cut points): "
+    print(f"recovery paths met (cut points), and reads: "
           + ", ".join(f"{k.replace('_', ' ')} {n}" for k, n in recovery.items()))
     print(f"total: {a.runs} runs, {counts['ok']} ran, {counts['refused']} refused, "
           f"{cuts} cut points, {violations} violations, {counts['fail']} failed")

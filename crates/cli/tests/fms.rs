@@ -128,9 +128,11 @@ fn format_write_read_across_processes_on_nand_and_nor() {
             assert_eq!(info[key], 0, "{device}: {key}");
         }
         assert_eq!(info["index_lost"], false, "{device}");
+        let text = run_ok(&["fms", "info", img]);
         assert!(
-            run_ok(&["fms", "info", img]).contains("mount found   clean"),
-            "{device}"
+            text.lines()
+                .any(|l| l.starts_with("mount found ") && l.trim_end().ends_with(" clean")),
+            "{device}: {text}"
         );
         // Every segment is in exactly one of the listed states.
         let states: u64 = ["free", "used", "active", "dirty", "bad", "index"]
@@ -774,4 +776,80 @@ fn trim_reads_zeros_in_later_processes() {
             "{device}: refused trims change nothing"
         );
     }
+}
+
+/// `fms format --ecc`: the image records it, later commands use it without being told
+/// (`fms info` says so), data written reads back across processes, and a device whose
+/// spare area cannot hold the codes is refused in one line naming why.
+#[test]
+fn ecc_is_a_format_option_the_image_remembers() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("mlc.img");
+    let img = img.to_str().unwrap();
+    run_ok(&[
+        "nand", "format", img, "--device", "mlc2-2g", "--blocks", "24",
+    ]);
+    let f: serde_json::Value = serde_json::from_str(&run_ok(&[
+        "fms",
+        "format",
+        img,
+        "--block-size",
+        "4KiB",
+        "--ecc",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(f["ecc"], true, "{f}");
+    let data = pattern(200_000, 9);
+    let input = dir.path().join("in.bin");
+    std::fs::write(&input, &data).unwrap();
+    run_ok(&[
+        "fms",
+        "write",
+        img,
+        "--offset",
+        "8192",
+        "--input",
+        input.to_str().unwrap(),
+    ]);
+    let out = dir.path().join("out.bin");
+    run_ok(&[
+        "fms",
+        "read",
+        img,
+        "--offset",
+        "8192",
+        "--length",
+        "200000",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+    assert_eq!(info["ecc"], true, "{info}");
+    assert_eq!(info["read_retries"], 0, "{info}");
+    assert!(run_ok(&["fms", "info", img]).contains("SEC-DED"));
+
+    let small = dir.path().join("nandsim.img");
+    let small = small.to_str().unwrap();
+    run_ok(&[
+        "nand",
+        "format",
+        small,
+        "--device",
+        "nandsim-256m",
+        "--blocks",
+        "32",
+    ]);
+    let o = flashkit(["fms", "format", small, "--block-size", "1KiB", "--ecc"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("16-byte spare area"), "{err}");
+    // Without --ecc the image says none.
+    run_ok(&["fms", "format", small, "--block-size", "1KiB"]);
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(&["fms", "info", small, "--json"])).unwrap();
+    assert_eq!(info["ecc"], false, "{info}");
 }

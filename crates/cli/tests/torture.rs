@@ -333,3 +333,68 @@ fn spare_mode_trims_with_wear_swaps_and_failures() {
         every_cut_is_clean(args, 1000);
     }
 }
+
+/// Bit flips in every read (`--bitflip-rate`): with `--ecc` the codes correct them and
+/// the mounts read flipped records, headers and erased pages again, so nothing is lost
+/// and every remount rebuilds the same tables; without it the flips reach the reader
+/// and the torture fails. A rate of 1e-6 is SLC-like; at 1e-5 three flips in one
+/// 512-byte chunk, which SEC-DED miscorrects, come about once in 10^5 chunk reads.
+#[test]
+fn bit_flips_need_ecc() {
+    for device in ["mlc2-2g", "slc-large-1g"] {
+        let args = [
+            "torture",
+            "--device",
+            device,
+            "--cuts",
+            "60",
+            "--ops",
+            "200",
+            "--seed",
+            "5",
+            "--bitflip-rate",
+            "1e-6",
+            "--json",
+        ];
+        let mut with = args.to_vec();
+        with.push("--ecc");
+        let o = flashkit(&with);
+        assert!(o.status.success(), "{device}: {}", text(&o.stderr));
+        let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+        assert_eq!(v["violations"], 0, "{device}: {v}");
+        assert_eq!(v["ecc"], true);
+        let r = &v["reads"];
+        assert!(r["bitflips"].as_u64().unwrap() > 100, "{device}: {r}");
+        assert!(
+            r["ecc_corrected_bits"].as_u64().unwrap() > 100,
+            "{device}: {r}"
+        );
+        assert!(r["read_retries"].as_u64().unwrap() > 0, "{device}: {r}");
+
+        let o = flashkit(args);
+        assert!(!o.status.success(), "{device}: flips without ECC must fail");
+        let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+        assert!(v["violations"].as_u64().unwrap() > 0, "{device}: {v}");
+        assert!(text(&o.stderr).contains("read garbage"), "{device}");
+    }
+    for (args, needle) in [
+        (
+            vec!["torture", "--device", "nandsim-256m", "--ecc"],
+            "spare area",
+        ),
+        (
+            vec!["torture", "--device", "mlc2-2g", "--bitflip-rate", "2"],
+            "--bitflip-rate",
+        ),
+        (
+            vec!["torture", "--device", "mlc2-2g", "--bitflip-rate", "NaN"],
+            "--bitflip-rate",
+        ),
+    ] {
+        let o = flashkit(&args);
+        assert!(!o.status.success(), "{args:?}");
+        let err = text(&o.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}

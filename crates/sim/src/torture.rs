@@ -162,6 +162,10 @@ pub struct TortureConfig {
     /// in every run (the fault-free run and every cut point; see "Program and erase
     /// failures" in the module doc). Default: 0.
     pub failures: u64,
+    /// Probability that a bit read comes back flipped (transient: `FaultPlan::bitflip_rate`),
+    /// in every run and every mount. Default: 0. With flips, format with ECC
+    /// (`fms.ecc`), or reads return them.
+    pub bitflip_rate: f64,
 }
 
 impl TortureConfig {
@@ -183,6 +187,7 @@ impl TortureConfig {
             threads: 0,
             fill_writes: true,
             failures: 0,
+            bitflip_rate: 0.0,
             device,
         }
     }
@@ -245,7 +250,38 @@ pub struct TortureReport {
     /// of) each thing it repairs or skips (`ftl::fms::MountReport`). A path at 0 was not
     /// tested by this run.
     pub recovery: RecoveryCounts,
+    /// Whether the medium was formatted with ECC codes, and the bit flip rate of reads.
+    pub ecc: bool,
+    pub bitflip_rate: f64,
+    /// Over every run and mount: bits flipped by the device, corrected by ECC, reads made
+    /// again, and data reads that failed uncorrectable.
+    pub reads: ReadCounts,
     pub elapsed_s: f64,
+}
+
+/// What bit flips did to reads, summed over the FMS instances of a torture.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReadCounts {
+    pub bitflips: u64,
+    pub ecc_corrected_bits: u64,
+    pub read_retries: u64,
+    pub uncorrectable_reads: u64,
+}
+
+impl ReadCounts {
+    fn add_fms(&mut self, f: &Fms) {
+        self.bitflips += f.nand().counters().bitflips;
+        self.ecc_corrected_bits += f.stats().ecc_corrected_bits;
+        self.read_retries += f.stats().read_retries;
+        self.uncorrectable_reads += f.stats().uncorrectable_reads;
+    }
+
+    fn add(&mut self, o: &ReadCounts) {
+        self.bitflips += o.bitflips;
+        self.ecc_corrected_bits += o.ecc_corrected_bits;
+        self.read_retries += o.read_retries;
+        self.uncorrectable_reads += o.uncorrectable_reads;
+    }
 }
 
 /// Cut points whose mount after the cut found each thing a mount repairs or skips.
@@ -647,6 +683,7 @@ struct Ctx {
     next_tag: u64,
     /// Program/erase operations (1-based, from the first mount) that fail, in every run.
     fail_ops: Vec<u64>,
+    bitflip_rate: f64,
 }
 
 /// Outcome of one run (fault-free or cut).
@@ -670,6 +707,7 @@ struct RunOutcome {
     wear_swaps: u64,
     /// Cut run: what the mount after the cut found to repair or skip.
     recovered: Option<MountReport>,
+    reads: ReadCounts,
 }
 
 fn dev_err(what: &str, e: DevError) -> String {
@@ -684,9 +722,24 @@ fn formatted(ctx: &Ctx) -> Result<Nand, String> {
     Nand::open(ctx.spec.clone(), store).map_err(|e| format!("reopen: {e}"))
 }
 
-fn remount(ctx: &Ctx, nand: Nand, what: &str) -> Result<Fms, String> {
-    let nand = Nand::open(ctx.spec.clone(), nand.into_store())
+/// Reads of `nand` flip bits at the torture's rate from now on (a reopened device has
+/// no fault plan), seeded from the run's seed and `salt`.
+fn flip_reads(ctx: &Ctx, nand: &mut Nand, salt: u64) {
+    if ctx.bitflip_rate > 0.0 {
+        nand.set_faults(FaultPlan {
+            bitflip_rate: ctx.bitflip_rate,
+            seed: ctx.seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            ..FaultPlan::default()
+        });
+    }
+}
+
+/// Reopen and mount `nand` (an FMS's, whose read counts are added to `reads`).
+fn remount(ctx: &Ctx, old: Fms, what: &str, reads: &mut ReadCounts) -> Result<Fms, String> {
+    reads.add_fms(&old);
+    let mut nand = Nand::open(ctx.spec.clone(), old.into_nand().into_store())
         .map_err(|e| format!("{what}: reopen: {e}"))?;
+    flip_reads(ctx, &mut nand, what.len() as u64 ^ reads.bitflips);
     Fms::mount(nand, ctx.cfg.clone()).map_err(|e| dev_err(&format!("{what}: mount"), e))
 }
 
@@ -861,6 +914,7 @@ fn run_one(ctx: &Ctx, cut: Option<u64>) -> RunOutcome {
         blocks_copied: 0,
         wear_swaps: 0,
         recovered: None,
+        reads: ReadCounts::default(),
     };
     if let Err(e) = run_one_inner(ctx, cut, &mut out) {
         out.problems.push(e);
@@ -870,11 +924,12 @@ fn run_one(ctx: &Ctx, cut: Option<u64>) -> RunOutcome {
 
 fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<(), String> {
     let mut nand = formatted(ctx)?;
-    if cut.is_some() || !ctx.fail_ops.is_empty() {
+    if cut.is_some() || !ctx.fail_ops.is_empty() || ctx.bitflip_rate > 0.0 {
         nand.set_faults(FaultPlan {
             power_cut_at: cut,
             torn: TornMode::Random,
             fail_ops: ctx.fail_ops.clone(),
+            bitflip_rate: ctx.bitflip_rate,
             seed: ctx.seed ^ cut.unwrap_or(0).wrapping_mul(0xA24B_AED4_963E_E407),
             ..FaultPlan::default()
         });
@@ -935,21 +990,25 @@ fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<()
     }
 
     // Mount after the cut (or the clean shutdown). Segments without a readable header
-    // lost their erase count (mount estimates it); note them before mount reuses any.
+    // lost their erase count (mount estimates it); note them before mount reuses any
+    // (read without flips: what the cut left, not what a read made of it).
+    out.reads.add_fms(&fms);
     let mut nand = Nand::open(ctx.spec.clone(), fms.into_nand().into_store())
         .map_err(|e| format!("after the cut: reopen: {e}"))?;
     let lost = lost_headers(&mut nand)?;
+    flip_reads(ctx, &mut nand, cut.unwrap_or(0) ^ 0x5EED);
     let mut f1 =
         Fms::mount(nand, ctx.cfg.clone()).map_err(|e| dev_err("after the cut: mount", e))?;
     out.recovered = Some(f1.mount_report().clone());
-    let problems = &mut out.problems;
     let d1 = f1.tables_digest();
-    check_erase_counts(&f1, &lost, "after the cut", problems);
+    check_erase_counts(&f1, &lost, "after the cut", &mut out.problems);
     let seen = read_all(ctx, &mut f1, "after the cut")?;
-    verify(&model, &seen, "", problems);
+    verify(&model, &seen, "", &mut out.problems);
 
     // Check (3): a second mount of the same medium rebuilds the same tables.
-    let mut f2 = remount(ctx, f1.into_nand(), "second mount")?;
+    let reads = &mut out.reads;
+    let problems = &mut out.problems;
+    let mut f2 = remount(ctx, f1, "second mount", reads)?;
     let d2 = f2.tables_digest();
     if d1 != d2 {
         problems.push(format!(
@@ -1001,7 +1060,7 @@ fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<()
         .map_err(|e| dev_err("after recovery: flush", e))?;
     model.flushed();
     let live = Tables::of(&f2);
-    let mut f3 = remount(ctx, f2.into_nand(), "remount after recovery")?;
+    let mut f3 = remount(ctx, f2, "remount after recovery", reads)?;
     let diff = live.diff(&Tables::of(&f3));
     if !diff.is_empty() {
         problems.push(format!(
@@ -1032,10 +1091,11 @@ fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<()
     f3.flush()
         .map_err(|e| dev_err("after recovery, phase 2: flush", e))?;
     model.flushed();
-    let mut f4 = remount(ctx, f3.into_nand(), "after recovery, phase 2: remount")?;
+    let mut f4 = remount(ctx, f3, "after recovery, phase 2: remount", reads)?;
     check_erase_counts(&f4, &lost, "after recovery, phase 2", problems);
-    let seen = read_all(ctx, &mut f4, "after recovery, phase 2")?;
-    verify(&model, &seen, "after recovery, phase 2: ", problems);
+    let seen = read_all(ctx, &mut f4, "after recovery, phase 2");
+    reads.add_fms(&f4);
+    verify(&model, &seen?, "after recovery, phase 2: ", problems);
     Ok(())
 }
 
@@ -1139,6 +1199,7 @@ pub fn run_with_progress(
         next_tag,
         ops,
         fail_ops: Vec::new(),
+        bitflip_rate: cfg.bitflip_rate,
     };
 
     let cannot_run = |r: &RunOutcome| {
@@ -1223,6 +1284,7 @@ pub fn run_with_progress(
     let done = AtomicUsize::new(0);
     let results: Mutex<Vec<(u64, Vec<String>)>> = Mutex::new(Vec::new());
     let recovery: Mutex<RecoveryCounts> = Mutex::new(RecoveryCounts::default());
+    let reads: Mutex<ReadCounts> = Mutex::new(base.reads.clone());
     // "cut k/n": with failures, also how far the cut fell after the last one before it.
     let label = |k: u64| match ctx.fail_ops.iter().rev().find(|&&j| j < k) {
         Some(&j) => format!(
@@ -1253,6 +1315,7 @@ pub fn run_with_progress(
                 if let Some(m) = &r.recovered {
                     recovery.lock().unwrap().add(m);
                 }
+                reads.lock().unwrap().add(&r.reads);
                 if !r.problems.is_empty() {
                     results.lock().unwrap().push((k, r.problems));
                 }
@@ -1297,6 +1360,9 @@ pub fn run_with_progress(
         blocks_copied: base.blocks_copied,
         wear_swaps: base.wear_swaps,
         recovery: recovery.into_inner().unwrap(),
+        ecc: lay.ecc,
+        bitflip_rate: cfg.bitflip_rate,
+        reads: reads.into_inner().unwrap(),
         elapsed_s: t0.elapsed().as_secs_f64(),
     })
 }

@@ -82,6 +82,13 @@ pub struct TortureArgs {
     /// grows bad; a failed erase grows the block bad).
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub failures: u64,
+    /// Format the FMS with ECC codes in the data pages' spare areas (`fms format --ecc`).
+    #[arg(long)]
+    pub ecc: bool,
+    /// Probability that a bit read comes back flipped (transient), in every run and every
+    /// mount. Without --ecc a flipped data bit reaches the reader and is a violation.
+    #[arg(long, default_value_t = 0.0, value_name = "P")]
+    pub bitflip_rate: f64,
     #[command(flatten)]
     pub report: ReportArgs,
 }
@@ -130,6 +137,14 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
         c.fill_writes = f;
     }
     c.failures = a.failures;
+    if !(0.0..=1.0).contains(&a.bitflip_rate) {
+        bail!(
+            "--bitflip-rate: {} is not a probability (0..1)",
+            a.bitflip_rate
+        );
+    }
+    c.bitflip_rate = a.bitflip_rate;
+    c.fms.ecc = a.ecc;
     Ok(c)
 }
 
@@ -212,6 +227,24 @@ fn print_table(r: &TortureReport) -> Result<()> {
         .add("failures requested", output::count(r.failures_requested))
         .add("program failures", output::count(r.program_failures))
         .add("erase failures", output::count(r.erase_failures))
+        .add(
+            "ecc",
+            format!(
+                "{}, bit flip rate {}",
+                if r.ecc { "on" } else { "off" },
+                r.bitflip_rate
+            ),
+        )
+        .add(
+            "reads",
+            format!(
+                "{} bits flipped, {} corrected by ECC, {} re-reads, {} uncorrectable",
+                output::count(r.reads.bitflips),
+                output::count(r.reads.ecc_corrected_bits),
+                output::count(r.reads.read_retries),
+                output::count(r.reads.uncorrectable_reads)
+            ),
+        )
         .add("violations", output::count(r.violations))
         .add(
             "mounts that found",

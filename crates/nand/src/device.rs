@@ -82,6 +82,10 @@ pub struct Counters {
     pub program_failures: u64,
     pub erase_failures: u64,
     pub bitflips: u64,
+    /// Reads that flipped three or more bits within one 512-byte chunk of a page (counted
+    /// from column 0): more than a SEC-DED code per 512 bytes (`crate::ecc`) can correct,
+    /// and an odd count is miscorrected, not detected.
+    pub overflipped_chunks: u64,
 }
 
 impl Counters {
@@ -1060,8 +1064,19 @@ impl Nand {
             return;
         }
         let bits = buf.len() as u64 * 8;
+        // The chunk of the last flip and the flips in it so far.
+        let (mut chunk, mut in_chunk) = (u64::MAX, 0u32);
         while self.flip_countdown < bits {
             let b = self.flip_countdown;
+            let c = (col as u64 * 8 + b) / (crate::ecc::ECC_CHUNK as u64 * 8);
+            if c == chunk {
+                in_chunk += 1;
+                if in_chunk == 3 {
+                    self.counters.overflipped_chunks += 1;
+                }
+            } else {
+                (chunk, in_chunk) = (c, 1);
+            }
             buf[(b / 8) as usize] ^= 1 << (b % 8);
             self.counters.bitflips += 1;
             let gap = self.next_flip_gap();

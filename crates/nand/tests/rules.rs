@@ -817,6 +817,34 @@ fn random_bitflips_follow_the_rate() {
     assert_eq!(n.counters().bitflips, 2 * flips);
 }
 
+/// `overflipped_chunks` counts the reads' 512-byte chunks (from column 0) that got three
+/// or more flips: checked against the flips found in erased pages read whole, and in
+/// reads that start mid-page.
+#[test]
+fn chunks_with_three_flips_are_counted() {
+    let mut n = ram(&small("slc-large-1g", 2));
+    n.set_faults(FaultPlan {
+        bitflip_rate: 4e-4, // about 1.6 flips per 512 bytes
+        seed: 3,
+        ..Default::default()
+    });
+    let raw = n.geometry().raw_page_size() as usize;
+    let (mut want, mut buf) = (0u64, vec![0u8; raw]);
+    for r in 0..400u32 {
+        // Whole pages, then reads from column 300 (chunks still counted from column 0).
+        let col = if r % 2 == 0 { 0 } else { 300 };
+        let b = &mut buf[..raw - col];
+        n.read(0, col as u32, b).unwrap();
+        let mut per = vec![0u32; raw.div_ceil(512)];
+        for (i, x) in b.iter().enumerate() {
+            per[(col + i) / 512] += x.count_zeros();
+        }
+        want += per.iter().filter(|&&k| k >= 3).count() as u64;
+    }
+    assert!(want > 20, "{want}");
+    assert_eq!(n.counters().overflipped_chunks, want);
+}
+
 // ---- injected failures --------------------------------------------------------------------
 
 #[test]

@@ -238,11 +238,12 @@ fn print_table(r: &TortureReport) -> Result<()> {
         .add(
             "reads",
             format!(
-                "{} bits flipped, {} corrected by ECC, {} re-reads, {} uncorrectable",
+                "{} bits flipped, {} corrected by ECC, {} re-reads, {} uncorrectable, {} chunks with 3+ flips",
                 output::count(r.reads.bitflips),
                 output::count(r.reads.ecc_corrected_bits),
                 output::count(r.reads.read_retries),
-                output::count(r.reads.uncorrectable_reads)
+                output::count(r.reads.uncorrectable_reads),
+                output::count(r.reads.overflipped_chunks)
             ),
         )
         .add("violations", output::count(r.violations))

@@ -182,5 +182,24 @@ fn raw_ops(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, raw_ops);
+/// The SEC-DED code (`nand::ecc`) over a 2 KiB page: computing its four codes (a write
+/// with ECC), and checking a clean page against them (a read). Bytes per second.
+fn ecc(c: &mut Criterion) {
+    let mut g = c.benchmark_group("ecc");
+    g.throughput(Throughput::Bytes(2048));
+    let page: Vec<u8> = (0..2048u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let mut code = [0u8; 12];
+    g.bench_function("compute_2KiB", |b| {
+        b.iter(|| nand::ecc::ecc_compute_page(black_box(&page), &mut code).unwrap())
+    });
+    let mut data = page.clone();
+    g.bench_function("check_2KiB", |b| {
+        b.iter(|| nand::ecc::ecc_correct_page(black_box(&mut data), &code).unwrap())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, raw_ops, ecc);
 criterion_main!(benches);

@@ -152,17 +152,34 @@ const EVEN_BITS: u32 = 0x55_5555;
 /// Compute the raw (non-inverted) 24-bit parity word of a chunk, in the
 /// layout documented at module level.
 fn parity_word(chunk: &[u8; ECC_CHUNK]) -> u32 {
-    // `acc`: XOR of table entries of all bytes (CP bits + total parity).
-    // `addr`: XOR of the indices of all bytes with odd parity; its bit k is
-    // exactly LP(2k+1). LP(2k) = total parity ^ LP(2k+1).
-    let mut acc = 0u8;
-    let mut addr = 0u32;
-    for (i, &b) in chunk.iter().enumerate() {
-        let t = ECC_TABLE[b as usize];
-        acc ^= t;
-        let odd = u32::from(t >> 6); // 0 or 1 (bit 7 of the table is clear)
-        addr ^= (i as u32) & odd.wrapping_neg();
+    // Eight bytes at a time. `all`: XOR of every word, folded below into the XOR of all
+    // bytes, whose table entry is the XOR of the bytes' entries (CP bits + total parity).
+    // `lanes`: bit 8j is the XOR over all words of the parity of their byte j, giving the
+    // bits of `addr` (the XOR of the indices of all bytes with odd parity; its bit k is
+    // LP(2k+1)) for the byte's place in its word; `words` gives the rest: the XOR of the
+    // indices of the words holding an odd number of odd-parity bytes.
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let (mut all, mut lanes, mut words) = (0u64, 0u64, 0u32);
+    for (w, c) in chunk.chunks_exact(8).enumerate() {
+        let x = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        all ^= x;
+        let mut p = x ^ (x >> 4);
+        p ^= p >> 2;
+        p ^= p >> 1;
+        let p = p & ONES;
+        lanes ^= p;
+        let odd = (p.wrapping_mul(ONES) >> 56) as u32 & 1;
+        words ^= (w as u32) & odd.wrapping_neg();
     }
+    let lane = |mask: u64| (lanes & mask).count_ones() & 1;
+    let addr = lane(0x0100_0100_0100_0100)
+        | lane(0x0101_0000_0101_0000) << 1
+        | lane(0x0101_0101_0000_0000) << 2
+        | words << 3;
+    let mut b = all ^ (all >> 32);
+    b ^= b >> 16;
+    b ^= b >> 8;
+    let acc = ECC_TABLE[(b & 0xFF) as usize];
     let total = u32::from(acc >> 6) & 1;
     let odd_lp = spread_odd(addr & 0x1ff);
     let even_lp = spread_odd((addr ^ total.wrapping_neg()) & 0x1ff) >> 1;

@@ -398,3 +398,16 @@ fn bit_flips_need_ecc() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// Stop 18's sweep (`scripts/torture-sweep.py --seed 1615`): two program failures four
+/// operations apart inside one write used up the free segments of a device with three
+/// slots a segment, and the write failed `WornOut` although empty segments were left to
+/// clean; the fault-free run could not finish. The write now cleans and retries
+/// (`failures_that_use_up_the_free_segments_inside_a_write_make_it_clean` in `crates/ftl`).
+#[test]
+fn failures_inside_a_write_make_it_clean_first() {
+    every_cut_is_clean(
+        "--device nandsim-256m --seed 541 --ops 400 --failures 4 --segments 20 --page-size 64 --block-size 512 --wear-threshold 4 --fill-writes false --policy cat --regions 2 --region-select most-segments",
+        5000,
+    );
+}

@@ -17,7 +17,7 @@ impl Fms {
     }
 
     #[inline(never)]
-    fn make_space(&mut self) -> DevResult<()> {
+    pub(super) fn make_space(&mut self) -> DevResult<()> {
         let high = self.water_marks().1;
         if self.free.is_empty() {
             self.without_a_free_segment()?;
@@ -103,7 +103,7 @@ impl Fms {
     /// segment is free).
     #[cold]
     #[inline(never)]
-    fn first_empty_candidate(&self) -> Option<u32> {
+    pub(super) fn first_empty_candidate(&self) -> Option<u32> {
         let slots = self.lay.slots;
         (0..self.lay.segments).find(|&g| {
             let s = &self.segs[g as usize];

@@ -2632,3 +2632,68 @@ fn assert_reads_data(f: &mut Fms, data: &[Vec<u8>], what: bool) {
         assert_eq!(&buf, d, "{what}: block {l}");
     }
 }
+
+/// Program failures inside one user write (each closes its segment and the retry takes
+/// another free one) can use up the free segments that `ensure_space` left before the
+/// write. The write then cleans and tries again, instead of failing `WornOut` with
+/// segments of garbage left (a torture sweep, seed 1615, found it). For 1..=8 failures
+/// in a row at the write: it succeeds while a cleaning can free a segment, the data reads
+/// back, and a remount rebuilds the running tables.
+#[test]
+fn failures_that_use_up_the_free_segments_inside_a_write_make_it_clean() {
+    let spec = shrunk("nandsim-256m", 16, 8);
+    let cfg = FmsConfig {
+        block_size: 512,
+        ..FmsConfig::default()
+    };
+    let mut cleaned_inside = 0;
+    for n in 1..=8u64 {
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        let logical = f.logical_blocks() as u32;
+        let data = |l: u32, v: u32| vec![(l * 7 + v) as u8; 512];
+        for l in 0..logical {
+            f.write_block(l, Some(&data(l, 0))).unwrap();
+        }
+        // Overwrites leave garbage everywhere; stop with the fewest free segments a
+        // write leaves.
+        let mut k = 0;
+        while k < 4 * logical || f.free.len() > f.water_marks().0 {
+            f.write_block(k % logical, Some(&data(k % logical, 1)))
+                .unwrap();
+            k += 1;
+        }
+        let free_before = f.free.len();
+        let cleanings = f.stats().cleanings;
+        f.nand.set_faults(nand::FaultPlan {
+            fail_ops: (1..=n).collect(),
+            ..nand::FaultPlan::default()
+        });
+        let lbn = 3;
+        match f.write_block(lbn, Some(&data(lbn, 9))) {
+            Ok(()) => {}
+            Err(e) => {
+                // Only when nothing could be cleaned.
+                assert!(
+                    f.first_empty_candidate().is_none(),
+                    "{n} failures: {e} with an empty segment left to clean"
+                );
+                continue;
+            }
+        }
+        f.nand.set_faults(nand::FaultPlan::default());
+        if f.stats().cleanings > cleanings && free_before >= f.water_marks().0 {
+            cleaned_inside += 1;
+        }
+        f.flush().unwrap();
+        let mut buf = vec![0u8; 512];
+        f.read_block(lbn, Some(&mut buf)).unwrap();
+        assert_eq!(buf, data(lbn, 9), "{n} failures");
+        let live = tables(&f);
+        let spec2 = spec.clone();
+        let mut g = reopened(f, &spec2, &cfg);
+        assert_eq!(tables_diff(&live, &tables(&g)), None, "{n} failures");
+        g.read_block(lbn, Some(&mut buf)).unwrap();
+        assert_eq!(buf, data(lbn, 9), "{n} failures, remounted");
+    }
+    assert!(cleaned_inside > 0, "no write ran out of free segments");
+}

@@ -34,6 +34,7 @@ import subprocess
 import sys
 
 DEVICES = ["mlc2-2g", "nandsim-256m", "intel-series2plus-24m", "chang-kuo-16g", "slc-large-1g"]
+ECC_DEVICES = ["mlc2-2g", "slc-large-1g"]
 SETUPS = [
     [],
     ["--policy", "greedy", "--redistribution", "m1"],
@@ -75,8 +76,14 @@ def configs(seed, runs, long, flips=False):
             if rng.random() < 0.15:
                 args += ["--spare-size", str(rng.choice([0, 8, 16, 64]))]
         if flips and frng.random() < 0.5:
-            # ECC with SLC-like flips (the configurations whose spare area cannot hold the
-            # codes are refused in one line).
+            # ECC with SLC-like flips, on a device whose spare area holds the codes: 2 KiB
+            # pages with 64-byte spares, as the device has them (others are refused).
+            if dev not in ECC_DEVICES:
+                args[2] = frng.choice(ECC_DEVICES)
+            for opt in ("--page-size", "--block-size", "--spare-size"):
+                if opt in args:
+                    i = args.index(opt)
+                    del args[i:i + 2]
             args += ["--ecc", "--bitflip-rate", frng.choice(["1e-7", "3e-7", "1e-6"])]
         yield args
 

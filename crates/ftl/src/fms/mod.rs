@@ -1089,6 +1089,17 @@ impl Fms {
         Ok(())
     }
 
+    /// Header mode: a bit flip in the flags byte `clear_live` read made its program try
+    /// to set a bit: bit 1 (writable) of a read-only copy read as 1 (every other bit of
+    /// a live entry is 1 on flash, and a flip there only clears it along with the live
+    /// bit, which nothing reads). Program it with bit 1 clear too: the copy is dead, and
+    /// only a live copy's hint is read. Out of line: never taken without flips.
+    #[cold]
+    #[inline(never)]
+    fn clear_live_after_a_flip(&mut self, ppn: u64, col: u32, read: u8) -> Result<(), NandError> {
+        self.nand.program(ppn, col, Data::Bytes(&[read & !3]), None)
+    }
+
     /// Header mode: clear the live bit of a slot's entry, keeping the other flag bits as
     /// they are on flash.
     ///
@@ -1108,10 +1119,13 @@ impl Fms {
         let ppn = self.nand.geometry().first_page(seg) + page;
         let mut flags = [0u8];
         self.nand.read(ppn, col, &mut flags)?;
-        match self
+        let mut r = self
             .nand
-            .program(ppn, col, Data::Bytes(&[flags[0] & !1]), None)
-        {
+            .program(ppn, col, Data::Bytes(&[flags[0] & !1]), None);
+        if let Err(NandError::SetsBits { .. }) = r {
+            r = self.clear_live_after_a_flip(ppn, col, flags[0]);
+        }
+        match r {
             Ok(()) => Ok(()),
             Err(NandError::ProgramFailed { .. }) => {
                 self.note_retired(seg);

@@ -2697,3 +2697,39 @@ fn failures_that_use_up_the_free_segments_inside_a_write_make_it_clean() {
     }
     assert!(cleaned_inside > 0, "no write ran out of free segments");
 }
+
+/// Header mode: an overwrite clears the live bit of the old copy's entry, programming
+/// back the flags byte it read with bit 0 clear. A flip that made bit 1 (writable) of a
+/// read-only copy read 1 made that program set a bit, and the write failed with a flash
+/// error. The program is made again with bit 1 clear (the copy is dead).
+#[test]
+fn a_flip_in_the_flags_read_does_not_fail_an_overwrite() {
+    let spec = shrunk("intel-series2plus-24m", 12, 8);
+    let cfg = FmsConfig {
+        block_size: 1024,
+        readonly_separation: false,
+        ..FmsConfig::default()
+    };
+    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    f.mark_readonly(5, 1);
+    for lbn in 0..6 {
+        f.write_block(lbn, Some(&vec![0x5Au8; 1024])).unwrap();
+    }
+    f.flush().unwrap();
+    let (seg, slot) = f.split(f.blocks[5].map);
+    let off = SEG_HEADER as u64 + slot as u64 * ENTRY as u64 + Record::FLAGS_OFFSET as u64;
+    let (page, col) = f.lay.page_col(off);
+    let ppn = f.nand.geometry().first_page(seg) + page;
+    f.nand.inject_bitflip(ppn, col, 1);
+    f.write_block(5, Some(&vec![0x77u8; 1024])).unwrap();
+    assert_eq!(f.nand.counters().bitflips, 1);
+    f.trim_block(4).unwrap();
+    f.flush().unwrap();
+    let live = tables(&f);
+    let mut g = reopened(f, &spec, &cfg);
+    assert_eq!(tables_diff(&live, &tables(&g)), None);
+    assert_eq!(g.mount_report().stale_live_copies, 0);
+    assert_reads(&mut g, 5..6, 0x77, "the overwritten block");
+    assert_reads(&mut g, 4..5, 0, "the trimmed block");
+    assert_reads(&mut g, 0..4, 0x5A, "the others");
+}

@@ -788,10 +788,17 @@ impl Fms {
                 }
                 if tries >= self.cfg.read_retries {
                     self.stats.uncorrectable_reads += 1;
+                    // A block's first sector; a trim list's slot has no sector.
                     let lbn = self.rev[phys as usize];
                     let spb = (self.lay.block_size as usize / SECTOR) as u64;
-                    r = Err(DevError::Uncorrectable {
-                        lba: if lbn == NONE { 0 } else { lbn as u64 * spb },
+                    r = Err(if lbn == NONE {
+                        DevError::corrupt(format!(
+                            "segment {seg} slot {slot}: uncorrectable data (a trim list)"
+                        ))
+                    } else {
+                        DevError::Uncorrectable {
+                            lba: lbn as u64 * spb,
+                        }
                     });
                     break 'pages;
                 }

@@ -481,14 +481,20 @@ fn read_trim_lists(f: &mut Fms, lists: &[(u32, u64)], best: &[Option<Best>]) -> 
     for &(phys, rseq) in lists {
         f.seq = f.seq.max(rseq.saturating_add(1));
         // Read again while it does not decode (`read_until`; with ECC, `read_phys`
-        // corrects and retries first).
-        f.read_phys(phys, Some(&mut buf))?;
+        // corrects and retries first, and a list it cannot correct is unreadable, as a
+        // list that does not decode is).
+        let mut read = f.read_phys(phys, Some(&mut buf));
         for _ in 0..f.cfg.read_retries {
-            if TrimList::decode(&buf).is_some() {
+            if read.is_err() || TrimList::decode(&buf).is_some() {
                 break;
             }
             f.stats.read_retries += 1;
-            f.read_phys(phys, Some(&mut buf))?;
+            read = f.read_phys(phys, Some(&mut buf));
+        }
+        match read {
+            Ok(()) => {}
+            Err(DevError::Corrupt(_)) => buf.fill(0),
+            Err(e) => return Err(e),
         }
         let Some(entries) = TrimList::decode(&buf) else {
             f.mount_report.unreadable_trim_lists += 1;

@@ -2733,3 +2733,41 @@ fn a_flip_in_the_flags_read_does_not_fail_an_overwrite() {
     assert_reads(&mut g, 4..5, 0, "the trimmed block");
     assert_reads(&mut g, 0..4, 0x5A, "the others");
 }
+
+/// A trim list with two bits cleared for good in one chunk (ECC cannot correct it): the
+/// cleaner still moves its tombstones (they are in RAM), and a mount that finds such a
+/// list counts it unreadable, as one that does not decode, instead of failing.
+#[test]
+fn a_trim_list_ecc_cannot_correct_is_unreadable_not_fatal() {
+    let (mut f, spec, cfg, _) = ecc_fms(true);
+    f.trim_block(2).unwrap();
+    f.flush().unwrap();
+    let (&list, _) = f.trims.lists.iter().next().expect("a trim list");
+    let (seg, slot) = f.split(list);
+    let p = f.nand.geometry().first_page(seg) + f.lay.slot_offset(slot) / 2048;
+    // Clear two bits of byte 20 of the list's data (its first entry) for good.
+    let mut b = [0u8];
+    f.nand.read(p, 20, &mut b).unwrap();
+    assert!(b[0].count_ones() >= 2, "{:#x}", b[0]);
+    let low = b[0] & b[0].wrapping_neg();
+    let rest = b[0] & !low;
+    f.nand
+        .program_bytes(p, 20, &[b[0] & !low & !(rest & rest.wrapping_neg())])
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let e = f.read_phys(list, Some(&mut buf)).unwrap_err().to_string();
+    assert!(e.contains(&format!("segment {seg} slot {slot}")), "{e}");
+    // The cleaner moves it whole.
+    f.move_trim_lists(seg, None).unwrap();
+    assert!(!f.trims.lists.contains_key(&list));
+    assert_eq!(f.tombstones().0, 1);
+    // A mount of the medium as it was (the damaged list as the only copy) counts it.
+    let (mut f, _, _, _) = ecc_fms(true);
+    f.trim_block(2).unwrap();
+    f.flush().unwrap();
+    f.nand
+        .program_bytes(p, 20, &[b[0] & !low & !(rest & rest.wrapping_neg())])
+        .unwrap();
+    let g = reopened(f, &spec, &cfg);
+    assert_eq!(g.mount_report().unreadable_trim_lists, 1);
+}

@@ -830,6 +830,20 @@ fn ecc_is_a_format_option_the_image_remembers() {
     assert_eq!(info["ecc"], true, "{info}");
     assert_eq!(info["read_retries"], 0, "{info}");
     assert!(run_ok(&["fms", "info", img]).contains("SEC-DED"));
+    // Re-reads are a mount option of every command that mounts (no flips here).
+    let info: serde_json::Value = serde_json::from_str(&run_ok(&[
+        "fms",
+        "info",
+        img,
+        "--read-retries",
+        "0",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(info["mapped_blocks"], 49, "{info}");
+    let o = flashkit(["fms", "read", img, "--length", "512", "--read-retries", "x"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--read-retries"));
 
     let small = dir.path().join("nandsim.img");
     let small = small.to_str().unwrap();

@@ -399,6 +399,43 @@ fn bit_flips_need_ecc() {
     }
 }
 
+/// `--read-retries N` reaches every FMS of the torture: at a flip rate where some reads
+/// meet two flips in a chunk (and none three), no re-reads make the fault-free run fail
+/// with an uncorrectable read, and the default two pass. The report names the setting.
+#[test]
+fn read_retries_are_an_option() {
+    let base = [
+        "torture",
+        "--device",
+        "mlc2-2g",
+        "--seed",
+        "3",
+        "--cuts",
+        "20",
+        "--ecc",
+        "--bitflip-rate",
+        "3e-6",
+        "--json",
+    ];
+    let o = flashkit(base);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    assert_eq!(v["max_read_retries"], 2, "{v}");
+    assert_eq!(v["reads"]["overflipped_chunks"], 0, "{v}");
+    assert!(v["reads"]["read_retries"].as_u64().unwrap() > 0, "{v}");
+
+    let mut none = base.to_vec();
+    none.extend(["--read-retries", "0"]);
+    let o = flashkit(&none);
+    assert!(!o.status.success(), "no re-reads at 1e-5 must fail");
+    let err = text(&o.stderr);
+    assert!(err.contains("uncorrectable"), "{err}");
+
+    let o = flashkit(["torture", "--read-retries", "256"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("--read-retries"));
+}
+
 /// Stop 18's sweep (`scripts/torture-sweep.py --seed 1615`): two program failures four
 /// operations apart inside one write used up the free segments of a device with three
 /// slots a segment, and the write failed `WornOut` although empty segments were left to

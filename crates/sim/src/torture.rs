@@ -263,6 +263,8 @@ pub struct TortureReport {
     /// Whether the medium was formatted with ECC codes, and the bit flip rate of reads.
     pub ecc: bool,
     pub bitflip_rate: f64,
+    /// Re-reads allowed per read (`FmsConfig::read_retries`, `--read-retries`).
+    pub max_read_retries: u8,
     /// Over every run and mount: bits flipped by the device, corrected by ECC, reads made
     /// again, and data reads that failed uncorrectable.
     pub reads: ReadCounts,
@@ -1399,6 +1401,7 @@ pub fn run_with_progress(
         recovery: recovery.into_inner().unwrap(),
         ecc: lay.ecc,
         bitflip_rate: cfg.bitflip_rate,
+        max_read_retries: cfg.fms.read_retries,
         reads: reads.into_inner().unwrap(),
         elapsed_s: t0.elapsed().as_secs_f64(),
     })

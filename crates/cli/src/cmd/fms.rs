@@ -51,6 +51,12 @@ pub struct MountArgs {
     /// Segment selection used while this command runs: greedy, cost-benefit, cat, adaptive.
     #[arg(long, default_value = "cat")]
     pub policy: String,
+    /// How many times a read is made again when ECC finds a 512-byte chunk it cannot
+    /// correct, or a header, record or index entry fails its checksum, before the read
+    /// fails (or, at mount, the piece counts as torn). Bit flips in the device model are
+    /// transient, so a re-read usually succeeds.
+    #[arg(long, default_value_t = FmsConfig::default().read_retries, value_name = "N")]
+    pub read_retries: u8,
 }
 
 #[derive(Args, Debug)]
@@ -169,8 +175,11 @@ fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
             path.display()
         )
     })?;
-    Fms::mount(nand, config(&m.policy, h.block_size)?)
-        .with_context(|| format!("{}: mount", path.display()))
+    let cfg = FmsConfig {
+        read_retries: m.read_retries,
+        ..config(&m.policy, h.block_size)?
+    };
+    Fms::mount(nand, cfg).with_context(|| format!("{}: mount", path.display()))
 }
 
 fn format(a: FormatArgs) -> Result<()> {

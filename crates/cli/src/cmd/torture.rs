@@ -89,6 +89,11 @@ pub struct TortureArgs {
     /// mount. Without --ecc a flipped data bit reaches the reader and is a violation.
     #[arg(long, default_value_t = 0.0, value_name = "P")]
     pub bitflip_rate: f64,
+    /// How many times the FMS reads again a chunk ECC cannot correct, or a header, record
+    /// or index entry that fails its checksum, before the read fails (at mount: before the
+    /// piece counts as torn).
+    #[arg(long, default_value_t = ftl::fms::FmsConfig::default().read_retries, value_name = "N")]
+    pub read_retries: u8,
     #[command(flatten)]
     pub report: ReportArgs,
 }
@@ -145,6 +150,7 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
     }
     c.bitflip_rate = a.bitflip_rate;
     c.fms.ecc = a.ecc;
+    c.fms.read_retries = a.read_retries;
     Ok(c)
 }
 
@@ -230,9 +236,10 @@ fn print_table(r: &TortureReport) -> Result<()> {
         .add(
             "ecc",
             format!(
-                "{}, bit flip rate {}",
+                "{}, bit flip rate {}, up to {} re-reads",
                 if r.ecc { "on" } else { "off" },
-                r.bitflip_rate
+                r.bitflip_rate,
+                r.max_read_retries
             ),
         )
         .add(

@@ -10,8 +10,11 @@ step() { printf '\n==> %s\n' "$*"; }
 
 # System packages the tests need, as "command:package" (command may be empty for a
 # library-only package, which is then checked with dpkg). python3 runs the smoke run of
-# scripts/torture-sweep.py; e.g. FUSE tests would add ":libfuse3-dev" and "fusermount3:fuse3".
-TEST_PACKAGES=("python3:python3")
+# scripts/torture-sweep.py; the `blockdev mount` tests (crates/cli/tests/blockdev.rs)
+# mount with FUSE (fusermount3 unmounts) and run mkfs.fat/fsck.fat, mtools and fio on the
+# served image (fallocate comes with util-linux).
+TEST_PACKAGES=("python3:python3" "fusermount3:fuse3" "mkfs.fat:dosfstools" "mcopy:mtools"
+    "fio:fio" "fallocate:util-linux")
 
 apt_updated=0
 # need_pkg COMMAND PACKAGE: install PACKAGE unless COMMAND (or, without one, the package)

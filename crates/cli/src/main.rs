@@ -45,6 +45,10 @@ enum Command {
     /// The Flash Memory Server on a NAND image file: format, info, write, read.
     #[command(subcommand)]
     Fms(Box<cmd::fms::FmsCmd>),
+    /// The FTL on a NAND image as one disk-image file under FUSE (mkfs.fat, mtools, fio
+    /// and dd use it): mount.
+    #[command(subcommand)]
+    Blockdev(Box<cmd::blockdev::BlockdevCmd>),
     /// Block traces: stats, convert between formats, generate synthetic traces.
     #[command(subcommand)]
     Trace(Box<cmd::trace::TraceCmd>),
@@ -60,6 +64,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(a) => cmd::bench::run(*a),
         Command::Torture(a) => cmd::torture::run(*a),
         Command::Fms(c) => cmd::fms::run(*c),
+        Command::Blockdev(c) => cmd::blockdev::run(*c),
         Command::Trace(c) => cmd::trace::run(*c),
     }
 }

@@ -156,7 +156,7 @@ fn config(policy: &str, block_size: u32) -> Result<FmsConfig> {
 
 /// How a command opens the image.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Access {
+pub(crate) enum Access {
     /// Reading and writing: the mount's repairs and the command's writes reach the file.
     Write,
     /// Read-only (inspection): the file is never written; the mount's repairs stay in RAM.
@@ -164,7 +164,7 @@ enum Access {
 }
 
 /// Open the image and mount the FMS on it, with the block size recorded on flash.
-fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
+pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
     let mut nand = match access {
         Access::Write => image::open_device(path)?,
         Access::Inspect => image::open_device_readonly(path)?,

@@ -5,6 +5,7 @@
 //! [`crate::output`].
 
 pub mod bench;
+pub mod blockdev;
 pub mod common;
 pub mod devices;
 pub mod fms;

@@ -1,0 +1,176 @@
+//! `flashkit blockdev mount IMAGE MOUNTPOINT`: the FTL on a NAND image as one disk-image
+//! file under FUSE (`fuse::serve`), so programs that work on disk images use it:
+//! `mkfs.fat MOUNTPOINT/disk.img`, `mcopy -i MOUNTPOINT/disk.img`, `fio`, `dd`. The
+//! command runs until the mount is unmounted (`fusermount3 -u MOUNTPOINT`) or it gets
+//! SIGINT/SIGTERM, then flushes the device and prints what the requests did.
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use ftl::BlockDevice;
+use serde::Serialize;
+
+use super::fms::{mount, Access, MountArgs};
+use crate::output::{self, Fields, ReportArgs};
+
+#[derive(Subcommand, Debug)]
+pub enum BlockdevCmd {
+    /// Mount the FTL on a NAND image (the Flash Memory Server, `flashkit fms format`) as a
+    /// directory holding one file the size of the device, until `fusermount3 -u
+    /// MOUNTPOINT` or Ctrl-C. Needs FUSE (root, or fusermount3 from the fuse3 package).
+    Mount(MountCmdArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct MountCmdArgs {
+    /// NAND image file holding an FMS.
+    pub image: PathBuf,
+    /// Empty directory to mount on.
+    pub mountpoint: PathBuf,
+    /// Name of the disk-image file inside MOUNTPOINT.
+    #[arg(long, default_value = "disk.img")]
+    pub name: String,
+    /// Serve the image read-only (the image file is never written; what the mount
+    /// repairs stays in RAM).
+    #[arg(long)]
+    pub read_only: bool,
+    #[command(flatten)]
+    pub mount: MountArgs,
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+pub fn run(cmd: BlockdevCmd) -> Result<()> {
+    match cmd {
+        BlockdevCmd::Mount(a) => mount_cmd(a),
+    }
+}
+
+/// `flashkit blockdev mount --json`, printed after unmount.
+#[derive(Serialize, Debug)]
+pub struct MountReport {
+    pub image: String,
+    pub mountpoint: String,
+    pub file: String,
+    pub size_bytes: u64,
+    pub read_only: bool,
+    #[serde(flatten)]
+    pub requests: fuse::Counts,
+    /// The first request that failed, if any (`write at byte N: …`).
+    pub first_error: Option<String>,
+    /// What the FTL did meanwhile.
+    pub user_writes: u64,
+    pub blocks_copied: u64,
+    pub erasures: u64,
+    pub device_time_s: f64,
+}
+
+fn mount_cmd(a: MountCmdArgs) -> Result<()> {
+    super::common::refuse_csv_over(&a.report, &[(&a.image, "image being served")])?;
+    if a.name.is_empty() || a.name.contains('/') || a.name == "." || a.name == ".." {
+        bail!("--name: {:?} is not a file name", a.name);
+    }
+    let md = std::fs::metadata(&a.mountpoint)
+        .with_context(|| format!("{}: mount point", a.mountpoint.display()))?;
+    if !md.is_dir() {
+        bail!("{}: mount point is not a directory", a.mountpoint.display());
+    }
+    let access = if a.read_only {
+        Access::Inspect
+    } else {
+        Access::Write
+    };
+    let fms = mount(&a.image, &a.mount, access)?;
+    let (w0, c0, e0, t0) = (
+        fms.stats().user_writes,
+        fms.stats().blocks_copied,
+        fms.nand().counters().erases,
+        fms.nand().clock_s(),
+    );
+    let opts = fuse::Options {
+        name: a.name.clone(),
+        read_only: a.read_only,
+        source: format!("flashkit:{}", a.image.display()),
+        io_size: fms.layout().block_size,
+    };
+    let size = fms.sectors() * ftl::SECTOR as u64;
+    let file = a.mountpoint.join(&a.name);
+    let served = fuse::serve(fms, &a.mountpoint, opts, |_| {
+        eprintln!(
+            "flashkit: serving {} as {} ({}); unmount with `fusermount3 -u {}` or Ctrl-C",
+            a.image.display(),
+            file.display(),
+            output::bytes(size),
+            a.mountpoint.display()
+        );
+    })
+    .map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::NotFound
+            || e.kind() == std::io::ErrorKind::PermissionDenied
+        {
+            " (FUSE needs /dev/fuse and root, or fusermount3 from the fuse3 package)"
+        } else {
+            ""
+        };
+        anyhow!("{}: FUSE mount: {e}{hint}", a.mountpoint.display())
+    })?;
+    let fms = served.dev;
+    let r = MountReport {
+        image: a.image.display().to_string(),
+        mountpoint: a.mountpoint.display().to_string(),
+        file: file.display().to_string(),
+        size_bytes: size,
+        read_only: a.read_only,
+        requests: served.counts,
+        first_error: served.first_error,
+        user_writes: fms.stats().user_writes - w0,
+        blocks_copied: fms.stats().blocks_copied - c0,
+        erasures: fms.nand().counters().erases - e0,
+        device_time_s: fms.nand().clock_s() - t0,
+    };
+    if let Some(p) = &a.report.csv {
+        output::write_csv(p, std::slice::from_ref(&r))?;
+    }
+    if a.report.json {
+        output::print_json(&r)?;
+    } else {
+        let c = &r.requests;
+        let mut f = Fields::new();
+        f.add("image", r.image.clone())
+            .add("served as", format!("{} ({})", r.file, output::bytes(size)))
+            .add(
+                "requests",
+                format!(
+                    "{} reads ({}), {} writes ({}), {} discards ({}), {} flushes",
+                    output::count(c.reads),
+                    output::bytes(c.read_bytes),
+                    output::count(c.writes),
+                    output::bytes(c.write_bytes),
+                    output::count(c.discards),
+                    output::bytes(c.discard_bytes),
+                    output::count(c.flushes)
+                ),
+            )
+            .add(
+                "FMS",
+                format!(
+                    "{} block writes, {} copied by the cleaner, {} erasures, {:.3} s device time",
+                    output::count(r.user_writes),
+                    output::count(r.blocks_copied),
+                    output::count(r.erasures),
+                    r.device_time_s
+                ),
+            )
+            .add("errors", output::count(c.errors));
+        f.print()?;
+    }
+    if let Some(e) = &r.first_error {
+        bail!(
+            "{}: {} request(s) failed; first: {e}",
+            a.image.display(),
+            r.requests.errors
+        );
+    }
+    Ok(())
+}

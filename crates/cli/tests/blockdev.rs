@@ -157,35 +157,8 @@ impl Drop for Mounted {
 /// A NAND image of `blocks` erase blocks of `device` with an FMS of `bs`-byte blocks.
 fn image(dir: &Path, device: &str, blocks: &str, bs: &str) -> PathBuf {
     let img = dir.join(format!("{device}.img"));
-    ok(flashkit([
-        "nand",
-        "format",
-        path_str(&img),
-        "--device",
-        device,
-        "--blocks",
-        blocks,
-    ]));
-    ok(flashkit([
-        "fms",
-        "format",
-        path_str(&img),
-        "--block-size",
-        bs,
-    ]));
+    ok(fms_image_at(&img, device, blocks, bs));
     img
-}
-
-fn pattern(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 /// mkfs.fat formats the served file, mtools copies files in (overwriting and deleting
@@ -211,7 +184,7 @@ fn mkfs_fat_and_mtools_use_the_served_image() {
         for k in 0..8u64 {
             let name = format!("f{round}_{k}.bin");
             let local = dir.path().join(&name);
-            let data = pattern(40_000 + (k as usize) * 37_000, round * 100 + k);
+            let data = pattern(40_000 + (k as usize) * 37_000, (round * 100 + k) as u32);
             std::fs::write(&local, &data).unwrap();
             sh(
                 "mcopy",

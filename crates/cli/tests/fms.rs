@@ -17,22 +17,7 @@ fn run_ok(args: &[&str]) -> String {
 /// Format `img` as a `device` image of `blocks` erase blocks, then as an FMS of
 /// `block_size` blocks.
 fn fms_image(img: &str, device: &str, blocks: &str, block_size: &str) {
-    run_ok(&[
-        "nand", "format", img, "--device", device, "--blocks", blocks,
-    ]);
-    run_ok(&["fms", "format", img, "--block-size", block_size]);
-}
-
-fn pattern(n: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
+    ok(fms_image_at(Path::new(img), device, blocks, block_size));
 }
 
 #[test]

@@ -40,3 +40,34 @@ pub fn json(o: &Output) -> serde_json::Value {
 pub fn path_str(p: &Path) -> &str {
     p.to_str().expect("UTF-8 path")
 }
+
+/// `n` bytes of a xorshift stream from `seed`: test data that differs everywhere.
+pub fn pattern(n: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+/// Format `img` as a `device` image of `blocks` erase blocks, then as an FMS of
+/// `block_size` blocks; the output of the first command that fails, or of the FMS format.
+pub fn fms_image_at(img: &Path, device: &str, blocks: &str, block_size: &str) -> Output {
+    let o = flashkit([
+        "nand",
+        "format",
+        path_str(img),
+        "--device",
+        device,
+        "--blocks",
+        blocks,
+    ]);
+    if !o.status.success() {
+        return o;
+    }
+    flashkit(["fms", "format", path_str(img), "--block-size", block_size])
+}

@@ -329,6 +329,61 @@ fn fio_verifies_and_punched_holes_read_zeros() {
     assert!(logical - mapped >= 256, "mapped {mapped} of {logical}");
 }
 
+/// `--record` writes the device's requests as a block trace while mkfs.fat and mtools
+/// work: `trace stats` reads it back with the report's counts (every write the kernel
+/// sends is one device write; reads add the sectors a partial write reads first), and
+/// `sim` replays it.
+#[test]
+fn a_recorded_trace_replays_in_sim() {
+    need(&["mkfs.fat", "mcopy"]);
+    let dir = tempfile::tempdir().unwrap();
+    let img = image(dir.path(), "mlc2-2g", "32", "4KiB");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let trace = dir.path().join("fat.blk.gz");
+    let m = Mounted::start(&img, &mnt, &["--record", path_str(&trace)]);
+    let disk_s = path_str(&m.file()).to_string();
+    sh("mkfs.fat", &[&disk_s]);
+    for k in 0..10u32 {
+        let local = dir.path().join(format!("g{k}.bin"));
+        std::fs::write(&local, pattern(10_000 + k as usize * 50_000, k)).unwrap();
+        sh("mcopy", &["-o", "-i", &disk_s, path_str(&local), "::/"]);
+    }
+    let r = m.unmount();
+    assert_eq!(r["recorded"]["format"], "blkparse", "{r}");
+    let t = json(&ok(flashkit([
+        "trace",
+        "stats",
+        path_str(&trace),
+        "--json",
+    ])));
+    assert_eq!(t["format"], "blkparse");
+    assert_eq!(r["recorded"]["records"], t["requests"], "{r} {t}");
+    assert_eq!(t["writes"], r["writes"], "{r} {t}");
+    assert!(
+        t["write_bytes"].as_u64() >= r["write_bytes"].as_u64(),
+        "{r} {t}"
+    );
+    assert!(t["reads"].as_u64() >= r["reads"].as_u64(), "{r} {t}");
+    assert!(t["write_bytes"].as_u64().unwrap() > 500_000, "{t}");
+    let o = ok(flashkit([
+        "sim",
+        "--workload",
+        &format!("trace:{}", path_str(&trace)),
+        "--device",
+        "mlc2-2g",
+        "--blocks",
+        "32",
+        "--fill",
+        "0.8",
+        "--policy",
+        "greedy",
+        "--json",
+    ]));
+    let v = json(&o);
+    assert!(v[0]["user_writes"].as_u64().unwrap() > 100, "{v}");
+}
+
 /// SIGTERM unmounts and the command reports; a server killed outright (kill -9) loses
 /// nothing a `fsync` acknowledged: after `fusermount3 -u` of the stale mount, a new mount
 /// reads it back.
@@ -432,6 +487,30 @@ fn bad_mount_arguments_are_one_line_errors() {
                 "a/b",
             ],
             "--name",
+        ),
+        (
+            vec![
+                "blockdev",
+                "mount",
+                path_str(&img),
+                path_str(&mnt),
+                "--record",
+                "t.txt",
+                "--record-format",
+                "csv",
+            ],
+            "--record-format",
+        ),
+        (
+            vec![
+                "blockdev",
+                "mount",
+                path_str(&img),
+                path_str(&mnt),
+                "--record",
+                path_str(&img),
+            ],
+            "--record",
         ),
     ] {
         let o = flashkit(&args);

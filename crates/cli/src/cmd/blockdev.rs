@@ -11,6 +11,8 @@ use clap::{Args, Subcommand};
 use ftl::BlockDevice;
 use serde::Serialize;
 
+use sim::trace::{Format, Recorder, TraceWriter, WriteSummary};
+
 use super::fms::{mount, Access, MountArgs};
 use crate::output::{self, Fields, ReportArgs};
 
@@ -35,10 +37,46 @@ pub struct MountCmdArgs {
     /// repairs stays in RAM).
     #[arg(long)]
     pub read_only: bool,
+    /// Record every request the device gets (reads, writes, trims, time-stamped) as a
+    /// block trace, for `flashkit sim --workload trace:FILE` (gzip when FILE ends in .gz).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Format of --record: msr, spc, blkparse, disksim, fio (blkparse and fio keep trims).
+    #[arg(long, value_name = "FORMAT", default_value = "blkparse")]
+    pub record_format: String,
     #[command(flatten)]
     pub mount: MountArgs,
     #[command(flatten)]
     pub report: ReportArgs,
+}
+
+/// Serve `dev` at the mount point, telling on stderr where and how to unmount.
+fn serve<D: BlockDevice>(
+    dev: D,
+    a: &MountCmdArgs,
+    opts: fuse::Options,
+    size: u64,
+) -> Result<fuse::Served<D>> {
+    let file = a.mountpoint.join(&a.name);
+    fuse::serve(dev, &a.mountpoint, opts, |_| {
+        eprintln!(
+            "flashkit: serving {} as {} ({}); unmount with `fusermount3 -u {}` or Ctrl-C",
+            a.image.display(),
+            file.display(),
+            output::bytes(size),
+            a.mountpoint.display()
+        );
+    })
+    .map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::NotFound
+            || e.kind() == std::io::ErrorKind::PermissionDenied
+        {
+            " (FUSE needs /dev/fuse and root, or fusermount3 from the fuse3 package)"
+        } else {
+            ""
+        };
+        anyhow!("{}: FUSE mount: {e}{hint}", a.mountpoint.display())
+    })
 }
 
 pub fn run(cmd: BlockdevCmd) -> Result<()> {
@@ -59,6 +97,9 @@ pub struct MountReport {
     pub requests: fuse::Counts,
     /// The first request that failed, if any (`write at byte N: …`).
     pub first_error: Option<String>,
+    /// `--record`: the trace file and what was written to it.
+    pub record: Option<String>,
+    pub recorded: Option<WriteSummary>,
     /// What the FTL did meanwhile.
     pub user_writes: u64,
     pub blocks_copied: u64,
@@ -81,6 +122,12 @@ fn mount_cmd(a: MountCmdArgs) -> Result<()> {
     } else {
         Access::Write
     };
+    let fmt = Format::parse(&a.record_format).map_err(|e| anyhow!("--record-format: {e}"))?;
+    if let Some(p) = &a.record {
+        if sim::trace::same_file(p, &a.image) {
+            bail!("--record: {} is the image being served", p.display());
+        }
+    }
     let fms = mount(&a.image, &a.mount, access)?;
     let (w0, c0, e0, t0) = (
         fms.stats().user_writes,
@@ -96,34 +143,34 @@ fn mount_cmd(a: MountCmdArgs) -> Result<()> {
     };
     let size = fms.sectors() * ftl::SECTOR as u64;
     let file = a.mountpoint.join(&a.name);
-    let served = fuse::serve(fms, &a.mountpoint, opts, |_| {
-        eprintln!(
-            "flashkit: serving {} as {} ({}); unmount with `fusermount3 -u {}` or Ctrl-C",
-            a.image.display(),
-            file.display(),
-            output::bytes(size),
-            a.mountpoint.display()
-        );
-    })
-    .map_err(|e| {
-        let hint = if e.kind() == std::io::ErrorKind::NotFound
-            || e.kind() == std::io::ErrorKind::PermissionDenied
-        {
-            " (FUSE needs /dev/fuse and root, or fusermount3 from the fuse3 package)"
-        } else {
-            ""
-        };
-        anyhow!("{}: FUSE mount: {e}{hint}", a.mountpoint.display())
-    })?;
-    let fms = served.dev;
+    let (fms, counts, first_error, recorded) = match &a.record {
+        Some(path) => {
+            let gz = path.extension().is_some_and(|e| e == "gz");
+            let w = TraceWriter::create(path, fmt, gz).map_err(|e| anyhow!("--record: {e}"))?;
+            let s = serve(Recorder::new(fms, w), &a, opts, size)?;
+            let (fms, r) = s.dev.finish();
+            (fms, s.counts, s.first_error, Some(r))
+        }
+        None => {
+            let s = serve(fms, &a, opts, size)?;
+            (s.dev, s.counts, s.first_error, None)
+        }
+    };
+    let (recorded, record_error) = match recorded {
+        Some(Ok(w)) => (Some(w), None),
+        Some(Err(e)) => (None, Some(e)),
+        None => (None, None),
+    };
     let r = MountReport {
         image: a.image.display().to_string(),
         mountpoint: a.mountpoint.display().to_string(),
         file: file.display().to_string(),
         size_bytes: size,
         read_only: a.read_only,
-        requests: served.counts,
-        first_error: served.first_error,
+        requests: counts,
+        first_error,
+        record: a.record.as_ref().map(|p| p.display().to_string()),
+        recorded,
         user_writes: fms.stats().user_writes - w0,
         blocks_copied: fms.stats().blocks_copied - c0,
         erasures: fms.nand().counters().erases - e0,
@@ -163,7 +210,25 @@ fn mount_cmd(a: MountCmdArgs) -> Result<()> {
                 ),
             )
             .add("errors", output::count(c.errors));
+        if let (Some(p), Some(w)) = (&r.record, &r.recorded) {
+            f.add(
+                "recorded",
+                format!(
+                    "{} requests to {p} ({}){}",
+                    output::count(w.records),
+                    w.format,
+                    if w.dropped_trims > 0 {
+                        format!(", {} trims left out", output::count(w.dropped_trims))
+                    } else {
+                        String::new()
+                    }
+                ),
+            );
+        }
         f.print()?;
+    }
+    if let Some(e) = record_error {
+        bail!("--record: {e}");
     }
     if let Some(e) = &r.first_error {
         bail!(

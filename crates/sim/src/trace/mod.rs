@@ -21,6 +21,7 @@ pub mod generate;
 mod map;
 mod parse;
 mod read;
+mod record;
 pub mod stats;
 mod write;
 
@@ -35,6 +36,7 @@ use crate::driver::Op;
 pub use map::{requests, TraceRequests, TraceRunInfo};
 pub use parse::escape_controls;
 pub use read::{detect_format, open_input, TraceReader};
+pub use record::Recorder;
 pub use write::{
     convert, refuse_same_file, same_file, Conversion, TraceWriter, WriteSummary,
     BYTE_OFFSET_MAX_END_SECTOR,

@@ -269,6 +269,16 @@ impl Nand {
     pub fn geometry(&self) -> &Geometry {
         &self.geo
     }
+    /// Advance the clock by `ps`, saturating at its end rather than wrapping: the costs
+    /// are bounded ([`crate::Timing::validate`]), but a long enough run of costly
+    /// operations could still pass `u64::MAX` picoseconds (213 days), and a clock that
+    /// wrapped would hand the age-based policies nonsense. A saturated clock is past every
+    /// simulator range check, which then fails the run.
+    #[inline(always)]
+    fn tick(&mut self, ps: u64) {
+        self.clock_ps = self.clock_ps.saturating_add(ps);
+    }
+
     /// Virtual time spent by the device, picoseconds.
     #[inline]
     pub fn clock_ps(&self) -> u64 {
@@ -384,10 +394,10 @@ impl Nand {
         let n = buf.len() as u64;
         if col >= self.geo.page_size {
             self.counters.spare_reads += 1;
-            self.clock_ps += self.costs.spare + self.costs.read_byte * n;
+            self.tick(self.costs.spare + self.costs.read_byte * n);
         } else {
             self.counters.page_reads += 1;
-            self.clock_ps += self.costs.read + self.costs.read_byte * n;
+            self.tick(self.costs.read + self.costs.read_byte * n);
         }
         self.counters.bytes_read += n;
         self.apply_flips(ppn, col, buf);
@@ -412,7 +422,7 @@ impl Nand {
                 self.read(ppn, 0, d)?;
                 self.store.read(ppn, self.geo.page_size, s)?;
                 self.counters.bytes_read += s.len() as u64;
-                self.clock_ps += self.costs.read_byte * s.len() as u64;
+                self.tick(self.costs.read_byte * s.len() as u64);
                 self.apply_flips(ppn, self.geo.page_size, s);
                 Ok(())
             }
@@ -423,7 +433,7 @@ impl Nand {
                 self.alive()?;
                 self.check_range(ppn, 0, 0)?;
                 self.counters.page_reads += 1;
-                self.clock_ps += self.costs.read + self.costs.read_byte * self.geo.page_size as u64;
+                self.tick(self.costs.read + self.costs.read_byte * self.geo.page_size as u64);
                 self.counters.bytes_read += self.geo.page_size as u64;
                 Ok(())
             }
@@ -437,7 +447,7 @@ impl Nand {
         self.check_range(ppn, col, len as usize)?;
         self.counters.page_reads += 1;
         self.counters.bytes_read += len as u64;
-        self.clock_ps += self.costs.read + self.costs.read_byte * len as u64;
+        self.tick(self.costs.read + self.costs.read_byte * len as u64);
         Ok(())
     }
 
@@ -543,7 +553,7 @@ impl Nand {
     #[inline(always)]
     fn count_program(&mut self, bytes: u64) {
         self.ops += 1;
-        self.clock_ps += self.costs.program + self.costs.program_byte * bytes;
+        self.tick(self.costs.program + self.costs.program_byte * bytes);
         self.counters.programs += 1;
         self.counters.bytes_programmed += bytes;
     }
@@ -784,11 +794,11 @@ impl Nand {
         let np = programs.len() as u64;
         self.counters.page_reads += nreads;
         self.counters.bytes_read += read_bytes;
-        self.clock_ps += nreads * self.costs.read + self.costs.read_byte * read_bytes;
+        self.tick(nreads * self.costs.read + self.costs.read_byte * read_bytes);
         self.ops += np;
         self.counters.programs += np;
         self.counters.bytes_programmed += prog_bytes;
-        self.clock_ps += np * self.costs.program + self.costs.program_byte * prog_bytes;
+        self.tick(np * self.costs.program + self.costs.program_byte * prog_bytes);
         if np > 0 && self.geo.in_order {
             self.write_ptr[block as usize] = wp;
         }
@@ -806,7 +816,7 @@ impl Nand {
             return Err(NandError::BadBlock { block });
         }
         self.ops += 1;
-        self.clock_ps += self.costs.erase;
+        self.tick(self.costs.erase);
         self.counters.erases += 1;
         if self.faults.power_cut_at == Some(self.plan_op()) {
             match self.pick_torn() {

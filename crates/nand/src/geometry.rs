@@ -110,6 +110,11 @@ pub struct Timing {
     pub erase_us: f64,
 }
 
+/// The largest fixed cost of one operation, µs (1 000 s).
+pub const MAX_OP_US: f64 = 1e9;
+/// The largest cost per byte, ns (1 ms a byte).
+pub const MAX_NS_PER_BYTE: f64 = 1e6;
+
 impl Timing {
     pub fn validate(&self) -> Result<()> {
         let fields = [
@@ -124,6 +129,19 @@ impl Timing {
             if !v.is_finite() || v < 0.0 {
                 return Err(NandError::config(format!(
                     "timing.{name}: must be a finite number >= 0, got {v}"
+                )));
+            }
+            // Bounds far above any flash (an erase takes milliseconds) that keep one
+            // operation's cost, in integer picoseconds, far from overflowing.
+            let max = if name.ends_with("_us") {
+                MAX_OP_US
+            } else {
+                MAX_NS_PER_BYTE
+            };
+            if v > max {
+                let unit = if name.ends_with("_us") { "µs" } else { "ns" };
+                return Err(NandError::config(format!(
+                    "timing.{name}: {v} is more than {max:e} {unit}, far beyond any flash"
                 )));
             }
         }

@@ -1903,3 +1903,28 @@ proptest! {
         run_pair(a, b, &kept)?;
     }
 }
+
+/// Operation costs are bounded (an option of 1e15 µs wrapped the picosecond clock and made
+/// a costlier run shorter), and the clock saturates instead of wrapping.
+#[test]
+fn costs_are_bounded_and_the_clock_saturates() {
+    let mut spec = small("nandsim-256m", 8);
+    spec.timing.erase_us = 1e9;
+    spec.validate().unwrap();
+    for (field, v) in [("erase_us", 1e9 + 1.0), ("read_ns_per_byte", 2e6)] {
+        let mut s = spec.clone();
+        match field {
+            "erase_us" => s.timing.erase_us = v,
+            _ => s.timing.read_ns_per_byte = v,
+        }
+        let e = s.validate().unwrap_err().to_string();
+        assert!(e.contains(&format!("timing.{field}")), "{e}");
+    }
+    let mut n = ram(&spec);
+    n.advance_clock_to(u64::MAX - 5);
+    n.erase(1).unwrap();
+    assert_eq!(n.clock_ps(), u64::MAX);
+    let mut buf = [0u8; 16];
+    n.read(0, 0, &mut buf).unwrap();
+    assert_eq!(n.clock_ps(), u64::MAX);
+}

@@ -448,3 +448,53 @@ fn failures_inside_a_write_make_it_clean_first() {
         5000,
     );
 }
+
+/// Options a torture would ignore or clamp are refused in one line (option fuzzer, stop
+/// 19): the derived device's size comes from --segments, its pages per block are capped,
+/// DAC options need regions, and threads start at 1. A sample larger than the cut points
+/// cuts every one and says so.
+#[test]
+fn options_a_torture_would_ignore_are_refused() {
+    for (extra, needle) in [
+        (vec!["--blocks", "1"], "--blocks"),
+        (vec!["--pages-per-block", "64"], "--pages-per-block"),
+        (vec!["--region-threshold", "30m"], "--region-threshold"),
+        (vec!["--region-select", "most-garbage"], "--region-select"),
+        (vec!["--threads", "0"], "--threads"),
+    ] {
+        let mut args = vec!["torture", "--device", "nandsim-256m", "--ops", "50"];
+        args.extend(&extra);
+        let o = flashkit(&args);
+        assert!(!o.status.success(), "{extra:?}");
+        let err = text(&o.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{extra:?}: {err}");
+        assert!(err.contains(needle), "{extra:?}: {err}");
+    }
+    let o = flashkit([
+        "torture",
+        "--device",
+        "nandsim-256m",
+        "--ops",
+        "50",
+        "--pages-per-block",
+        "16",
+        "--regions",
+        "2",
+        "--region-select",
+        "most-garbage",
+        "--cuts",
+        "1000000",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["pages_per_block"], 16, "{v}");
+    let n = v["cut_points"].as_u64().unwrap();
+    assert!(
+        text(&o.stderr).contains(&format!(
+            "the workload has {n} cut points, and every one was cut"
+        )),
+        "{}",
+        text(&o.stderr)
+    );
+}

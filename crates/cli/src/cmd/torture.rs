@@ -60,9 +60,9 @@ pub struct TortureArgs {
     /// FMS DAC regions (1 = no DAC).
     #[arg(long, default_value_t = 1)]
     pub regions: u8,
-    /// FMS DAC region selection: all, most-segments, most-garbage.
-    #[arg(long, default_value = "all")]
-    pub region_select: String,
+    /// FMS DAC region selection: all, most-segments, most-garbage [default: all].
+    #[arg(long)]
+    pub region_select: Option<String>,
     /// FMS DAC time threshold (device time: `500ms`, `2s`, `30m`; the workload has no
     /// arrival times, so device time is the time its operations take) [default: none]
     #[arg(long, value_name = "DURATION")]
@@ -109,13 +109,35 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
     }
     c.segments = a.segments;
     c.shrink = !a.full_device;
+    if a.threads == Some(0) {
+        bail!("--threads: must be at least 1");
+    }
     c.threads = a.threads.unwrap_or(0);
+    if !a.full_device {
+        // The derived device: --segments erase blocks of at most a few slots' pages.
+        if let Some(b) = a.device.overrides.blocks {
+            bail!(
+                "--blocks: {b} has no effect: the derived device has --segments erase blocks ({}); give --full-device to use the device as given",
+                a.segments
+            );
+        }
+    }
     if let Some(b) = &a.block_size {
         let v = parse_size(b).map_err(|e| anyhow!("--block-size: {e}"))?;
         if v > u32::MAX as u64 {
             bail!("--block-size: {b} too large");
         }
         c.fms.block_size = v as u32;
+    }
+    if let (Some(p), false) = (a.device.overrides.pages_per_block, a.full_device) {
+        let got = torture::small_device(&c.device, c.segments, c.fms.block_size)
+            .geometry
+            .pages_per_block;
+        if got < p {
+            bail!(
+                "--pages-per-block: the derived device keeps at most {got} pages per erase block (a few slots' worth, so the cleaner runs every few writes); give --full-device to use {p}"
+            );
+        }
     }
     c.fms.policy = a
         .policy
@@ -129,10 +151,19 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
         bail!("--regions: {} must be 1..8", a.regions);
     }
     c.fms.regions = a.regions;
-    c.fms.region_select = a
-        .region_select
-        .parse()
-        .map_err(|e| anyhow!("--region-select: {e}"))?;
+    if a.regions == 1 {
+        for (set, name) in [
+            (a.region_select.is_some(), "--region-select"),
+            (a.region_threshold.is_some(), "--region-threshold"),
+        ] {
+            if set {
+                bail!("{name}: has no effect: it applies to DAC (--regions > 1) only");
+            }
+        }
+    }
+    if let Some(r) = &a.region_select {
+        c.fms.region_select = r.parse().map_err(|e| anyhow!("--region-select: {e}"))?;
+    }
     if let Some(t) = &a.region_threshold {
         let s = sim::sweep::parse_duration_s(t).map_err(|e| anyhow!("--region-threshold: {e}"))?;
         c.fms.region_threshold_ps = Some((s * 1e12) as u64);
@@ -180,6 +211,14 @@ pub fn run(a: TortureArgs) -> Result<()> {
         output::print_json(&report)?;
     } else {
         print_table(&report)?;
+    }
+    if let Cuts::Sample(n) = cfg.cuts {
+        if n > report.cut_points {
+            eprintln!(
+                "torture: note: --cuts {n}: the workload has {} cut points, and every one was cut",
+                report.cut_points
+            );
+        }
     }
     for w in report.untested(cfg.fms.wear_threshold.is_some()) {
         eprintln!("torture: warning: {w}");

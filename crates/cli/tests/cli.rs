@@ -657,3 +657,50 @@ fn stdout_errors_say_it_was_stdout() {
         );
     }
 }
+
+/// `reproduce --list` prints the experiments as a table or JSON, and refuses the options
+/// of a run, which it would ignore (option fuzzer, stop 19).
+#[test]
+fn reproduce_list_as_json_and_refusing_run_options() {
+    let o = ok(flashkit(["reproduce", "--list", "--json"]));
+    let v = json(&o);
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["experiment"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"chiang1999-table4"), "{names:?}");
+    assert!(names.contains(&"dac-fig12"), "{names:?}");
+    assert!(v[0]["description"].as_str().unwrap().len() > 10);
+    for extra in [["--scale", "0.5"], ["--seed", "3"], ["--plot", "x.svg"]] {
+        let mut args = vec!["reproduce", "--list"];
+        args.extend(extra);
+        let o = flashkit(&args);
+        assert!(!o.status.success(), "{extra:?}");
+        let err = text(&o.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(extra[0]), "{err}");
+    }
+}
+
+/// A configuration error names the option it is about: high_water's own message mentions
+/// low_water, and used to be labelled `--low-water`.
+#[test]
+fn a_high_water_error_names_high_water() {
+    let o = flashkit([
+        "sim",
+        "--written",
+        "256KiB",
+        "--policy",
+        "greedy",
+        "--high-water",
+        "1",
+    ]);
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(err.starts_with("flashkit: --high-water: "), "{err}");
+    let o = flashkit(["sim", "--written", "256KiB", "--workload", "phases:random,"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("workload 2 of 2 is empty"));
+}

@@ -127,6 +127,27 @@ fn sweep_streams_json_lines_with_options_and_ids() {
     assert_eq!(c.lines().count(), 13);
     let dry = ok(flashkit(["sweep", path_str(&spec), "--dry-run"]));
     assert_eq!(text(&dry.stdout).lines().count(), 12);
+    // --dry-run --json: the job list, one object per line with the ids the results carry.
+    let dry = ok(flashkit(["sweep", path_str(&spec), "--dry-run", "--json"]));
+    let listed: Vec<serde_json::Value> = text(&dry.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(listed.len(), 12);
+    for (j, l) in listed.iter().zip(&ls) {
+        let r: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert_eq!(j["job"], r["job"]);
+        assert_eq!(j["options"], r["options"]);
+    }
+    // Outputs a dry run would not write are refused.
+    for extra in [["--out", "x.jsonl"], ["--plot", "x.svg"], ["--jobs", "2"]] {
+        let mut args = vec!["sweep", path_str(&spec), "--dry-run"];
+        args.extend(extra);
+        let o = flashkit(&args);
+        assert!(!o.status.success(), "{extra:?}");
+        assert_eq!(text(&o.stderr).trim().lines().count(), 1);
+        assert!(text(&o.stderr).contains(extra[0]), "{}", text(&o.stderr));
+    }
 
     // --json streams the same records to stdout, one per line.
     let o = ok(flashkit([

@@ -180,6 +180,13 @@ impl DeviceSpec {
     pub fn from_toml(text: &str) -> Result<Self> {
         let err = |e: toml::de::Error| NandError::config(e.to_string().replace('\n', " "));
         let table: toml::Table = toml::from_str(text).map_err(err)?;
+        // JSON has no NaN or infinity: converted, they would be nulls, reported as "invalid
+        // type: null" without the field.
+        if let Some((key, v)) = non_finite(&table, "") {
+            return Err(NandError::config(format!(
+                "{key}: must be a finite number, got {v}"
+            )));
+        }
         Self::from_value(serde_json::to_value(table).map_err(|e| NandError::config(e.to_string()))?)
     }
 
@@ -232,6 +239,28 @@ impl DeviceSpec {
                 ))
             })
     }
+}
+
+/// The first float of `table` (depth first, in key order) that is NaN or infinite, with
+/// its dotted key.
+fn non_finite(table: &toml::Table, prefix: &str) -> Option<(String, f64)> {
+    for (k, v) in table {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match v {
+            toml::Value::Float(f) if !f.is_finite() => return Some((key, *f)),
+            toml::Value::Table(t) => {
+                if let Some(found) = non_finite(t, &key) {
+                    return Some(found);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// A device description in one flat table, as `flashkit devices --json` and `--csv` print
@@ -487,5 +516,22 @@ mod tests {
         let broken = text.replace("pages_per_block = 32", "pages_per_block = 0");
         let err = DeviceSpec::from_toml(&broken).unwrap_err().to_string();
         assert!(err.contains("pages_per_block"), "{err}");
+        // TOML's nan and inf name their field (JSON has neither: they became nulls).
+        let re = set_value(&text, "erase_us = ", "nan");
+        let err = DeviceSpec::from_toml(&re).unwrap_err().to_string();
+        assert!(
+            err.contains("timing.erase_us: must be a finite number, got NaN"),
+            "{err}"
+        );
+        let re = set_value(&text, "read_us = ", "-inf");
+        let err = DeviceSpec::from_toml(&re).unwrap_err().to_string();
+        assert!(err.contains("timing.read_us"), "{err}");
+    }
+
+    /// `text` with the value after the first `key` (to the end of its line) set to `v`.
+    fn set_value(text: &str, key: &str, v: &str) -> String {
+        let at = text.find(key).unwrap() + key.len();
+        let end = at + text[at..].find('\n').unwrap();
+        format!("{}{v}{}", &text[..at], &text[end..])
     }
 }

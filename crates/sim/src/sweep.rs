@@ -1251,11 +1251,13 @@ fn build(
         .unwrap_or_else(|| crate::reproduce::paper_pairing(p));
     d.cfg.fms.validate().map_err(|e| {
         let msg = e.to_string();
+        // The key the message is about comes first ("high_water: must be at least
+        // low_water" is about high_water).
         let key = KEYS
             .iter()
-            .map(|k| k.name)
-            .find(|k| msg.contains(k))
-            .unwrap_or("policy");
+            .filter_map(|k| msg.find(k.name).map(|at| (at, k.name)))
+            .min()
+            .map_or("policy", |(_, k)| k);
         located(key, origin_of(dims, key), msg)
     })?;
     Ok(d.cfg)

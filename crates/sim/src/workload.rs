@@ -35,7 +35,7 @@ impl WorkloadSpec {
         let s = s.trim();
         if let Some(rest) = s.strip_prefix("phases:") {
             let mut parts = Vec::new();
-            for p in split_phases(rest) {
+            for p in split_phases(rest)? {
                 let w = WorkloadSpec::parse(&p)?;
                 if matches!(w, WorkloadSpec::Phases(_)) {
                     return Err("workload: phases cannot nest".into());
@@ -118,12 +118,21 @@ fn percent(f: f64) -> String {
 }
 
 /// Split "hotcold:90/10,random" at commas (no nesting, so plain split).
-fn split_phases(s: &str) -> Vec<String> {
-    s.split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(String::from)
-        .collect()
+/// The phases of `phases:A,B,...`; an empty one (`phases:random,`) is an error, as an
+/// empty item of every other list is, rather than dropped.
+fn split_phases(s: &str) -> Result<Vec<String>, String> {
+    if s.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    if let Some(i) = parts.iter().position(|p| p.is_empty()) {
+        return Err(format!(
+            "workload: phases: workload {} of {} is empty",
+            i + 1,
+            parts.len()
+        ));
+    }
+    Ok(parts.into_iter().map(String::from).collect())
 }
 
 /// Up to this many units, `hotcold:X/Y` orders the units by a Fisher–Yates shuffle of a
@@ -381,6 +390,11 @@ mod tests {
         );
         assert!(WorkloadSpec::parse("hotcold:90").is_err());
         assert!(WorkloadSpec::parse("zipf").is_err());
+        // An empty phase is an error, not dropped (option fuzzer, stop 19).
+        for (w, which) in [("phases:random,", "2 of 2"), ("phases:,random", "1 of 2")] {
+            let e = WorkloadSpec::parse(w).unwrap_err();
+            assert!(e.contains(which), "{w}: {e}");
+        }
     }
 
     /// A hot/cold workload is labelled with the percentages as given, not with the float

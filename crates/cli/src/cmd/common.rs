@@ -175,7 +175,14 @@ pub fn load_device_file(path: &Path) -> Result<DeviceSpec> {
 /// erase blocks; errors quote the part that is wrong.
 pub fn parse_block_list(text: &str, blocks: u32) -> Result<Vec<u32>> {
     let mut out = Vec::new();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+    // An empty list names no block; an empty item of a list (`3,,7`, `,`) is a mistake.
+    if text.trim().is_empty() {
+        return Ok(out);
+    }
+    for (i, part) in text.split(',').map(str::trim).enumerate() {
+        if part.is_empty() {
+            bail!("item {} of '{text}' is empty", i + 1);
+        }
         let num = |s: &str| -> Result<u32> {
             let b = s.trim().parse::<u32>().map_err(|_| {
                 anyhow::anyhow!("'{part}' is not a block number or range (e.g. 3,7,10-12)")
@@ -220,6 +227,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("block 4294967295 out of range"), "{e}");
+        // Empty items are refused, an empty list names no block.
+        for t in [",", "3,,7", "3,"] {
+            let e = parse_block_list(t, 16).unwrap_err().to_string();
+            assert!(e.contains("is empty"), "{t}: {e}");
+        }
+        assert!(parse_block_list(" ", 16).unwrap().is_empty());
     }
 
     #[test]

@@ -13,8 +13,8 @@ use crate::progress::Progress;
 pub struct ReproduceArgs {
     /// Experiment name (see --list).
     pub name: Option<String>,
-    /// List the experiments.
-    #[arg(long)]
+    /// List the experiments (a table, or `--json` / `--csv FILE`).
+    #[arg(long, conflicts_with_all = ["name", "seed", "scale", "plot"])]
     pub list: bool,
     /// Seed of the workload generator.
     #[arg(long, default_value_t = 1)]
@@ -31,9 +31,27 @@ pub struct ReproduceArgs {
 
 pub fn run(a: ReproduceArgs) -> Result<()> {
     if a.list || a.name.is_none() {
+        #[derive(serde::Serialize)]
+        struct Listed {
+            experiment: &'static str,
+            description: &'static str,
+        }
+        let all: Vec<Listed> = sim::reproduce::experiments()
+            .iter()
+            .map(|e| Listed {
+                experiment: e.name,
+                description: e.description,
+            })
+            .collect();
+        if let Some(p) = &a.report.csv {
+            output::write_csv(p, &all)?;
+        }
+        if a.report.json {
+            return output::print_json(&all);
+        }
         let mut t = Table::new(&["experiment", "what it runs"]);
-        for e in sim::reproduce::experiments() {
-            t.row(vec![e.name.to_string(), e.description.to_string()]);
+        for e in &all {
+            t.row(vec![e.experiment.to_string(), e.description.to_string()]);
         }
         return t.print();
     }

@@ -30,8 +30,10 @@ pub struct SweepArgs {
     /// Worker threads (default: all cores; at most 1024, and never more than jobs).
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
-    /// Print the jobs of the grid (id and options) without running them.
-    #[arg(long)]
+    /// Print the jobs of the grid (id and options) without running them; with --json,
+    /// one JSON object per line (`job`, `options`): the job list a distributed engine
+    /// would take.
+    #[arg(long, conflicts_with_all = ["out", "jobs", "csv", "plot"])]
     pub dry_run: bool,
     #[command(flatten)]
     pub report: ReportArgs,
@@ -66,7 +68,12 @@ pub fn run(a: SweepArgs) -> Result<()> {
     if a.dry_run {
         let mut out = std::io::stdout().lock();
         for j in &jobs {
-            writeln!(out, "{}  {}", j.id, describe(&j.options, &keys))?;
+            if a.report.json {
+                let line = serde_json::json!({ "job": j.id, "options": j.options });
+                writeln!(out, "{line}")?;
+            } else {
+                writeln!(out, "{}  {}", j.id, describe(&j.options, &keys))?;
+            }
         }
         out.flush()?;
         return Ok(());

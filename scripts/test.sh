@@ -80,6 +80,12 @@ step "scripts/torture-sweep.py --seed 6 --runs 8"
 cargo build --release --quiet --bin flashkit
 python3 scripts/torture-sweep.py --seed 6 --runs 8 --jobs 2
 
+# The on-flash format docs against the binary (docs/format/fms.md, nand-image.md): an
+# independent reader written from the docs alone must read every image the FMS writes
+# (and crafted damaged ones) exactly as `fms read` / `fms info` do; about 45 s.
+step "scripts/fms-spec-check.py"
+python3 scripts/fms-spec-check.py "${CARGO_TARGET_DIR:-target}/release/flashkit"
+
 # The profile-guided build's training runs (scripts/pgo-build.sh), with the plain
 # binary: about a second; keeps them working as the CLI changes.
 fk="${CARGO_TARGET_DIR:-target}/release/flashkit"

@@ -145,12 +145,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                 h.block_size, h.slots, lay.block_size
             )));
         }
-        if h.features & !FEATURES_KNOWN != 0 {
-            return Err(DevError::corrupt(format!(
-                "segment {seg}: header features {:#x} include some this flashkit does not know ({:#x}): written by a newer version",
-                h.features, FEATURES_KNOWN
-            )));
-        }
+        refuse_unknown(seg, &h)?;
         let ecc = h.features & FEATURE_ECC != 0;
         if !any_header && ecc {
             lay = f.lay.clone().with_ecc(true, &geo).map_err(|e| {
@@ -260,8 +255,19 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     // (header mode; in spare mode none is ever recorded retired).
     let mut read_grown = Vec::new();
     for (seg, h) in grown {
-        if h.kind != 0 || !ours(&h) {
+        if !ours(&h) {
             continue;
+        }
+        // Its records are read like a good segment's: the same features, or a refusal.
+        refuse_unknown(seg, &h)?;
+        if h.kind != 0 {
+            continue;
+        }
+        if (h.features & FEATURE_ECC != 0) != lay.ecc {
+            return Err(DevError::corrupt(format!(
+                "segment {seg} (grown bad): formatted {} ECC, unlike the good segments",
+                if lay.ecc { "without" } else { "with" }
+            )));
         }
         if log.as_ref().is_some_and(|l| l.retired.contains(&seg)) {
             f.retired.push(seg);
@@ -591,6 +597,26 @@ pub(super) fn read_until(
         }
     }
     Ok(false)
+}
+
+/// A header this flashkit cannot read safely: a kind other than data (0) and index (1),
+/// or a feature bit it does not know. Both come only from a newer format (the header's
+/// checksum holds), so the mount refuses, naming the segment, rather than take the
+/// segment for something else or erase it.
+fn refuse_unknown(seg: u32, h: &SegHeader) -> DevResult<()> {
+    if h.kind > 1 {
+        return Err(DevError::corrupt(format!(
+            "segment {seg}: header kind {} is unknown (0 data, 1 index): written by a newer version",
+            h.kind
+        )));
+    }
+    if h.features & !FEATURES_KNOWN != 0 {
+        return Err(DevError::corrupt(format!(
+            "segment {seg}: header features {:#x} include some this flashkit does not know ({:#x}): written by a newer version",
+            h.features, FEATURES_KNOWN
+        )));
+    }
+    Ok(())
 }
 
 /// Read a segment header (see [`read_until`]): erased, or one that decodes, or the last

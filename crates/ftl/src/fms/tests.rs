@@ -2559,11 +2559,13 @@ fn unknown_features_and_mixed_ecc_are_refused() {
     nd.read(nd.geometry().first_page(1), 0, &mut h).unwrap();
     let mut hdr = SegHeader::decode(&h).unwrap().unwrap();
     assert_eq!(hdr.features, layout::FEATURE_ECC);
-    // Rewrite segment 1's header (erase, then program) with other features.
-    let with = |nd: Nand, features: u32, hdr: &mut SegHeader| {
+    // Rewrite segment 1's header (erase, then program) with other features or kind,
+    // and mark its erase block grown bad when `bad`.
+    let with = |nd: Nand, features: u32, kind: u16, bad: bool, hdr: &mut SegHeader| {
         let mut nd = nd;
         nd.erase(1).unwrap();
         hdr.features = features;
+        hdr.kind = kind;
         hdr.erase_count += 1;
         nd.program(
             nd.geometry().first_page(1),
@@ -2572,21 +2574,43 @@ fn unknown_features_and_mixed_ecc_are_refused() {
             None,
         )
         .unwrap();
-        let store = nd.into_store();
+        let mut store = nd.into_store();
+        if bad {
+            let mut info = store.block_info(1);
+            info.bad = nand::BadState::Grown;
+            store.set_block_info(1, info).unwrap();
+        }
         Fms::mount(Nand::open(spec.clone(), store).unwrap(), cfg.clone())
             .err()
             .map(|e| e.to_string())
     };
-    let store = nd.into_store();
-    let nd = Nand::open(spec.clone(), store).unwrap();
-    let e = with(nd, layout::FEATURE_ECC | 0x10, &mut hdr).unwrap();
+    let fresh = || ecc_fms(true).0.into_nand();
+    let e = with(fresh(), layout::FEATURE_ECC | 0x10, 0, false, &mut hdr).unwrap();
     assert!(
         e.contains("segment 1") && e.contains("features 0x11"),
         "{e}"
     );
-    let (f, _, _, _) = ecc_fms(true);
-    let e = with(f.into_nand(), 0, &mut hdr).unwrap();
+    let e = with(fresh(), 0, 0, false, &mut hdr).unwrap();
     assert!(e.contains("segment 1") && e.contains("without ECC"), "{e}");
+    // A kind other than data and index (spec conformance check, stop 19: it was taken
+    // for a data segment).
+    let e = with(fresh(), layout::FEATURE_ECC, 2, false, &mut hdr).unwrap();
+    assert!(
+        e.contains("segment 1") && e.contains("kind 2 is unknown"),
+        "{e}"
+    );
+    // A grown-bad segment whose records the mount reads is held to the same rules (its
+    // unknown features were ignored).
+    let e = with(fresh(), layout::FEATURE_ECC | 0x4, 0, true, &mut hdr).unwrap();
+    assert!(e.contains("segment 1") && e.contains("features 0x5"), "{e}");
+    let e = with(fresh(), 0, 0, true, &mut hdr).unwrap();
+    assert!(
+        e.contains("segment 1 (grown bad)") && e.contains("with"),
+        "{e}"
+    );
+    // The same header as the others, grown bad: mounts (its records are read).
+    assert_eq!(with(fresh(), layout::FEATURE_ECC, 0, true, &mut hdr), None);
+    drop(nd);
 }
 
 /// Checks for erased flash read again, and with ECC tolerate one 0 bit per 512 bytes:

@@ -710,3 +710,255 @@ fn stats_checks_its_csv_before_reading() {
     ]));
     assert_eq!(std::fs::read_to_string(&good).unwrap().lines().count(), 2);
 }
+
+/// A small blkparse trace: one write queued (Q) and issued (D).
+const BLKPARSE: &str = "  8,0    3        1     0.000000000   697  Q   W 223490 + 8 [k]\n  \
+                        8,0    3        2     0.000013640   697  D   W 223490 + 8 [k]\n  \
+                        8,0    3        3     0.000020000   697  UT  N [k] 1\n";
+
+/// `--blkparse-action` names one of the actions blkparse prints; anything else used to
+/// select no event and give an empty trace (requests 0, exit 0).
+#[test]
+fn blkparse_action_must_be_a_blkparse_action() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.blkparse");
+    std::fs::write(&t, BLKPARSE).unwrap();
+    let requests = |action: &str| {
+        json(&ok(flashkit([
+            "trace",
+            "stats",
+            path_str(&t),
+            "--blkparse-action",
+            action,
+            "--json",
+        ])))["requests"]
+            .as_u64()
+    };
+    for bad in ["DD", "1", "ǅ", "D,Q", "", "d", "Q\n"] {
+        let o = flashkit([
+            "trace",
+            "stats",
+            path_str(&t),
+            "--blkparse-action",
+            bad,
+            "--json",
+        ]);
+        fails_with(
+            o,
+            &format!(
+                "flashkit: --blkparse-action: '{}' is not a blkparse action \
+                 (A, B, C, D, F, G, I, M, P, Q, R, S, T, U, UT, X)",
+                bad.escape_debug()
+            ),
+        );
+    }
+    let w = format!("trace:{}", path_str(&t));
+    fails_with(
+        flashkit([
+            "sim",
+            "--workload",
+            &w,
+            "--policy",
+            "greedy",
+            "--blkparse-action",
+            "DD",
+        ]),
+        "--blkparse-action: 'DD' is not a blkparse action",
+    );
+    assert_eq!(requests("D"), Some(1));
+    assert_eq!(requests("Q"), Some(1));
+    assert_eq!(requests("C"), Some(0));
+    // blkparse prints the timer unplug that its manual calls T as UT.
+    assert_eq!(requests("T"), requests("UT"));
+}
+
+/// A filter of another format than the trace's used to be ignored silently (all requests
+/// kept); it is refused once the format is known, by stats, convert and sim alike.
+#[test]
+fn filters_of_another_format_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for fmt in ["msr", "spc", "disksim", "fio"] {
+        let p = dir.path().join(format!("t.{fmt}"));
+        ok(flashkit([
+            "trace",
+            "generate",
+            path_str(&p),
+            "--format",
+            fmt,
+            "--requests",
+            "20",
+            "--space",
+            "4MiB",
+        ]));
+        files.push((fmt, p));
+    }
+    let blk = dir.path().join("t.blkparse");
+    std::fs::write(&blk, BLKPARSE).unwrap();
+    files.push(("blkparse", blk));
+    let flags: [(&str, &str, &[&str]); 4] = [
+        ("--trace-asu", "0", &["spc"]),
+        ("--trace-disk", "0", &["msr", "disksim"]),
+        ("--trace-time-unit", "ms", &["disksim", "fio"]),
+        ("--blkparse-action", "Q", &["blkparse"]),
+    ];
+    let out = dir.path().join("out.fio");
+    for (flag, value, applies) in flags {
+        for (fmt, p) in &files {
+            let stats = flashkit(["trace", "stats", path_str(p), flag, value, "--json"]);
+            if applies.contains(fmt) {
+                ok(stats);
+                continue;
+            }
+            let msg = format!(
+                "{}: {flag} applies to {} traces only (this trace is {fmt})",
+                path_str(p),
+                applies.join(" and ")
+            );
+            fails_with(stats, &msg);
+            // Also with the format given rather than detected.
+            fails_with(
+                flashkit([
+                    "trace",
+                    "stats",
+                    path_str(p),
+                    "--trace-format",
+                    fmt,
+                    flag,
+                    value,
+                ]),
+                &msg,
+            );
+            fails_with(
+                flashkit([
+                    "trace",
+                    "convert",
+                    path_str(p),
+                    path_str(&out),
+                    "--to",
+                    "fio",
+                    flag,
+                    value,
+                ]),
+                &msg,
+            );
+            assert!(!out.exists(), "convert wrote {}", out.display());
+            let w = format!("trace:{}", path_str(p));
+            fails_with(
+                flashkit(["sim", "--workload", &w, "--policy", "greedy", flag, value]),
+                &msg,
+            );
+        }
+    }
+    // The default action is the same as none.
+    let msr = &files[0].1;
+    ok(flashkit([
+        "trace",
+        "stats",
+        path_str(msr),
+        "--blkparse-action",
+        "D",
+    ]));
+}
+
+/// `--unit` sizes the synthetic workloads' requests; rootdisk and multimedia have their own
+/// sizes (the paper's) and used to ignore it, whatever its value.
+#[test]
+fn generate_refuses_unit_for_rootdisk_and_multimedia() {
+    let dir = tempfile::tempdir().unwrap();
+    for w in ["rootdisk", "multimedia"] {
+        let out = dir.path().join(format!("{w}.msr"));
+        for unit in ["0", "4KiB", "64KiB"] {
+            fails_with(
+                flashkit([
+                    "trace",
+                    "generate",
+                    "--format",
+                    "msr",
+                    "--requests",
+                    "5",
+                    "--workload",
+                    w,
+                    "--unit",
+                    unit,
+                    path_str(&out),
+                ]),
+                &format!("--unit: the {w} workload does not use it"),
+            );
+            assert!(!out.exists());
+        }
+        ok(flashkit([
+            "trace",
+            "generate",
+            "--format",
+            "msr",
+            "--requests",
+            "5",
+            "--workload",
+            w,
+            path_str(&out),
+        ]));
+    }
+    // The synthetic workloads use it, and check it.
+    let out = dir.path().join("g.msr");
+    fails_with(
+        flashkit([
+            "trace",
+            "generate",
+            "--format",
+            "msr",
+            "--requests",
+            "5",
+            "--unit",
+            "0",
+            path_str(&out),
+        ]),
+        "unit: 0 must be a positive multiple of 512 bytes",
+    );
+    ok(flashkit([
+        "trace",
+        "generate",
+        "--format",
+        "msr",
+        "--requests",
+        "5",
+        "--unit",
+        "8KiB",
+        path_str(&out),
+    ]));
+    let s = json(&ok(flashkit(["trace", "stats", path_str(&out), "--json"])));
+    assert_eq!(s["mean_write_sectors"].as_f64(), Some(16.0));
+}
+
+/// `--requests 0` used to write a trace no command can read (its format cannot be told).
+#[test]
+fn generate_refuses_zero_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    for fmt in ["msr", "spc", "blkparse", "disksim", "fio"] {
+        let out = dir.path().join(format!("g.{fmt}"));
+        fails_with(
+            flashkit([
+                "trace",
+                "generate",
+                path_str(&out),
+                "--format",
+                fmt,
+                "--requests",
+                "0",
+            ]),
+            "--requests: must be at least 1",
+        );
+        assert!(!out.exists());
+        ok(flashkit([
+            "trace",
+            "generate",
+            path_str(&out),
+            "--format",
+            fmt,
+            "--requests",
+            "1",
+        ]));
+        let s = json(&ok(flashkit(["trace", "stats", path_str(&out), "--json"])));
+        assert_eq!(s["requests"], 1);
+    }
+}

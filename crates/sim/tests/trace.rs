@@ -1038,3 +1038,64 @@ fn traces_without_requests_are_refused() {
         "{e}"
     );
 }
+
+#[test]
+fn options_of_another_format_and_unknown_actions_are_refused() {
+    use sim::trace::{blkparse_action, check_options, BLKPARSE_ACTIONS};
+    let dir = tempfile::tempdir().unwrap();
+    let msr = write(dir.path(), "t.csv", MSR);
+    let refused = |p: &Path, o: &TraceOptions| match TraceReader::open(p, o) {
+        Ok(_) => panic!("{} opened with {o:?}", p.display()),
+        Err(e) => e.to_string(),
+    };
+    let mut o = opts(None);
+    o.asu = Some(1);
+    assert_eq!(
+        refused(&msr, &o),
+        format!(
+            "{}: --trace-asu applies to spc traces only (this trace is msr)",
+            msr.display()
+        )
+    );
+    let mut o = opts(Some(Format::Msr));
+    o.time_unit = Some(TimeUnit::Ms);
+    assert!(refused(&msr, &o)
+        .ends_with("--trace-time-unit applies to disksim and fio traces only (this trace is msr)"));
+    let mut o = opts(None);
+    o.blkparse_action = "Q".into();
+    assert!(refused(&msr, &o)
+        .ends_with("--blkparse-action applies to blkparse traces only (this trace is msr)"));
+    let blk = write(dir.path(), "t.txt", BLKPARSE);
+    let mut o = opts(None);
+    o.disk = Some(0);
+    assert!(refused(&blk, &o)
+        .ends_with("--trace-disk applies to msr and disksim traces only (this trace is blkparse)"));
+    // Every action, and only those, for every format that applies.
+    for a in BLKPARSE_ACTIONS {
+        let mut o = opts(Some(Format::Blkparse));
+        o.blkparse_action = a.into();
+        assert!(check_options(Format::Blkparse, &o).is_ok(), "{a}");
+    }
+    for bad in ["", "DD", "q", "D ", "Z"] {
+        let mut o = opts(None);
+        o.blkparse_action = bad.into();
+        assert!(
+            refused(&blk, &o).contains(&format!("--blkparse-action: '{bad}' is not a blkparse action (A, B, C, D, F, G, I, M, P, Q, R, S, T, U, UT, X)")),
+            "{bad}"
+        );
+    }
+    // `T` (blkparse's manual) selects the `UT` events blkparse prints.
+    assert_eq!(blkparse_action("T"), Ok("UT"));
+    let ut = write(
+        dir.path(),
+        "ut.txt",
+        "  8,0 0 1 0.000000000 1 UT W 100 + 8 [x]\n  8,0 0 2 0.000001000 1 D W 200 + 8 [x]\n",
+    );
+    let mut o = opts(None);
+    o.blkparse_action = "T".into();
+    assert_eq!(read_all(&ut, &o).0, vec![rec(0, Op::Write, 100, 8)]);
+    // What applies is kept.
+    let mut o = opts(None);
+    o.blkparse_action = "D".into();
+    assert_eq!(read_all(&msr, &o).0.len(), 4);
+}

@@ -21,14 +21,16 @@ pub struct TraceInputArgs {
     /// lines).
     #[arg(long, value_name = "FORMAT", help_heading = "Trace input")]
     pub trace_format: Option<String>,
-    /// Keep only this MSR DiskNumber / DiskSim devno (default: all).
+    /// Keep only this MSR DiskNumber / DiskSim devno (default: all; refused for the other
+    /// formats).
     #[arg(long, value_name = "N", help_heading = "Trace input")]
     pub trace_disk: Option<u64>,
-    /// Keep only this SPC ASU (default: all).
+    /// Keep only this SPC ASU (default: all; refused for the other formats).
     #[arg(long, value_name = "N", help_heading = "Trace input")]
     pub trace_asu: Option<u64>,
     /// The blkparse action whose events are the requests (D = issued, Q = queued, C =
-    /// completed, ...).
+    /// completed, ...: A, B, C, D, F, G, I, M, P, Q, R, S, T, U, UT, X; another than D is
+    /// refused for the other formats).
     #[arg(
         long,
         value_name = "ACTION",
@@ -37,7 +39,7 @@ pub struct TraceInputArgs {
     )]
     pub blkparse_action: String,
     /// Unit of DiskSim/MQSim time stamps (default ms) and fio v3 time stamps (default
-    /// us): ns, us, ms, s.
+    /// us): ns, us, ms, s. Refused for the other formats.
     #[arg(long, value_name = "UNIT", help_heading = "Trace input")]
     pub trace_time_unit: Option<String>,
     /// Read at most N records of the trace.
@@ -58,12 +60,9 @@ impl TraceInputArgs {
             Some(u) => Some(TimeUnit::parse(u).map_err(|e| anyhow!("--trace-time-unit: {e}"))?),
             None => None,
         };
-        if self.blkparse_action.is_empty() || self.blkparse_action.contains(char::is_whitespace) {
-            bail!(
-                "--blkparse-action: '{}' is not a blkparse action (e.g. D, Q, C)",
-                self.blkparse_action
-            );
-        }
+        // Whether it applies is checked by the reader, once the format is known.
+        sim::trace::blkparse_action(&self.blkparse_action)
+            .map_err(|e| anyhow!("--blkparse-action: {e}"))?;
         Ok(TraceOptions {
             format,
             disk: self.trace_disk,
@@ -131,12 +130,13 @@ pub struct GenerateArgs {
     /// sequential | random | hotcold:X/Y | phases:W1,W2,... | rootdisk | multimedia.
     #[arg(long, default_value = "hotcold:90/10")]
     pub workload: String,
-    /// Number of requests.
+    /// Number of requests (at least 1).
     #[arg(long, default_value_t = 100_000)]
     pub requests: u64,
-    /// Request size of the synthetic workloads.
-    #[arg(long, default_value = "4KiB")]
-    pub unit: String,
+    /// Request size of the synthetic workloads (default 4KiB); refused for rootdisk and
+    /// multimedia, whose request sizes are their own.
+    #[arg(long)]
+    pub unit: Option<String>,
     /// The logical space addressed (for the same requests as `flashkit sim`, the simulated
     /// space: fill × capacity, in whole FTL blocks).
     #[arg(long, default_value = "1GiB")]
@@ -411,8 +411,20 @@ fn convert(a: ConvertArgs) -> Result<()> {
 
 fn generate(a: GenerateArgs) -> Result<()> {
     let fmt = parse_format("format", &a.format)?;
+    if a.requests == 0 {
+        // An empty trace is a file no command can read (its format cannot be told).
+        bail!("--requests: must be at least 1");
+    }
     let workload = GenWorkload::parse(&a.workload).map_err(|e| anyhow!("--workload: {e}"))?;
-    let unit = parse_size(&a.unit).map_err(|e| anyhow!("--unit: {e}"))?;
+    let unit = match (&a.unit, &workload) {
+        (Some(_), GenWorkload::RootDisk | GenWorkload::Multimedia) => bail!(
+            "--unit: the {} workload does not use it (its request sizes are shaped after \
+             the paper's); leave --unit out",
+            workload.label()
+        ),
+        (Some(u), _) => parse_size(u).map_err(|e| anyhow!("--unit: {e}"))?,
+        (None, _) => GenConfig::default().unit_bytes,
+    };
     let space = parse_size(&a.space).map_err(|e| anyhow!("--space: {e}"))?;
     let cfg = GenConfig {
         workload,

@@ -179,7 +179,9 @@ pub struct TraceOptions {
     pub disk: Option<u64>,
     /// SPC ASU to keep (all when `None`).
     pub asu: Option<u64>,
-    /// The blkparse action whose events are the requests (`D` = issued to the driver).
+    /// The blkparse action whose events are the requests (`D`, the default, = issued to
+    /// the driver); one of [`BLKPARSE_ACTIONS`]. Another action than `D` is refused for
+    /// traces of the other formats.
     pub blkparse_action: String,
     /// Unit of DiskSim time stamps (default ms) and fio v3 time stamps (default µs).
     pub time_unit: Option<TimeUnit>,
@@ -201,6 +203,54 @@ impl Default for TraceOptions {
             skip_bad_lines: false,
         }
     }
+}
+
+/// The actions blkparse prints in its action column (blktrace's `A` remap, `B` bounce, `C`
+/// complete, `D` issue, `F` front merge, `G` get request, `I` insert, `M` back merge, `P`
+/// plug, `Q` queue, `R` requeue, `S` sleep, `U` unplug, `UT` unplug by the timer, `X`
+/// split), plus `T`, blkparse's manual's name for `UT`.
+pub const BLKPARSE_ACTIONS: [&str; 16] = [
+    "A", "B", "C", "D", "F", "G", "I", "M", "P", "Q", "R", "S", "T", "U", "UT", "X",
+];
+
+/// The text of the action column that `--blkparse-action action` selects (`T` is printed
+/// `UT`), or why `action` is none of [`BLKPARSE_ACTIONS`].
+pub fn blkparse_action(action: &str) -> Result<&'static str, String> {
+    match BLKPARSE_ACTIONS.iter().find(|&&a| a == action) {
+        Some(&"T") => Ok("UT"),
+        Some(a) => Ok(a),
+        None => Err(format!(
+            "'{}' is not a blkparse action ({})",
+            escape_controls(action),
+            BLKPARSE_ACTIONS.join(", ")
+        )),
+    }
+}
+
+/// Refuse the options of `opts` that do not apply to a trace in format `fmt` (a filter
+/// of another format would be silently ignored) and a blkparse action that blkparse never
+/// prints; the action column text to match on success.
+pub fn check_options(fmt: Format, opts: &TraceOptions) -> Result<&'static str, String> {
+    let action =
+        blkparse_action(&opts.blkparse_action).map_err(|e| format!("--blkparse-action: {e}"))?;
+    let refuse = |flag: &str, formats: &str| {
+        Err(format!(
+            "{flag} applies to {formats} traces only (this trace is {fmt})"
+        ))
+    };
+    if opts.asu.is_some() && fmt != Format::Spc {
+        return refuse("--trace-asu", "spc");
+    }
+    if opts.disk.is_some() && !matches!(fmt, Format::Msr | Format::Disksim) {
+        return refuse("--trace-disk", "msr and disksim");
+    }
+    if opts.time_unit.is_some() && !matches!(fmt, Format::Disksim | Format::Fio) {
+        return refuse("--trace-time-unit", "disksim and fio");
+    }
+    if action != "D" && fmt != Format::Blkparse {
+        return refuse("--blkparse-action", "blkparse");
+    }
+    Ok(action)
 }
 
 /// A trace as a simulation workload (`--workload trace:FILE`).

@@ -8,7 +8,7 @@ use std::path::Path;
 use flate2::read::MultiGzDecoder;
 
 use super::parse::{is_word, parse_time_ns, parse_u64, parse_u64_any, show, split_csv, split_ws};
-use super::{Counts, Format, Record, TraceError, TraceOptions};
+use super::{check_options, Counts, Format, Record, TraceError, TraceOptions};
 use crate::driver::Op;
 
 /// Windows FILETIME of the Unix epoch (100 ns ticks since 1601).
@@ -574,27 +574,27 @@ impl TraceReader {
             Some(f) => f,
             None => detect_format(path)?,
         };
+        let name = path.display().to_string();
+        // Before the file is opened (for reading or, by `convert`, for writing).
+        check_options(fmt, opts).map_err(|e| TraceError::new(&name, None, e))?;
         let input = open_input(path)?;
-        Ok(TraceReader::from_reader(
-            &path.display().to_string(),
-            input,
-            fmt,
-            opts,
-        ))
+        TraceReader::from_reader(&name, input, fmt, opts)
     }
 
-    /// Read an already opened stream named `file` (for errors) in format `fmt`.
+    /// Read an already opened stream named `file` (for errors) in format `fmt`. Options
+    /// that do not apply to `fmt` are refused ([`check_options`]).
     pub fn from_reader(
         file: &str,
         input: BufReader<Box<dyn Read + Send>>,
         fmt: Format,
         opts: &TraceOptions,
-    ) -> TraceReader {
+    ) -> Result<TraceReader, TraceError> {
+        let action = check_options(fmt, opts).map_err(|e| TraceError::new(file, None, e))?;
         let default_unit = match fmt {
             Format::Fio => 1_000,
             _ => 1_000_000,
         };
-        TraceReader {
+        Ok(TraceReader {
             input,
             buf: Vec::with_capacity(256),
             file: file.to_string(),
@@ -603,7 +603,7 @@ impl TraceReader {
                 fmt,
                 disk: opts.disk,
                 asu: opts.asu,
-                action: opts.blkparse_action.as_bytes().to_vec(),
+                action: action.as_bytes().to_vec(),
                 unit_ns: opts.time_unit.map_or(default_unit, |u| u.ns()),
                 seen: false,
                 summary: false,
@@ -616,7 +616,7 @@ impl TraceReader {
             skip_bad: opts.skip_bad_lines,
             counts: Counts::default(),
             done: false,
-        }
+        })
     }
 
     pub fn format(&self) -> Format {

@@ -512,6 +512,32 @@ fn bad_mount_arguments_are_one_line_errors() {
             ],
             "--record",
         ),
+        (
+            vec![
+                "blockdev",
+                "mount",
+                path_str(&img),
+                path_str(&mnt),
+                "--record-format",
+                "msr",
+            ],
+            "--record",
+        ),
+        (
+            vec![
+                "blockdev",
+                "mount",
+                path_str(&img),
+                path_str(&mnt),
+                "--csv",
+                "/nonexistent/x.csv",
+            ],
+            "--csv",
+        ),
+        (
+            vec!["blockdev", "mount", path_str(&img), path_str(dir.path())],
+            "not empty",
+        ),
     ] {
         let o = flashkit(&args);
         assert!(!o.status.success(), "{args:?}");

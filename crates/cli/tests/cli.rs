@@ -703,4 +703,21 @@ fn a_high_water_error_names_high_water() {
     let o = flashkit(["sim", "--written", "256KiB", "--workload", "phases:random,"]);
     assert!(!o.status.success());
     assert!(text(&o.stderr).contains("workload 2 of 2 is empty"));
+    // Costs that run the clock to its end say so (the figure was the saturated clock's)
+    // and name the cost options.
+    let o = flashkit([
+        "sim",
+        "--written",
+        "256KiB",
+        "--policy",
+        "greedy",
+        "--program-us",
+        "1e10",
+    ]);
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("the clock's end") && err.contains("--program-us"),
+        "{err}"
+    );
 }

@@ -139,6 +139,20 @@ fn sweep_streams_json_lines_with_options_and_ids() {
         assert_eq!(j["job"], r["job"]);
         assert_eq!(j["options"], r["options"]);
     }
+    // A grid with a job that cannot run is not a job list to hand on.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "written = \"256KiB\"\npolicy = \"greedy\"\nblock_size = [\"4KiB\", \"256KiB\"]\n",
+    )
+    .unwrap();
+    let o = flashkit(["sweep", path_str(&bad), "--dry-run", "--json"]);
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("1 of 2 jobs cannot run") && err.contains("block_size"),
+        "{err}"
+    );
     // Outputs a dry run would not write are refused.
     for extra in [["--out", "x.jsonl"], ["--plot", "x.svg"], ["--jobs", "2"]] {
         let mut args = vec!["sweep", path_str(&spec), "--dry-run"];

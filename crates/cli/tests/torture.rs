@@ -461,6 +461,8 @@ fn options_a_torture_would_ignore_are_refused() {
         (vec!["--region-threshold", "30m"], "--region-threshold"),
         (vec!["--region-select", "most-garbage"], "--region-select"),
         (vec!["--threads", "0"], "--threads"),
+        (vec!["--full-device", "--segments", "4"], "--segments"),
+        (vec!["--csv", "/nonexistent/x.csv"], "--csv"),
     ] {
         let mut args = vec!["torture", "--device", "nandsim-256m", "--ops", "50"];
         args.extend(&extra);

@@ -688,6 +688,50 @@ fn convert_stopped_by_an_error_leaves_no_partial_output() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
 }
 
+/// A conversion that keeps no request (a filter matching nothing, `--trace-limit 0`)
+/// is an error and writes nothing: an empty trace is a file no reader can tell the
+/// format of (option fuzzer, stop 19).
+#[test]
+fn convert_that_keeps_nothing_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.fio");
+    std::fs::write(&t, "fio version 3 iolog\n0 f write 0 4096\n").unwrap();
+    let out = dir.path().join("out.msr");
+    let convert = |extra: &[&str]| {
+        let mut args = vec![
+            "trace",
+            "convert",
+            path_str(&t),
+            path_str(&out),
+            "--to",
+            "msr",
+        ];
+        args.extend(extra);
+        flashkit(&args)
+    };
+    fails_with(
+        convert(&["--trace-limit", "0"]),
+        "--trace-limit: must be at least 1",
+    );
+    let dsk = dir.path().join("t.disksim");
+    std::fs::write(&dsk, "0.0 0 0 8 0\n").unwrap();
+    fails_with(
+        flashkit([
+            "trace",
+            "convert",
+            path_str(&dsk),
+            path_str(&out),
+            "--to",
+            "msr",
+            "--trace-disk",
+            "7",
+        ]),
+        "no request left to convert",
+    );
+    assert!(!out.exists());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+}
+
 /// `trace stats --csv` to a file that cannot be written is refused before the trace is
 /// read (a long read for a large trace), not by the CSV writer after it.
 #[test]

@@ -1037,7 +1037,15 @@ impl Nand {
             return 0;
         }
         let u: f64 = self.rng.gen_range(f64::MIN_POSITIVE..1.0);
-        let g = (u.ln() / (1.0 - p).ln()).floor();
+        // ln(1 − p); below about 1.1e-16, 1 − p rounds to 1 and its logarithm to 0, which
+        // made every bit flip (option fuzzer, stop 19): there ln_1p(−p) keeps the rate.
+        // (Above, the expression is unchanged, so every seeded flip stays where it was.)
+        let ln_q = if 1.0 - p == 1.0 {
+            (-p).ln_1p()
+        } else {
+            (1.0 - p).ln()
+        };
+        let g = (u.ln() / ln_q).floor();
         if g >= u64::MAX as f64 {
             u64::MAX
         } else {

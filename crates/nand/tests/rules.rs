@@ -815,6 +815,17 @@ fn random_bitflips_follow_the_rate() {
     n.set_faults(FaultPlan::default());
     assert_eq!(count_flips(&mut n, &raw, reads), 0);
     assert_eq!(n.counters().bitflips, 2 * flips);
+
+    // A rate so small that 1 − p rounds to 1 flips (almost) nothing: it used to flip
+    // every bit (option fuzzer, stop 19).
+    for rate in [1e-17, 1e-300, f64::MIN_POSITIVE] {
+        n.set_faults(FaultPlan {
+            bitflip_rate: rate,
+            seed: 9,
+            ..Default::default()
+        });
+        assert_eq!(count_flips(&mut n, &raw, reads), 0, "rate {rate}");
+    }
 }
 
 /// `overflipped_chunks` counts the reads' 512-byte chunks (from column 0) that got three

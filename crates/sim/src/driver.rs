@@ -563,11 +563,16 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         // of the picosecond clock that arrivals do not (see `MAX_ARRIVAL_PS`); past it the
         // clock would wrap, and device time, throughput and latency with it.
         if (done - idle_ps) as f64 >= MAX_ARRIVAL_PS {
+            // A saturated clock (costs so large that it passed 2^64 ps) has no true figure.
+            let busy = if done == u64::MAX {
+                "more than 18446744 s (the clock's end)".to_string()
+            } else {
+                format!("{:.0} s", (done - idle_ps) as f64 / 1e12)
+            };
             bail!(
-                "{}: after request {} the device has been busy {:.0} s (format and pre-fill included), past the simulator's clock range ({:.0} s of device time); write less ({})",
+                "{}: after request {} the device has been busy {busy} (format and pre-fill included), past the simulator's clock range ({:.0} s of device time); write less ({}) or lower the operation costs (--read-us, --program-us, --erase-us)",
                 cfg.workload.label(),
                 lat.hist.len(),
-                (done - idle_ps) as f64 / 1e12,
                 MAX_ARRIVAL_PS / 1e12,
                 match cfg.workload {
                     WorkloadSpec::Trace(_) => "--trace-limit",

@@ -42,7 +42,12 @@ pub struct MountCmdArgs {
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
     /// Format of --record: msr, spc, blkparse, disksim, fio (blkparse and fio keep trims).
-    #[arg(long, value_name = "FORMAT", default_value = "blkparse")]
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        default_value = "blkparse",
+        requires = "record"
+    )]
     pub record_format: String,
     #[command(flatten)]
     pub mount: MountArgs,
@@ -117,6 +122,15 @@ fn mount_cmd(a: MountCmdArgs) -> Result<()> {
     if !md.is_dir() {
         bail!("{}: mount point is not a directory", a.mountpoint.display());
     }
+    // A mount would hide what the directory holds (or another mount on it).
+    let mut entries = std::fs::read_dir(&a.mountpoint)
+        .with_context(|| format!("{}: mount point", a.mountpoint.display()))?;
+    if entries.next().is_some() {
+        bail!(
+            "{}: mount point is not empty (a mount would hide what it holds)",
+            a.mountpoint.display()
+        );
+    }
     let access = if a.read_only {
         Access::Inspect
     } else {
@@ -126,6 +140,12 @@ fn mount_cmd(a: MountCmdArgs) -> Result<()> {
     if let Some(p) = &a.record {
         if sim::trace::same_file(p, &a.image) {
             bail!("--record: {} is the image being served", p.display());
+        }
+        // Inside the mount point it would be written under the mount, hidden.
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+        let dir = dir.unwrap_or(std::path::Path::new("."));
+        if sim::trace::same_file(dir, &a.mountpoint) {
+            bail!("--record: {} is inside the mount point", p.display());
         }
     }
     let fms = mount(&a.image, &a.mount, access)?;

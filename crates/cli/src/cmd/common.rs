@@ -295,12 +295,14 @@ pub fn refuse_same_file(output: &Path, input: &Path, what: &str) -> Result<()> {
 }
 
 /// Refuse a `--csv` that names one of the command's input files (image, device file,
-/// trace): writing the report would replace the input.
+/// trace): writing the report would replace the input; or that cannot be written, which
+/// would otherwise fail only after the command's work (a torture, a mount session).
 pub fn refuse_csv_over(report: &crate::output::ReportArgs, inputs: &[(&Path, &str)]) -> Result<()> {
     if let Some(csv) = report.csv.as_deref() {
         for (input, what) in inputs {
             refuse_same_file(csv, input, what).map_err(|e| anyhow::anyhow!("--csv: {e}"))?;
         }
+        sim::plot::check_writable(csv, "--csv")?;
     }
     Ok(())
 }

@@ -66,6 +66,21 @@ pub fn run(a: SweepArgs) -> Result<()> {
     // The plot's axes are checked before any job runs, so a typo costs no results.
     a.plot.check_grid(&keys, &jobs)?;
     if a.dry_run {
+        // The jobs a run would fail at once (a block size the device cannot hold, a fill
+        // beyond the capacity) are not a job list to hand on.
+        let bad: Vec<(&sim::sweep::Job, anyhow::Error)> = jobs
+            .iter()
+            .filter_map(|j| sim::driver::check(&j.config).err().map(|e| (j, e)))
+            .collect();
+        if let Some((j, e)) = bad.first() {
+            bail!(
+                "{} of {} jobs cannot run; first: job {} ({}): {e:#}",
+                bad.len(),
+                jobs.len(),
+                j.id,
+                describe(&j.options, &keys)
+            );
+        }
         let mut out = std::io::stdout().lock();
         for j in &jobs {
             if a.report.json {

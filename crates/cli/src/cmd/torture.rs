@@ -44,9 +44,10 @@ pub struct TortureArgs {
     /// FMS logical block size (default: 4KiB on NOR-style devices, max(page, 1KiB) on NAND).
     #[arg(long, value_name = "B")]
     pub block_size: Option<String>,
-    /// Erase blocks of the derived device.
-    #[arg(long, default_value_t = 16, value_name = "N")]
-    pub segments: u32,
+    /// Erase blocks of the derived device [default: 16] (not with --full-device, which
+    /// uses the device's own).
+    #[arg(long, value_name = "N", conflicts_with = "full_device")]
+    pub segments: Option<u32>,
     /// Use the device exactly as given instead of deriving a small one (slow for large
     /// devices: every cut point replays the workload).
     #[arg(long)]
@@ -104,10 +105,11 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
     c.cuts = a.cuts.parse::<Cuts>().map_err(|e| anyhow!("--{e}"))?;
     c.seed = a.seed;
     c.ops = a.ops;
-    if a.segments < 4 {
-        bail!("--segments: {} is too few (at least 4)", a.segments);
+    let segments = a.segments.unwrap_or(c.segments);
+    if segments < 4 {
+        bail!("--segments: {segments} is too few (at least 4)");
     }
-    c.segments = a.segments;
+    c.segments = segments;
     c.shrink = !a.full_device;
     if a.threads == Some(0) {
         bail!("--threads: must be at least 1");
@@ -117,8 +119,7 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
         // The derived device: --segments erase blocks of at most a few slots' pages.
         if let Some(b) = a.device.overrides.blocks {
             bail!(
-                "--blocks: {b} has no effect: the derived device has --segments erase blocks ({}); give --full-device to use the device as given",
-                a.segments
+                "--blocks: {b} has no effect: the derived device has --segments erase blocks ({segments}); give --full-device to use the device as given"
             );
         }
     }
@@ -186,9 +187,14 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
 }
 
 pub fn run(a: TortureArgs) -> Result<()> {
-    if let Some(f) = a.device.device_file.as_deref() {
-        super::common::refuse_csv_over(&a.report, &[(f, "device file")])?;
-    }
+    let inputs: Vec<(&std::path::Path, &str)> = a
+        .device
+        .device_file
+        .as_deref()
+        .map(|f| (f, "device file"))
+        .into_iter()
+        .collect();
+    super::common::refuse_csv_over(&a.report, &inputs)?;
     let cfg = config(&a)?;
     let report = if std::io::stderr().is_terminal() {
         let last = Mutex::new(Instant::now());

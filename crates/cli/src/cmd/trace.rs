@@ -69,7 +69,10 @@ impl TraceInputArgs {
             asu: self.trace_asu,
             blkparse_action: self.blkparse_action.clone(),
             time_unit,
-            limit: self.trace_limit,
+            limit: match self.trace_limit {
+                Some(0) => bail!("--trace-limit: must be at least 1"),
+                l => l,
+            },
             skip_bad_lines: self.skip_bad_lines,
         })
     }

@@ -339,8 +339,19 @@ pub fn convert(
     refuse_same_file(input, output)?;
     let mut reader = TraceReader::open(input, opts)?;
     let mut w = TraceWriter::create(output, to, gzip)?;
+    let mut any = false;
     while let Some(r) = reader.next() {
         w.write_from(&r?, reader.file(), reader.line())?;
+        any = true;
+    }
+    if !any {
+        // An empty trace is a file no reader can tell the format of; the writer, dropped
+        // unfinished, leaves no output.
+        return Err(TraceError::new(
+            &input.display().to_string(),
+            None,
+            "no request left to convert (the filters or --trace-limit kept none); nothing written",
+        ));
     }
     Ok(Conversion {
         input_format: reader.format(),

@@ -71,6 +71,9 @@ cargo fmt --all -- --check
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
+step "cargo doc --workspace --no-deps (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+
 step "cargo test --workspace --release"
 cargo test --workspace --release
 

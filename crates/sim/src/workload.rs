@@ -271,7 +271,7 @@ impl Workload {
     }
 
     /// Bytes of the tables [`Workload::new`] allocates for `spec` over `units` units,
-    /// without allocating them: the shuffled order of each hot/cold phase (see [`Order`]).
+    /// without allocating them: the shuffled order of each hot/cold phase (see `Order`).
     pub fn table_bytes(spec: &WorkloadSpec, units: u64) -> u64 {
         let list = match spec {
             WorkloadSpec::Phases(p) => p.as_slice(),

@@ -196,7 +196,7 @@ pub enum SegState {
 /// pages further on from erased ones without reading every remaining slot of every open
 /// and free segment, which would make every mount read the medium's free space. Instead,
 /// mount marks those tails [`Tail::Unchecked`] and the FMS reads a tail just before it
-/// first writes into it ([`Fms::check_tail`]). What it does on finding old pages there is
+/// first writes into it (`Fms::check_tail`). What it does on finding old pages there is
 /// what a later mount rebuilds without reading them: a free segment is erased again (with
 /// its header, as after any erase); an active one is closed where it is and its stream
 /// moves to a new segment, whose index entry makes a mount close it too; a closed one is
@@ -209,7 +209,7 @@ pub enum Tail {
     Unchecked,
     /// Found by mount on a device whose pages are programmed in order: the slot at `next`
     /// was partly programmed without its record (a power cut), and a page cannot be
-    /// skipped. It is padded before the first write ([`Fms::pad_torn_slot`]); the slots
+    /// skipped. It is padded before the first write (`Fms::pad_torn_slot`); the slots
     /// after it are then read as for [`Tail::Unchecked`].
     Torn,
     /// Read: holds pages a torn erase kept. Never written into.
@@ -948,7 +948,7 @@ impl Fms {
         self.dac.on_update(b.region, b.region_ps, now, mean)
     }
 
-    /// Unmap a logical block ([`Fms::trim_blocks`] of one block): durable when it returns.
+    /// Unmap a logical block (`Fms::trim_blocks` of one block): durable when it returns.
     pub fn trim_block(&mut self, lbn: u32) -> DevResult<()> {
         self.check_lbn(lbn)?;
         self.trim_blocks(lbn..lbn + 1)

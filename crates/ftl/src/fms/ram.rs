@@ -125,7 +125,7 @@ impl Fms {
     /// What [`Fms::format`] of a device of `geo`, all segments good, with `cfg` would hold
     /// in RAM, computed without allocating (a device too large for this machine gets a
     /// number, not an allocation failure). Sized by the same code as the format
-    /// ([`Sizing`]); each optional table by its own module's `ram_bytes_for`. Keep it in
+    /// (`Sizing`); each optional table by its own module's `ram_bytes_for`. Keep it in
     /// step with [`Fms::ram_bytes`] (`tests::ram_estimate_tracks_the_tables` checks it).
     pub fn estimate_ram(geo: &nand::Geometry, cfg: &FmsConfig) -> DevResult<RamEstimate> {
         let z = Sizing::new(geo, cfg, geo.blocks as u64, None)?;

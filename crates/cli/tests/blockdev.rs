@@ -382,6 +382,24 @@ fn a_recorded_trace_replays_in_sim() {
     ]));
     let v = json(&o);
     assert!(v[0]["user_writes"].as_u64().unwrap() > 100, "{v}");
+    // And under power cuts: its first 150 requests, cut at 300 sampled programs and
+    // erases, nothing acknowledged lost.
+    let o = ok(flashkit([
+        "torture",
+        "--device",
+        "nandsim-256m",
+        "--trace",
+        path_str(&trace),
+        "--ops",
+        "150",
+        "--cuts",
+        "300",
+        "--json",
+    ]));
+    let v = json(&o);
+    assert_eq!(v["violations"], 0, "{v}");
+    assert_eq!(v["cut_points"], 300, "{v}");
+    assert!(v["workload"].as_str().unwrap().starts_with("trace:"), "{v}");
 }
 
 /// SIGTERM unmounts and the command reports; a server killed outright (kill -9) loses

@@ -462,6 +462,12 @@ fn options_a_torture_would_ignore_are_refused() {
         (vec!["--region-select", "most-garbage"], "--region-select"),
         (vec!["--threads", "0"], "--threads"),
         (vec!["--full-device", "--segments", "4"], "--segments"),
+        (vec!["--trace-format", "msr"], "without --trace"),
+        (vec!["--flush-every", "4"], "--trace"),
+        (
+            vec!["--trace", "/nonexistent/t.msr", "--fill-writes", "true"],
+            "--fill-writes",
+        ),
         (vec!["--csv", "/nonexistent/x.csv"], "--csv"),
     ] {
         let mut args = vec!["torture", "--device", "nandsim-256m", "--ops", "50"];

@@ -176,6 +176,12 @@ pub struct TortureConfig {
     /// in every run and every mount. Default: 0. With flips, format with ECC
     /// (`fms.ecc`), or reads return them.
     pub bitflip_rate: f64,
+    /// Replay this block trace (its first `ops` requests, mapped onto the device as `sim`
+    /// maps one) after the prefill instead of the random operations, with a flush after
+    /// every `flush_every` requests ([`trace_workload`]). Default: none.
+    pub trace: Option<crate::trace::TraceSpec>,
+    /// Requests of a trace between flushes (traces record none). Default: 8.
+    pub flush_every: usize,
 }
 
 impl TortureConfig {
@@ -198,6 +204,8 @@ impl TortureConfig {
             fill_writes: true,
             failures: 0,
             bitflip_rate: 0.0,
+            trace: None,
+            flush_every: 8,
             device,
         }
     }
@@ -228,6 +236,8 @@ pub struct TortureReport {
     pub block_size: u32,
     pub record_mode: String,
     pub logical_blocks: u64,
+    /// `random` (the seeded workload) or `trace:FILE`.
+    pub workload: String,
     /// Workload operations (prefill writes, writes, trims, reads, flushes).
     pub workload_ops: usize,
     /// Whether some writes wrote 0xFF sectors ([`TortureConfig::fill_writes`]).
@@ -492,6 +502,63 @@ pub fn workload(seed: u64, sectors: u64, spb: u64, ops: usize, fill_writes: bool
     }
     out.push(Op::Flush);
     out
+}
+
+/// The seeded workload's prefill (about 90 % of the blocks in random 1–4-block chunks) and
+/// flush, then the first `limit` requests of `trace`, mapped onto `sectors` sectors as
+/// `flashkit sim` maps a trace (its `--trace-map`, in whole blocks of `spb` sectors), with
+/// a flush after every `flush_every` requests and at the end. Reads stay reads, trims
+/// trims; each write gets fresh tags, so the checks know every sector's last content.
+/// A trace that yields no request is an error.
+pub fn trace_workload(
+    trace: &crate::trace::TraceSpec,
+    seed: u64,
+    sectors: u64,
+    spb: u64,
+    limit: usize,
+    flush_every: usize,
+) -> Result<Vec<Op>, String> {
+    let mut out = workload(seed, sectors, spb, 0, false);
+    out.pop(); // the random part's final flush; the trace's comes at its end
+    let next_tag = out
+        .iter()
+        .map(|o| match *o {
+            Op::Write { tag, count, .. } => tag + count as u64,
+            _ => 1,
+        })
+        .max()
+        .unwrap_or(1);
+    let mut tag = next_tag;
+    let reqs = crate::trace::requests(trace, sectors, spb).map_err(|e| e.to_string())?;
+    let mut n = 0;
+    for r in reqs.take(limit) {
+        let r = r.map_err(|e| e.to_string())?;
+        let (lba, count) = (r.lba, r.sectors.min((sectors - r.lba.min(sectors)) as u32));
+        if count == 0 {
+            continue;
+        }
+        out.push(match r.op {
+            crate::driver::Op::Write => {
+                let w = Op::Write { lba, count, tag };
+                tag += count as u64;
+                w
+            }
+            crate::driver::Op::Trim => Op::Trim { lba, count },
+            crate::driver::Op::Read => Op::Read { lba, count },
+        });
+        n += 1;
+        if flush_every > 0 && n % flush_every == 0 {
+            out.push(Op::Flush);
+        }
+    }
+    if n == 0 {
+        return Err(format!(
+            "{}: the trace has no request to replay",
+            trace.path.display()
+        ));
+    }
+    out.push(Op::Flush);
+    Ok(out)
 }
 
 /// The content of sector `lba` written with `tag`: the tag, the address, then random bytes
@@ -1217,7 +1284,11 @@ pub fn run_with_progress(
     let op_bytes = (cfg.ops as u64).saturating_mul(std::mem::size_of::<Op>() as u64);
     nand::table::check_fits(op_bytes, "the workload")
         .map_err(|e| format!("ops: {} operations: {e}", cfg.ops))?;
-    let ops = workload(cfg.seed, sectors, spb, cfg.ops, cfg.fill_writes);
+    let ops = match &cfg.trace {
+        Some(t) => trace_workload(t, cfg.seed, sectors, spb, cfg.ops, cfg.flush_every)
+            .map_err(|e| format!("trace: {e}"))?,
+        None => workload(cfg.seed, sectors, spb, cfg.ops, cfg.fill_writes),
+    };
     let next_tag = ops
         .iter()
         .map(|o| match *o {
@@ -1384,6 +1455,10 @@ pub fn run_with_progress(
             RecordMode::Spare => "spare".into(),
         },
         logical_blocks,
+        workload: match &cfg.trace {
+            Some(t) => format!("trace:{}", t.path.display()),
+            None => "random".into(),
+        },
         workload_ops: ctx.ops.len(),
         fill_writes: cfg.fill_writes,
         ops: total_ops,
@@ -1481,6 +1556,68 @@ mod tests {
         sector_content(7, 43 | FILL, 9, &mut a);
         assert!(a.iter().all(|&x| x == 0xFF));
         assert_eq!(classify(7, 9, &a, &mut s), Seen::Ones);
+    }
+
+    /// A trace replays after the prefill: its requests in order, mapped into the device,
+    /// with fresh tags for writes and a flush after every `flush_every` requests.
+    #[test]
+    fn a_trace_replays_after_the_prefill() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.fio");
+        std::fs::write(
+            &path,
+            "fio version 3 iolog\n0 /d add\n0 /d open\n0 /d write 0 4096\n1 /d read 4096 1024\n2 /d trim 8192 2048\n3 /d write 1000000000 512\n4 /d write 512 512\n5 /d close\n",
+        )
+        .unwrap();
+        let spec = crate::trace::TraceSpec::new(&path);
+        let ops = trace_workload(&spec, 7, 512, 2, 100, 2).unwrap();
+        let pre = workload(7, 512, 2, 0, false);
+        // The prefill without its last flush, which the trace's first flush replaces.
+        let n = pre.len() - 1;
+        assert_eq!(format!("{:?}", &ops[..n]), format!("{:?}", &pre[..n]));
+        let rest: Vec<String> = ops[n..].iter().map(|o| format!("{o:?}")).collect();
+        let first_tag = match ops[n] {
+            Op::Write { tag, .. } => tag,
+            o => panic!("{o:?}"),
+        };
+        assert!(first_tag > 0 && first_tag & FILL == 0);
+        assert_eq!(rest.len(), 5 + 2 + 1, "{rest:?}");
+        assert!(matches!(
+            ops[n],
+            Op::Write {
+                lba: 0,
+                count: 8,
+                ..
+            }
+        ));
+        assert!(matches!(ops[n + 1], Op::Read { lba: 8, count: 2 }));
+        assert!(matches!(ops[n + 2], Op::Flush));
+        assert!(matches!(ops[n + 3], Op::Trim { lba: 16, count: 4 }));
+        // Mapped into the 512 sectors (modulo, whole blocks).
+        match ops[n + 4] {
+            Op::Write { lba, count: 1, tag } => {
+                assert!(lba < 512);
+                assert_eq!(tag, first_tag + 8);
+            }
+            o => panic!("{o:?}"),
+        }
+        assert!(matches!(ops[n + 5], Op::Flush));
+        assert!(matches!(
+            ops[n + 6],
+            Op::Write {
+                lba: 1,
+                count: 1,
+                ..
+            }
+        ));
+        assert!(matches!(ops[n + 7], Op::Flush));
+        // The limit counts the trace's requests.
+        let ops = trace_workload(&spec, 7, 512, 2, 1, 0).unwrap();
+        assert_eq!(ops.len(), n + 2);
+        // An empty trace is an error.
+        std::fs::write(&path, "fio version 3 iolog\n").unwrap();
+        let e = trace_workload(&spec, 7, 512, 2, 100, 8).unwrap_err();
+        assert!(e.contains("no request"), "{e}");
     }
 
     #[test]

@@ -95,6 +95,29 @@ pub struct TortureArgs {
     /// piece counts as torn).
     #[arg(long, default_value_t = ftl::fms::FmsConfig::default().read_retries, value_name = "N")]
     pub read_retries: u8,
+    /// Replay this block trace (msr, spc, blkparse, disksim, fio; e.g. one recorded with
+    /// `blockdev mount --record`) after the prefill instead of the random operations: its
+    /// first --ops requests, mapped onto the device as `sim` maps a trace.
+    #[arg(long, value_name = "FILE", help_heading = "Trace workload")]
+    pub trace: Option<std::path::PathBuf>,
+    /// How trace addresses map onto the device: modulo or compact [default: modulo].
+    #[arg(
+        long,
+        value_name = "MAP",
+        help_heading = "Trace workload",
+        requires = "trace"
+    )]
+    pub trace_map: Option<String>,
+    /// Trace requests between flushes (traces record none; 0: only at the end) [default: 8].
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Trace workload",
+        requires = "trace"
+    )]
+    pub flush_every: Option<usize>,
+    #[command(flatten)]
+    pub trace_input: super::trace::TraceInputArgs,
     #[command(flatten)]
     pub report: ReportArgs,
 }
@@ -183,6 +206,35 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
     c.bitflip_rate = a.bitflip_rate;
     c.fms.ecc = a.ecc;
     c.fms.read_retries = a.read_retries;
+    let t = &a.trace_input;
+    match &a.trace {
+        Some(path) => {
+            if a.fill_writes.is_some() {
+                bail!("--fill-writes: has no effect with --trace (the trace's writes carry data of their own)");
+            }
+            c.fill_writes = false;
+            let mut spec = sim::trace::TraceSpec::new(path);
+            spec.options = t.options()?;
+            if let Some(m) = &a.trace_map {
+                spec.map =
+                    sim::trace::TraceMap::parse(m).map_err(|e| anyhow!("--trace-map: {e}"))?;
+            }
+            c.trace = Some(spec);
+            c.flush_every = a.flush_every.unwrap_or(c.flush_every);
+        }
+        None => {
+            let given = t.trace_format.is_some()
+                || t.trace_disk.is_some()
+                || t.trace_asu.is_some()
+                || t.blkparse_action != "D"
+                || t.trace_time_unit.is_some()
+                || t.trace_limit.is_some()
+                || t.skip_bad_lines;
+            if given {
+                bail!("trace options: have no effect without --trace FILE");
+            }
+        }
+    }
     Ok(c)
 }
 
@@ -268,6 +320,7 @@ fn print_table(r: &TortureReport) -> Result<()> {
             ),
         )
         .add("seed", r.seed.to_string())
+        .add("workload", r.workload.clone())
         .add("workload ops", output::count(r.workload_ops as u64))
         .add("ops (programs + erases)", output::count(r.ops))
         .add("cleanings", output::count(r.cleanings))

@@ -8,6 +8,7 @@ injected program/erase failures.
     scripts/torture-sweep.py --seed 12 --runs 120            # build first: cargo build --release
     scripts/torture-sweep.py --seed 13 --runs 100 --long     # longer workloads, more segments
     scripts/torture-sweep.py --seed 14 --runs 100 --flips    # half the runs with ECC and bit flips
+    scripts/torture-sweep.py --seed 15 --runs 100 --traces   # half the runs replay a block trace
 
 Each run prints one line: `ok CUTS VIOLATIONS ARGS`, `refused ARGS | ERROR` (the one-line
 refusal of an impossible configuration: an FMS configuration error, or more failures than
@@ -19,6 +20,12 @@ line sums them, after a line summing how many cut points' mounts met each recove
 (torn records, stale live copies, dirty segments, ...); the exit status is 1 when any run
 failed. A failing run is replayed with
 the arguments it prints, and `--cuts at:K` for the cut its violation names.
+
+With `--traces`, half the runs replay a block trace instead of the random operations
+(`torture --trace`): `--trace @gen:W:F:S` in a printed line stands for the file `flashkit
+trace generate --workload W --format F --seed S --requests N --space 4MiB --read-fraction
+0.2` writes (N: the run's `--ops`; rootdisk keeps its own read share), made afresh for the
+run in a temporary directory.
 
 This is the sweep behind the figures in the session notes (docs/fms.md, "Torture"); the
 test suite runs fixed configurations (crates/sim/tests/torture.rs) and, from
@@ -48,10 +55,16 @@ SETUPS = [
 ]
 
 
-def configs(seed, runs, long, flips=False):
+TRACE_WORKLOADS = ["rootdisk", "multimedia", "hotcold:80/20", "random", "sequential",
+                   "phases:sequential,hotcold:90/10"]
+TRACE_FORMATS = ["msr", "spc", "blkparse", "disksim", "fio"]
+
+
+def configs(seed, runs, long, flips=False, traces=False):
     rng = random.Random(seed)
     # Drawn apart, so that --flips leaves every other choice of a seed as it was.
     frng = random.Random(seed ^ 0xECC)
+    trng = random.Random(seed ^ 0x7ACE)
     ops = [200, 400, 600] + ([1000] if long else [])
     segments = [10, 12, 16, 20, 24] + ([32] if long else [])
     for _ in range(runs):
@@ -85,11 +98,41 @@ def configs(seed, runs, long, flips=False):
                     i = args.index(opt)
                     del args[i:i + 2]
             args += ["--ecc", "--bitflip-rate", frng.choice(["1e-7", "3e-7", "1e-6"])]
+        if traces and trng.random() < 0.5:
+            if "--fill-writes" in args:
+                i = args.index("--fill-writes")
+                del args[i:i + 2]
+            gen = "@gen:%s:%s:%d" % (trng.choice(TRACE_WORKLOADS), trng.choice(TRACE_FORMATS),
+                                     trng.randrange(1000))
+            args += ["--trace", gen, "--flush-every", str(trng.choice([0, 1, 4, 8, 32]))]
+            if trng.random() < 0.3:
+                args += ["--trace-map", "compact"]
         yield args
 
 
+def generated(flashkit, args, tmp):
+    """`args` with a `--trace @gen:W:F:S` replaced by a trace file written into `tmp`."""
+    if "--trace" not in args:
+        return args
+    i = args.index("--trace") + 1
+    # The workload may hold colons of its own (hotcold:80/20, phases:...).
+    head, fmt, seed = args[i].rsplit(":", 2)
+    w = head[len("@gen:"):]
+    ops = args[args.index("--ops") + 1]
+    path = os.path.join(tmp, "t." + fmt)
+    cmd = [flashkit, "trace", "generate", "--workload", w, "--format", fmt, "--seed", seed,
+           "--requests", ops, "--space", "4MiB", path]
+    if w != "rootdisk":
+        cmd[-1:-1] = ["--read-fraction", "0.2"]
+    subprocess.run(cmd, check=True, capture_output=True)
+    return args[:i] + [path] + args[i + 1:]
+
+
 def run(flashkit, args):
-    p = subprocess.run([flashkit, *args, "--json", "--threads", "1"], capture_output=True, text=True)
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        p = subprocess.run([flashkit, *generated(flashkit, args, tmp), "--json", "--threads", "1"],
+                           capture_output=True, text=True)
     err = p.stderr.strip()
     lines = [l for l in err.splitlines() if not l.startswith("flashkit: note:")]
     shown = " ".join(args)
@@ -125,6 +168,7 @@ def main():
     ap.add_argument("--runs", type=int, default=60, help="number of configurations")
     ap.add_argument("--long", action="store_true", help="also 1000-operation workloads and 32 segments")
     ap.add_argument("--flips", action="store_true", help="half the runs format with --ecc and flip bits in reads")
+    ap.add_argument("--traces", action="store_true", help="half the runs replay a generated block trace (torture --trace)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="runs at a time (one core each)")
     here = os.path.dirname(os.path.abspath(__file__))
     target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(here, "..", "target")
@@ -137,7 +181,7 @@ def main():
     # Cut points whose mount met each recovery path (`flashkit torture`'s `recovery`).
     recovery = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
-        for kind, c, v, line, rec in pool.map(lambda args: run(a.flashkit, args), configs(a.seed, a.runs, a.long, a.flips)):
+        for kind, c, v, line, rec in pool.map(lambda args: run(a.flashkit, args), configs(a.seed, a.runs, a.long, a.flips, a.traces)):
             print(line, flush=True)
             counts[kind] += 1
             cuts += c

@@ -468,6 +468,14 @@ fn options_a_torture_would_ignore_are_refused() {
             vec!["--trace", "/nonexistent/t.msr", "--fill-writes", "true"],
             "--fill-writes",
         ),
+        (
+            vec!["--trace", "/nonexistent/t.msr", "--trace-time-unit", "ns"],
+            "--trace-time-unit",
+        ),
+        (
+            vec!["--trace", "/nonexistent/t.msr", "--skip-bad-lines"],
+            "--skip-bad-lines",
+        ),
         (vec!["--csv", "/nonexistent/x.csv"], "--csv"),
     ] {
         let mut args = vec!["torture", "--device", "nandsim-256m", "--ops", "50"];

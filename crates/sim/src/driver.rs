@@ -64,6 +64,10 @@ pub struct Request {
     pub op: Op,
     pub lba: u64,
     pub sectors: u32,
+    /// A later piece of the trace record before it (a record split where the mapped space
+    /// wraps or its renumbered blocks are not contiguous); false for a record's first piece
+    /// and for synthetic requests.
+    pub continues: bool,
 }
 
 /// Per-request latency from the device timing model, including waits behind earlier
@@ -500,6 +504,7 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
                     op: Op::Write,
                     lba: unit * *sectors as u64,
                     sectors: *sectors,
+                    continues: false,
                 },
                 None => break,
             },

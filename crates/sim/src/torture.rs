@@ -350,10 +350,17 @@ impl TortureReport {
     /// the run exercised them all. On a full-size device the prefill leaves thousands of
     /// free segments, which a few hundred operations never use up.
     pub fn untested(&self, wear_levelling: bool) -> Vec<String> {
-        let ops = format!(
-            "raise --ops (each writes about one block; about {}, the logical block count, would start it)",
-            self.logical_blocks
-        );
+        let ops = if self.workload == "random" {
+            format!(
+                "raise --ops (each writes about one block; about {}, the logical block count, would start it)",
+                self.logical_blocks
+            )
+        } else {
+            format!(
+                "replay more of the trace (--ops) or one that writes more (the device has {} logical blocks)",
+                self.logical_blocks
+            )
+        };
         let mut out = Vec::new();
         if self.cleanings == 0 {
             out.push(format!(
@@ -518,6 +525,9 @@ pub fn trace_workload(
     limit: usize,
     flush_every: usize,
 ) -> Result<Vec<Op>, String> {
+    if limit == 0 {
+        return Err("--ops 0: no request of the trace to replay".into());
+    }
     let mut out = workload(seed, sectors, spb, 0, false);
     out.pop(); // the random part's final flush; the trace's comes at its end
     let next_tag = out
@@ -530,9 +540,19 @@ pub fn trace_workload(
         .unwrap_or(1);
     let mut tag = next_tag;
     let reqs = crate::trace::requests(trace, sectors, spb).map_err(|e| e.to_string())?;
+    // Records, not the pieces a record is mapped into, count for the limit and the flushes.
     let mut n = 0;
-    for r in reqs.take(limit) {
+    for r in reqs {
         let r = r.map_err(|e| e.to_string())?;
+        if !r.continues {
+            if n == limit {
+                break;
+            }
+            if n > 0 && flush_every > 0 && n % flush_every == 0 {
+                out.push(Op::Flush);
+            }
+            n += 1;
+        }
         let (lba, count) = (r.lba, r.sectors.min((sectors - r.lba.min(sectors)) as u32));
         if count == 0 {
             continue;
@@ -546,10 +566,6 @@ pub fn trace_workload(
             crate::driver::Op::Trim => Op::Trim { lba, count },
             crate::driver::Op::Read => Op::Read { lba, count },
         });
-        n += 1;
-        if flush_every > 0 && n % flush_every == 0 {
-            out.push(Op::Flush);
-        }
     }
     if n == 0 {
         return Err(format!(
@@ -1281,9 +1297,12 @@ pub fn run_with_progress(
         ));
     }
     let spb = (cfg.fms.block_size as usize / SECTOR) as u64;
-    let op_bytes = (cfg.ops as u64).saturating_mul(std::mem::size_of::<Op>() as u64);
-    nand::table::check_fits(op_bytes, "the workload")
-        .map_err(|e| format!("ops: {} operations: {e}", cfg.ops))?;
+    // (A trace's workload is as long as the trace, read as it is replayed.)
+    if cfg.trace.is_none() {
+        let op_bytes = (cfg.ops as u64).saturating_mul(std::mem::size_of::<Op>() as u64);
+        nand::table::check_fits(op_bytes, "the workload")
+            .map_err(|e| format!("ops: {} operations: {e}", cfg.ops))?;
+    }
     let ops = match &cfg.trace {
         Some(t) => trace_workload(t, cfg.seed, sectors, spb, cfg.ops, cfg.flush_every)
             .map_err(|e| format!("trace: {e}"))?,
@@ -1614,6 +1633,39 @@ mod tests {
         // The limit counts the trace's requests.
         let ops = trace_workload(&spec, 7, 512, 2, 1, 0).unwrap();
         assert_eq!(ops.len(), n + 2);
+        // A record split where the space wraps is one request: replayed whole, counted
+        // once, no flush inside it.
+        std::fs::write(
+            &path,
+            "fio version 3 iolog\n0 /d add\n0 /d open\n0 /d write 261120 4096\n1 /d write 0 512\n2 /d close\n",
+        )
+        .unwrap();
+        let ops = trace_workload(&spec, 7, 512, 2, 1, 1).unwrap();
+        let rest: Vec<String> = ops[n..].iter().map(|o| format!("{o:?}")).collect();
+        assert_eq!(rest.len(), 3, "{rest:?}");
+        assert!(
+            matches!(
+                ops[n],
+                Op::Write {
+                    lba: 510,
+                    count: 2,
+                    ..
+                }
+            ),
+            "{rest:?}"
+        );
+        assert!(
+            matches!(
+                ops[n + 1],
+                Op::Write {
+                    lba: 0,
+                    count: 6,
+                    ..
+                }
+            ),
+            "{rest:?}"
+        );
+        assert!(matches!(ops[n + 2], Op::Flush));
         // An empty trace is an error.
         std::fs::write(&path, "fio version 3 iolog\n").unwrap();
         let e = trace_workload(&spec, 7, 512, 2, 100, 8).unwrap_err();

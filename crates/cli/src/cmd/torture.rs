@@ -213,6 +213,15 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
                 bail!("--fill-writes: has no effect with --trace (the trace's writes carry data of their own)");
             }
             c.fill_writes = false;
+            // A torture replays requests, not their times, and all of them.
+            if t.trace_time_unit.is_some() {
+                bail!(
+                    "--trace-time-unit: has no effect in a torture (it replays no arrival times)"
+                );
+            }
+            if t.skip_bad_lines {
+                bail!("--skip-bad-lines: a torture replays a trace whole; write a clean copy first (`flashkit trace convert --skip-bad-lines`)");
+            }
             let mut spec = sim::trace::TraceSpec::new(path);
             spec.options = t.options()?;
             if let Some(m) = &a.trace_map {

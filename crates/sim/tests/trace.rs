@@ -548,6 +548,32 @@ fn modulo_mapping_wraps_splits_and_truncates() {
     assert_eq!(info.records, 3);
 }
 
+/// A record larger than the whole space is cut to it under the compact map as under
+/// modulo: a 1 TiB write used to put its 2^28 blocks into the renumbering table (minutes
+/// and gigabytes before the first request; option fuzzer, stop 19).
+#[test]
+fn compact_mapping_truncates_a_record_larger_than_the_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.disksim");
+    let recs = [rec(0, Op::Write, 0, u32::MAX), rec(1, Op::Write, 8, 8)];
+    write_file(&p, Format::Disksim, &recs, false);
+    let s = spec(&p, TraceMap::Compact);
+    let mut it = requests(&s, 64, 8).unwrap();
+    let mut total = 0;
+    let mut pieces = Vec::new();
+    for r in &mut it {
+        let r = r.unwrap();
+        assert!(r.lba + r.sectors as u64 <= 64, "{r:?}");
+        total += r.sectors as u64;
+        pieces.push((r.lba, r.sectors, r.continues));
+    }
+    assert_eq!(total, 64 + 8, "{pieces:?}");
+    let info = it.info();
+    assert_eq!(info.truncated_records, 1);
+    assert_eq!(info.distinct_blocks, Some(8));
+    assert!(!pieces[0].2 && !pieces.last().unwrap().2, "{pieces:?}");
+}
+
 #[test]
 fn compact_mapping_renumbers_in_first_touch_order() {
     let dir = tempfile::tempdir().unwrap();

@@ -25,7 +25,8 @@ With `--traces`, half the runs replay a block trace instead of the random operat
 (`torture --trace`): `--trace @gen:W:F:S` in a printed line stands for the file `flashkit
 trace generate --workload W --format F --seed S --requests N --space 4MiB --read-fraction
 0.2` writes (N: the run's `--ops`; rootdisk keeps its own read share), made afresh for the
-run in a temporary directory.
+run in a temporary directory. Trace runs cut at 1 500 sampled points (all of them when
+there are fewer).
 
 This is the sweep behind the figures in the session notes (docs/fms.md, "Torture"); the
 test suite runs fixed configurations (crates/sim/tests/torture.rs) and, from
@@ -104,7 +105,11 @@ def configs(seed, runs, long, flips=False, traces=False):
                 del args[i:i + 2]
             gen = "@gen:%s:%s:%d" % (trng.choice(TRACE_WORKLOADS), trng.choice(TRACE_FORMATS),
                                      trng.randrange(1000))
-            args += ["--trace", gen, "--flush-every", str(trng.choice([0, 1, 4, 8, 32]))]
+            # A trace's requests can be large (multimedia's are), so a replay can have far
+            # more programs than a random workload of as many operations, and cutting at
+            # every one grows with their square: a sample keeps a run to seconds.
+            args += ["--trace", gen, "--flush-every", str(trng.choice([0, 1, 4, 8, 32])),
+                     "--cuts", "1500"]
             if trng.random() < 0.3:
                 args += ["--trace-map", "compact"]
         yield args

@@ -511,6 +511,17 @@ pub fn workload(seed: u64, sectors: u64, spb: u64, ops: usize, fill_writes: bool
     out
 }
 
+/// The first content tag no write of `ops` used.
+fn next_tag(ops: &[Op]) -> u64 {
+    ops.iter()
+        .map(|o| match *o {
+            Op::Write { tag, count, .. } => (tag & !FILL) + count as u64,
+            _ => 1,
+        })
+        .max()
+        .unwrap_or(1)
+}
+
 /// The seeded workload's prefill (about 90 % of the blocks in random 1–4-block chunks) and
 /// flush, then the first `limit` requests of `trace`, mapped onto `sectors` sectors as
 /// `flashkit sim` maps a trace (its `--trace-map`, in whole blocks of `spb` sectors), with
@@ -530,15 +541,7 @@ pub fn trace_workload(
     }
     let mut out = workload(seed, sectors, spb, 0, false);
     out.pop(); // the random part's final flush; the trace's comes at its end
-    let next_tag = out
-        .iter()
-        .map(|o| match *o {
-            Op::Write { tag, count, .. } => tag + count as u64,
-            _ => 1,
-        })
-        .max()
-        .unwrap_or(1);
-    let mut tag = next_tag;
+    let mut tag = next_tag(&out);
     let reqs = crate::trace::requests(trace, sectors, spb).map_err(|e| e.to_string())?;
     // Records, not the pieces a record is mapped into, count for the limit and the flushes.
     let mut n = 0;
@@ -1308,14 +1311,7 @@ pub fn run_with_progress(
             .map_err(|e| format!("trace: {e}"))?,
         None => workload(cfg.seed, sectors, spb, cfg.ops, cfg.fill_writes),
     };
-    let next_tag = ops
-        .iter()
-        .map(|o| match *o {
-            Op::Write { tag, count, .. } => (tag & !FILL) + count as u64,
-            _ => 1,
-        })
-        .max()
-        .unwrap_or(1);
+    let next_tag = next_tag(&ops);
     let mut ctx = Ctx {
         spec: spec.clone(),
         cfg: fms_cfg,

@@ -25,8 +25,11 @@ With `--traces`, half the runs replay a block trace instead of the random operat
 (`torture --trace`): `--trace @gen:W:F:S` in a printed line stands for the file `flashkit
 trace generate --workload W --format F --seed S --requests N --space 4MiB --read-fraction
 0.2` writes (N: the run's `--ops`; rootdisk keeps its own read share), made afresh for the
-run in a temporary directory. Trace runs cut at 1 500 sampled points (all of them when
-there are fewer).
+run in a temporary directory. Trace runs cut at every point, or at 1 500 sampled points
+(all of them when there are fewer) when they inject failures, which replay the workload
+for every cut (`flashkit torture --replay`). `--cross-check` also runs each configuration
+without failures at 100 sampled cut points both ways, forked and replayed, and fails it
+when the two reports differ.
 
 This is the sweep behind the figures in the session notes (docs/fms.md, "Torture"); the
 test suite runs fixed configurations (crates/sim/tests/torture.rs) and, from
@@ -106,10 +109,13 @@ def configs(seed, runs, long, flips=False, traces=False):
             gen = "@gen:%s:%s:%d" % (trng.choice(TRACE_WORKLOADS), trng.choice(TRACE_FORMATS),
                                      trng.randrange(1000))
             # A trace's requests can be large (multimedia's are), so a replay can have far
-            # more programs than a random workload of as many operations, and cutting at
-            # every one grows with their square: a sample keeps a run to seconds.
-            args += ["--trace", gen, "--flush-every", str(trng.choice([0, 1, 4, 8, 32])),
-                     "--cuts", "1500"]
+            # more programs than a random workload of as many operations. Forked cuts
+            # (stop 20) cost each cut its own operation; with failures every cut replays
+            # the workload, which grows with the square of its programs: a sample keeps
+            # such a run to seconds.
+            args += ["--trace", gen, "--flush-every", str(trng.choice([0, 1, 4, 8, 32]))]
+            if args[args.index("--failures") + 1] != "0":
+                args += ["--cuts", "1500"]
             if trng.random() < 0.3:
                 args += ["--trace-map", "compact"]
         yield args
@@ -133,14 +139,46 @@ def generated(flashkit, args, tmp):
     return args[:i] + [path] + args[i + 1:]
 
 
-def run(flashkit, args):
+def cross_check(flashkit, args):
+    """None when forked and replayed cuts give the same report on `args` at 100 sampled
+    cut points (runs with --failures always replay: nothing to compare), else what
+    differs."""
+    if args[args.index("--failures") + 1] != "0":
+        return None
+    base = list(args)
+    if "--cuts" in base:
+        i = base.index("--cuts")
+        del base[i:i + 2]
+    base += ["--cuts", "100", "--json", "--threads", "1"]
+    out = []
+    for extra in ([], ["--replay"]):
+        p = subprocess.run([flashkit, *base, *extra], capture_output=True, text=True)
+        try:
+            v = json.loads(p.stdout)
+            v.pop("elapsed_s", None)
+        except ValueError:
+            v = p.stderr.strip()[-300:]
+        out.append(v)
+    if out[0] == out[1]:
+        return None
+    if isinstance(out[0], dict) and isinstance(out[1], dict):
+        keys = [k for k in out[0] if out[0].get(k) != out[1].get(k)]
+        return "forked and replayed cuts differ in " + ", ".join(keys)
+    return f"forked and replayed cuts differ: {out[0]!r} / {out[1]!r}"
+
+
+def run(flashkit, args, cross=False):
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
-        p = subprocess.run([flashkit, *generated(flashkit, args, tmp), "--json", "--threads", "1"],
+        full = generated(flashkit, args, tmp)
+        p = subprocess.run([flashkit, *full, "--json", "--threads", "1"],
                            capture_output=True, text=True)
+        differ = cross_check(flashkit, full) if cross else None
+    shown = " ".join(args)
+    if differ:
+        return "fail", 0, 0, f"FAIL {shown} | {differ}", {}
     err = p.stderr.strip()
     lines = [l for l in err.splitlines() if not l.startswith("flashkit: note:")]
-    shown = " ".join(args)
     try:
         v = json.loads(p.stdout)
         c, n = v["cut_points"], v["violations"]
@@ -174,6 +212,9 @@ def main():
     ap.add_argument("--long", action="store_true", help="also 1000-operation workloads and 32 segments")
     ap.add_argument("--flips", action="store_true", help="half the runs format with --ecc and flip bits in reads")
     ap.add_argument("--traces", action="store_true", help="half the runs replay a generated block trace (torture --trace)")
+    ap.add_argument("--cross-check", action="store_true",
+                    help="also run each configuration without failures at 100 sampled cuts "
+                         "forked and replayed (torture --replay) and fail it if the reports differ")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="runs at a time (one core each)")
     here = os.path.dirname(os.path.abspath(__file__))
     target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(here, "..", "target")
@@ -186,7 +227,7 @@ def main():
     # Cut points whose mount met each recovery path (`flashkit torture`'s `recovery`).
     recovery = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
-        for kind, c, v, line, rec in pool.map(lambda args: run(a.flashkit, args), configs(a.seed, a.runs, a.long, a.flips, a.traces)):
+        for kind, c, v, line, rec in pool.map(lambda args: run(a.flashkit, args, a.cross_check), configs(a.seed, a.runs, a.long, a.flips, a.traces)):
             print(line, flush=True)
             counts[kind] += 1
             cuts += c

@@ -262,6 +262,50 @@ impl Nand {
         self.flip_countdown = self.next_flip_gap();
     }
 
+    /// An independent copy of this device in its present state (medium, counters, clock,
+    /// fault plan, random generator), or `None` when its store cannot be copied
+    /// ([`Store::try_clone`]). Operations on either never touch the other.
+    pub fn try_clone(&self) -> Option<Nand> {
+        Some(Nand {
+            spec: self.spec.clone(),
+            geo: self.geo.clone(),
+            store: self.store.try_clone()?,
+            costs: self.costs,
+            clock_ps: self.clock_ps,
+            counters: self.counters.clone(),
+            write_ptr: self.write_ptr.clone(),
+            bad: self.bad.clone(),
+            ops: self.ops,
+            fault_base: self.fault_base,
+            dead: self.dead,
+            faults: self.faults.clone(),
+            faults_armed: self.faults_armed,
+            rng: self.rng.clone(),
+            flip_countdown: self.flip_countdown,
+            scripted_flips: self.scripted_flips.clone(),
+            scratch: Vec::new(),
+            ppb_shift: self.ppb_shift,
+            pages: self.pages,
+        })
+    }
+
+    /// Cut power during the `at`-th program or erase of the installed fault plan (counted
+    /// as [`FaultPlan::power_cut_at`] counts, from the plan's installation), keeping the
+    /// rest of the plan and, unless `reseed` is given, the generator's state. A device
+    /// forked ([`Nand::try_clone`]) from a run without a cut then goes on exactly as a run
+    /// with `power_cut_at: Some(at)` would have, provided the generator was not drawn
+    /// before the fork or `reseed` is `None` and both plans had the same seed (bit flips
+    /// and failure rates draw from it; a cut and a torn outcome draw only at the cut).
+    pub fn arm_power_cut(&mut self, at: u64, torn: TornMode, reseed: Option<u64>) {
+        if let Some(seed) = reseed {
+            self.faults.seed = seed;
+            self.rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5eed_f1a5_u64);
+        }
+        self.faults.power_cut_at = Some(at);
+        self.faults.torn = torn;
+        self.faults_armed = true;
+    }
+
     pub fn spec(&self) -> &DeviceSpec {
         &self.spec
     }

@@ -174,9 +174,17 @@ pub trait Store: Send {
     }
     /// Bytes of host RAM this store holds.
     fn ram_bytes(&self) -> u64;
+    /// An independent copy of the medium, for a caller that wants to branch a device's
+    /// history (`flashkit torture` forks the running device at each cut point instead of
+    /// replaying the workload up to it). `None` when the store cannot be copied (an image
+    /// file: two writers of one file would corrupt it).
+    fn try_clone(&self) -> Option<Box<dyn Store>> {
+        None
+    }
 }
 
 /// Everything in RAM: data, spare, program counts, block table.
+#[derive(Clone)]
 pub struct RamStore {
     geo: Geometry,
     raw: u32,
@@ -299,6 +307,9 @@ impl Store for RamStore {
     fn ram_bytes(&self) -> u64 {
         (self.bytes.len() + self.programs.len() + self.blocks.len() * 8) as u64
     }
+    fn try_clone(&self) -> Option<Box<dyn Store>> {
+        Some(Box::new(self.clone()))
+    }
 }
 
 /// Payload-less store for simulation mode. It keeps every spare area, the program count of
@@ -313,6 +324,7 @@ impl Store for RamStore {
 /// Memory: `pages × (spare_size + 5)` bytes plus the kept pages; `chang-kuo-16g` (32 Mi
 /// pages of 16 B spare) needs about 672 MiB. Kept pages live in one arena indexed per page
 /// (no hashing on the simulator's hot path) and are recycled when their block is erased.
+#[derive(Clone)]
 pub struct PayloadlessStore {
     geo: Geometry,
     spare: Vec<u8>,
@@ -747,6 +759,9 @@ impl Store for PayloadlessStore {
                 .values()
                 .map(|r| 48 + r.capacity() as u64 * 8)
                 .sum::<u64>()
+    }
+    fn try_clone(&self) -> Option<Box<dyn Store>> {
+        Some(Box::new(self.clone()))
     }
 }
 

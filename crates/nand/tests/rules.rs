@@ -1939,3 +1939,69 @@ fn costs_are_bounded_and_the_clock_saturates() {
     n.read(0, 0, &mut buf).unwrap();
     assert_eq!(n.clock_ps(), u64::MAX);
 }
+
+/// `Nand::try_clone` copies the medium, counters, clock and fault plan; each copy then goes
+/// its own way. A power cut armed on a copy (`arm_power_cut`) cuts the same operation a plan
+/// installed from the start would have, with the same torn outcome. An image file cannot
+/// be copied.
+#[test]
+fn a_clone_is_independent_and_a_cut_armed_on_it_matches_a_planned_one() {
+    let spec = small("nandsim-256m", 8);
+    let ps = spec.geometry.page_size as usize;
+    let seed = 77;
+    // Both devices do the same 6 programs; the planned one cuts the 7th (plan op 7).
+    let mut planned = Nand::ram(spec.clone()).unwrap();
+    planned.set_faults(FaultPlan {
+        power_cut_at: Some(7),
+        torn: TornMode::Partial,
+        seed,
+        ..FaultPlan::default()
+    });
+    let mut plain = Nand::ram(spec.clone()).unwrap();
+    for p in 0..6u64 {
+        let d = vec![p as u8; ps];
+        planned.program_page(p, Data::Bytes(&d), None).unwrap();
+        plain.program_page(p, Data::Bytes(&d), None).unwrap();
+    }
+    let mut fork = plain.try_clone().expect("a RAM device can be copied");
+    assert_eq!(fork.clock_ps(), planned.clock_ps());
+    // The original goes on; the fork does not see it.
+    plain
+        .program_page(6, Data::Bytes(&vec![0u8; ps]), None)
+        .unwrap();
+    let mut buf = vec![0u8; ps];
+    fork.read(6, 0, &mut buf).unwrap();
+    assert!(
+        buf.iter().all(|&b| b == 0xFF),
+        "the fork saw the original's program"
+    );
+    assert_eq!(fork.op_count(), 6);
+    assert_eq!(plain.op_count(), 7);
+    // Arm the cut on the fork: the same program is torn the same way.
+    fork.arm_power_cut(7, TornMode::Partial, Some(seed));
+    let d = vec![0x0Fu8; ps];
+    assert_err!(
+        planned.program_page(6, Data::Bytes(&d), None),
+        NandError::PowerLoss
+    );
+    assert_err!(
+        fork.program_page(6, Data::Bytes(&d), None),
+        NandError::PowerLoss
+    );
+    let (mut a, mut b) = (vec![0u8; ps], vec![0u8; ps]);
+    let spec2 = spec.clone();
+    let mut planned = Nand::open(spec.clone(), planned.into_store()).unwrap();
+    let mut fork = Nand::open(spec2, fork.into_store()).unwrap();
+    planned.read(6, 0, &mut a).unwrap();
+    fork.read(6, 0, &mut b).unwrap();
+    assert_eq!(a, b, "the torn page differs");
+    assert_ne!(
+        a,
+        vec![0xFF; ps],
+        "a partial tear of 0x0F bytes left nothing"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let img = create_device(&dir.path().join("i.nand"), &spec, false).unwrap();
+    assert!(img.try_clone().is_none(), "an image file was copied");
+}

@@ -19,10 +19,11 @@
 //!    starts after the format: the device is formatted, reopened, the fault plan is
 //!    installed on the fresh device and the FMS is mounted, so cut point `k` is the k-th
 //!    program/erase *of the workload* (format operations are never cut).
-//! 4. For each cut point the run is repeated from scratch with
+//! 4. For each cut point the run is repeated with
 //!    `FaultPlan { power_cut_at: Some(k), torn: Random, seed: seed ^ k }` (the torn mode —
-//!    nothing / partial / complete — is drawn per cut point) and stops at the first
-//!    power-loss error. The store is taken out, reopened and mounted, then checked:
+//!    nothing / partial / complete — is drawn per cut point), forked from the fault-free
+//!    run just before the operation the cut falls in (below, "Forked cuts"), and stops at
+//!    the power-loss error. The store is taken out, reopened and mounted, then checked:
 //!    1. every sector whose last write or trim was acknowledged before the last completed
 //!       flush reads back exactly that write; a trimmed sector reads zeros (header mode
 //!       clears the copy's live bit at the trim, spare mode writes trim lists at the flush;
@@ -44,6 +45,27 @@
 //!
 //! The fault-free run goes through the same checks (a clean shutdown and remount), and its
 //! reads are compared with the model as the workload runs.
+//!
+//! ## Forked cuts
+//!
+//! Until stop 20 every cut point replayed the workload from the format up to its cut, so a
+//! run cost the square of its programs (a 1 000-request multimedia trace, 120 000 cut
+//! points, would have run for about 20 minutes). Now one thread runs the fault-free
+//! workload a second time (`fork_cuts`) and, before each operation in which cuts fall
+//! (by the fault-free run's operation counts), copies the running FMS with its device
+//! ([`Fms::try_clone`], [`nand::Nand::try_clone`]) and the shadow model once per cut,
+//! arms the cut on the copy ([`nand::Nand::arm_power_cut`]) and hands it to a worker,
+//! which applies that operation and goes through the checks below. The copy is the state
+//! the replay reached: the runs are deterministic up to the cut, and the device's
+//! generator is either reseeded as the replay's was (no bit flips: nothing draws from it
+//! before the cut) or the same (with flips every run has one seed). So the reports are
+//! the same, which `forked_cuts_report_what_replayed_cuts_report` checks on NOR-style and
+//! NAND devices, DAC, wear swaps, ECC with flips and a trace, and `--replay`
+//! ([`TortureConfig::replay`]) keeps the replays for cross-checking. That 1 000-request
+//! trace now runs every cut in about 36 s. Runs with program/erase failures still replay:
+//! a failed program's torn bits are drawn from each run's own seed, so a copy of the
+//! fault-free run would not be the state the cut run reaches. Cuts that fall in the first
+//! mount (if the mount of a fresh format ever programs) also replay.
 //!
 //! ## Bit flips
 //!
@@ -182,6 +204,12 @@ pub struct TortureConfig {
     pub trace: Option<crate::trace::TraceSpec>,
     /// Requests of a trace between flushes (traces record none). Default: 8.
     pub flush_every: usize,
+    /// Replay the workload from the format for every cut point, as torture did until stop
+    /// 20, instead of forking the running FMS before the operation the cut falls in (see
+    /// "Forked cuts" in the module doc). Both give the same report; replaying is slower by
+    /// the length of the workload and is kept to cross-check the forks. Runs with injected
+    /// failures always replay. Default: false.
+    pub replay: bool,
 }
 
 impl TortureConfig {
@@ -206,6 +234,7 @@ impl TortureConfig {
             bitflip_rate: 0.0,
             trace: None,
             flush_every: 8,
+            replay: false,
             device,
         }
     }
@@ -683,6 +712,7 @@ impl Cell {
     }
 }
 
+#[derive(Clone)]
 struct Model {
     cells: Vec<Cell>,
     /// The cells whose `since` is not empty, so that a flush visits only them: a flush
@@ -1013,29 +1043,48 @@ fn check_read(ctx: &Ctx, model: &Model, op: &Op, buf: &[u8], problems: &mut Vec<
 }
 
 /// Run the workload, cut at `cut` (if any), recover and check.
+impl RunOutcome {
+    fn empty() -> RunOutcome {
+        RunOutcome {
+            problems: Vec::new(),
+            workload_failed: false,
+            device_ops: 0,
+            op_ends: Vec::new(),
+            cut_in: None,
+            program_failures: 0,
+            erase_failures: 0,
+            cleanings: 0,
+            erasures: 0,
+            blocks_copied: 0,
+            wear_swaps: 0,
+            recovered: None,
+            reads: ReadCounts::default(),
+        }
+    }
+}
+
 fn run_one(ctx: &Ctx, cut: Option<u64>) -> RunOutcome {
-    let mut out = RunOutcome {
-        problems: Vec::new(),
-        workload_failed: false,
-        device_ops: 0,
-        op_ends: Vec::new(),
-        cut_in: None,
-        program_failures: 0,
-        erase_failures: 0,
-        cleanings: 0,
-        erasures: 0,
-        blocks_copied: 0,
-        wear_swaps: 0,
-        recovered: None,
-        reads: ReadCounts::default(),
-    };
+    let mut out = RunOutcome::empty();
     if let Err(e) = run_one_inner(ctx, cut, &mut out) {
         out.problems.push(e);
     }
     out
 }
 
-fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<(), String> {
+/// The seed of a run's fault plan. With bit flips, one seed for every run: the flips then
+/// fall on the same reads in every run up to its cut, as its programs and erases must (an
+/// ECC re-read advances the clock, which the age-based policies read). The torn outcome
+/// still differs from cut to cut (the generator has come further).
+fn fault_seed(ctx: &Ctx, cut: Option<u64>) -> u64 {
+    if ctx.bitflip_rate > 0.0 {
+        ctx.seed ^ 0xF11F_5EED
+    } else {
+        ctx.seed ^ cut.unwrap_or(0).wrapping_mul(0xA24B_AED4_963E_E407)
+    }
+}
+
+/// A freshly formatted FMS with the run's fault plan, mounted, and an empty shadow model.
+fn start(ctx: &Ctx, cut: Option<u64>) -> Result<(Fms, Model), String> {
     let mut nand = formatted(ctx)?;
     if cut.is_some() || !ctx.fail_ops.is_empty() || ctx.bitflip_rate > 0.0 {
         nand.set_faults(FaultPlan {
@@ -1043,20 +1092,16 @@ fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<()
             torn: TornMode::Random,
             fail_ops: ctx.fail_ops.clone(),
             bitflip_rate: ctx.bitflip_rate,
-            // With bit flips, one seed for every run: the flips then fall on the same reads
-            // in every run up to its cut, as its programs and erases must (an ECC re-read
-            // advances the clock, which the age-based policies read). The torn outcome
-            // still differs from cut to cut (the generator has come further).
-            seed: if ctx.bitflip_rate > 0.0 {
-                ctx.seed ^ 0xF11F_5EED
-            } else {
-                ctx.seed ^ cut.unwrap_or(0).wrapping_mul(0xA24B_AED4_963E_E407)
-            },
+            seed: fault_seed(ctx, cut),
             ..FaultPlan::default()
         });
     }
-    let mut fms = Fms::mount(nand, ctx.cfg.clone()).map_err(|e| dev_err("first mount", e))?;
-    let mut model = Model::new(ctx.sectors, ctx.spb);
+    let fms = Fms::mount(nand, ctx.cfg.clone()).map_err(|e| dev_err("first mount", e))?;
+    Ok((fms, Model::new(ctx.sectors, ctx.spb)))
+}
+
+fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<(), String> {
+    let (mut fms, mut model) = start(ctx, cut)?;
     let mut buf = Vec::new();
     let mut was_cut = false;
     if cut.is_none() {
@@ -1095,6 +1140,120 @@ fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<()
             }
         }
     }
+    after_workload(ctx, cut, was_cut, fms, model, buf, out)
+}
+
+/// A cut run forked from the fault-free run just before workload operation `op`
+/// ([`fork_cuts`]): arm the cut, apply the operation it stops, then the checks of a
+/// replayed run ([`after_workload`]).
+fn run_forked(ctx: &Ctx, fork: Fork) -> RunOutcome {
+    let mut out = RunOutcome::empty();
+    let Fork {
+        op,
+        cut,
+        mut fms,
+        mut model,
+    } = fork;
+    let mut buf = Vec::new();
+    let o = &ctx.ops[op];
+    model.start(o);
+    let was_cut = match apply(&mut fms, ctx, o, &mut buf) {
+        Err(DevError::PowerLoss) => {
+            out.cut_in = Some(op);
+            true
+        }
+        Ok(()) => false,
+        Err(e) => {
+            out.problems.push(format!("workload op {op} ({o:?}): {e}"));
+            return out;
+        }
+    };
+    if let Err(e) = after_workload(ctx, Some(cut), was_cut, fms, model, buf, &mut out) {
+        out.problems.push(e);
+    }
+    out
+}
+
+/// A copy of the fault-free run's FMS and shadow model taken just before workload
+/// operation `op`, with the power cut `cut` armed on its device.
+struct Fork {
+    op: usize,
+    cut: u64,
+    fms: Fms,
+    model: Model,
+}
+
+/// What a torture worker runs: a forked cut, or a cut replayed from the format.
+enum Job {
+    Fork(Box<Fork>),
+    Replay(u64),
+}
+
+/// Run the workload once more without faults and, before each operation in which cuts of
+/// `cuts` (sorted) fall by the fault-free run's `op_ends`, fork the running FMS and model
+/// once for each such cut, arm the cut on the fork's device and hand it to `send`.
+/// Returns the cuts it could not fork (those falling in the first mount, or after an
+/// early end of the fault-free run), to be replayed; stops early when `send` returns
+/// false.
+fn fork_cuts(
+    ctx: &Ctx,
+    cuts: &[u64],
+    op_ends: &[u64],
+    mut send: impl FnMut(Fork) -> bool,
+) -> Result<Vec<u64>, String> {
+    let (mut fms, mut model) = start(ctx, None)?;
+    let mut buf = Vec::new();
+    let first = op_ends.first().copied().unwrap_or(u64::MAX);
+    let mut rest: Vec<u64> = cuts.iter().copied().filter(|&k| k <= first).collect();
+    let mut next = rest.len();
+    for (i, op) in ctx.ops.iter().enumerate() {
+        let Some(&end) = op_ends.get(i + 1) else {
+            break;
+        };
+        while let Some(&k) = cuts.get(next).filter(|&&k| k <= end) {
+            let fork = fms.try_clone().ok_or("the device cannot be copied")?;
+            let mut fork = Fork {
+                op: i,
+                cut: k,
+                fms: fork,
+                model: model.clone(),
+            };
+            // Without flips a replayed cut run seeds its generator for its cut, and
+            // nothing draws from it before the cut; with flips every run has one seed,
+            // and the fork's generator has drawn what the replay's would have.
+            let reseed = (ctx.bitflip_rate <= 0.0).then(|| fault_seed(ctx, Some(k)));
+            fork.fms
+                .nand_mut()
+                .arm_power_cut(k, TornMode::Random, reseed);
+            if !send(fork) {
+                return Ok(Vec::new());
+            }
+            next += 1;
+        }
+        if next == cuts.len() {
+            return Ok(rest);
+        }
+        model.start(op);
+        apply(&mut fms, ctx, op, &mut buf)
+            .map_err(|e| format!("fork run: workload op {i} ({op:?}): {e}"))?;
+        if matches!(op, Op::Flush) {
+            model.flushed();
+        }
+    }
+    rest.extend_from_slice(&cuts[next..]);
+    Ok(rest)
+}
+
+/// After the workload (or its cut): collect the run's figures, mount, check.
+fn after_workload(
+    ctx: &Ctx,
+    cut: Option<u64>,
+    was_cut: bool,
+    fms: Fms,
+    mut model: Model,
+    mut buf: Vec<u8>,
+    out: &mut RunOutcome,
+) -> Result<(), String> {
     out.device_ops = fms.nand().op_count();
     out.program_failures = fms.nand().counters().program_failures;
     out.erase_failures = fms.nand().counters().erase_failures;
@@ -1293,10 +1452,15 @@ pub fn run_with_progress(
     let shadow = sectors.saturating_mul(std::mem::size_of::<Cell>() as u64);
     drop(fms);
     let per_worker = device_bytes.saturating_add(tables).saturating_add(shadow);
-    let need = per_worker.saturating_mul(workers as u64);
+    // Forked cuts (see "Forked cuts" in the module doc) keep two more copies: the running
+    // fault-free run's and the fork waiting for a worker.
+    let fork = !cfg.replay && cfg.failures == 0;
+    let copies = workers as u64 + if fork { 2 } else { 0 };
+    let need = per_worker.saturating_mul(copies);
     if let Some(avail) = nand::available_ram().filter(|&a| need > a) {
         return Err(format!(
-            "device: {workers} worker(s) × {per_worker} bytes (device {device_bytes}, FMS tables and their remount {tables}, shadow model {shadow}) = {need} bytes, more than the {avail} bytes available; use fewer --threads, fewer --segments or a smaller device"
+            "device: {copies} cop(ies) of the run ({workers} worker(s){}) × {per_worker} bytes (device {device_bytes}, FMS tables and their remount {tables}, shadow model {shadow}) = {need} bytes, more than the {avail} bytes available; use fewer --threads, fewer --segments or a smaller device",
+            if fork { " and 2 for the forks" } else { "" }
         ));
     }
     let spb = (cfg.fms.block_size as usize / SECTOR) as u64;
@@ -1404,7 +1568,6 @@ pub fn run_with_progress(
         std::thread::available_parallelism().map_or(1, |n| n.get())
     }
     .min(cuts.len().max(1));
-    let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let results: Mutex<Vec<(u64, Vec<String>)>> = Mutex::new(Vec::new());
     let recovery: Mutex<RecoveryCounts> = Mutex::new(RecoveryCounts::default());
@@ -1418,37 +1581,78 @@ pub fn run_with_progress(
         None => format!("cut {k}/{total_ops}"),
     };
     let total = cuts.len() as u64;
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&k) = cuts.get(i) else { break };
-                let mut r = run_one(&ctx, Some(k));
-                // The run up to the cut must be the fault-free run's (with failures, the
-                // torn content of a failed program differs: the FMS must not depend on it).
-                // (A fault-free run that stopped early at a bad read has fewer entries.)
-                let ends = r.cut_in.and_then(|i| Some((i, *base.op_ends.get(i)?, *base.op_ends.get(i + 1)?)));
-                if let Some((i, lo, hi)) = ends {
-                    if !(lo < k && k <= hi) {
-                        r.problems.insert(0, format!(
-                            "the cut fell in workload op {i}, whose programs/erases were {}..={hi} in the fault-free run (the runs are not deterministic)",
-                            lo + 1
-                        ));
+    let finish = |k: u64, mut r: RunOutcome| {
+        // The run up to the cut must be the fault-free run's (with failures, the torn
+        // content of a failed program differs: the FMS must not depend on it). (A
+        // fault-free run that stopped early at a bad read has fewer entries.)
+        let ends = r
+            .cut_in
+            .and_then(|i| Some((i, *base.op_ends.get(i)?, *base.op_ends.get(i + 1)?)));
+        if let Some((i, lo, hi)) = ends {
+            if !(lo < k && k <= hi) {
+                r.problems.insert(0, format!(
+                    "the cut fell in workload op {i}, whose programs/erases were {}..={hi} in the fault-free run (the runs are not deterministic)",
+                    lo + 1
+                ));
+            }
+        }
+        if let Some(m) = &r.recovered {
+            recovery.lock().unwrap().add(m);
+        }
+        reads.lock().unwrap().add(&r.reads);
+        if !r.problems.is_empty() {
+            r.problems.extend(r.reads.beyond_ecc());
+            results.lock().unwrap().push((k, r.problems));
+        }
+        let d = done.fetch_add(1, Ordering::Relaxed) as u64 + 1;
+        progress(d, total);
+    };
+    if fork {
+        // One thread runs the workload and forks it at the cuts; the workers take the
+        // forks (a rendezvous channel: at most one fork waits, so the device copies in
+        // RAM are the workers' and two more, as checked above).
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(0);
+        let rx = Mutex::new(rx);
+        let forked = std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| loop {
+                    let job = rx.lock().unwrap().recv();
+                    match job {
+                        Ok(Job::Fork(f)) => {
+                            let k = f.cut;
+                            finish(k, run_forked(&ctx, *f));
+                        }
+                        Ok(Job::Replay(k)) => finish(k, run_one(&ctx, Some(k))),
+                        Err(_) => break,
+                    }
+                });
+            }
+            let r = fork_cuts(&ctx, &cuts, &base.op_ends, |f| {
+                tx.send(Job::Fork(Box::new(f))).is_ok()
+            });
+            if let Ok(rest) = &r {
+                for &k in rest {
+                    if tx.send(Job::Replay(k)).is_err() {
+                        break;
                     }
                 }
-                if let Some(m) = &r.recovered {
-                    recovery.lock().unwrap().add(m);
-                }
-                reads.lock().unwrap().add(&r.reads);
-                if !r.problems.is_empty() {
-                    r.problems.extend(r.reads.beyond_ecc());
-                    results.lock().unwrap().push((k, r.problems));
-                }
-                let d = done.fetch_add(1, Ordering::Relaxed) as u64 + 1;
-                progress(d, total);
-            });
-        }
-    });
+            }
+            drop(tx);
+            r
+        });
+        forked?;
+    } else {
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&k) = cuts.get(i) else { break };
+                    finish(k, run_one(&ctx, Some(k)));
+                });
+            }
+        });
+    }
     let mut bad = results.into_inner().unwrap();
     bad.sort_by_key(|(k, _)| *k);
     violations += bad.len() as u64;

@@ -442,3 +442,60 @@ fn failures_are_deterministic_across_threads() {
     assert!(z.fail_ops.is_empty());
     assert_eq!((z.program_failures, z.erase_failures), (0, 0));
 }
+
+/// A report as JSON without its wall-clock time.
+fn report_json(r: &TortureReport) -> serde_json::Value {
+    let mut v = serde_json::to_value(r).unwrap();
+    v.as_object_mut().unwrap().remove("elapsed_s");
+    v
+}
+
+/// Forking the running FMS before the operation a cut falls in gives exactly the report
+/// of replaying the workload from the format for every cut (what torture did until stop
+/// 20): the same torn outcomes, recovery paths, reads and violations, on NOR-style and
+/// NAND devices, with DAC and wear swaps, with ECC and bit flips, and on a trace.
+#[test]
+fn forked_cuts_report_what_replayed_cuts_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.fio");
+    let mut lines = String::from("fio version 3 iolog\n0 /d add\n0 /d open\n");
+    for i in 0..120u64 {
+        let off = (i * 7919 % 61) * 4096;
+        let op = if i % 9 == 4 { "trim" } else { "write" };
+        lines += &format!("{i} /d {op} {off} {}\n", 4096 * (1 + i % 3));
+    }
+    lines += "200 /d close\n";
+    std::fs::write(&trace, lines).unwrap();
+
+    let mut cases = Vec::new();
+    let mut c = cfg("intel-series2plus-24m", Cuts::Every, 3);
+    c.segments = 12;
+    c.ops = 150;
+    cases.push(c);
+    let mut c = cfg("nandsim-256m", Cuts::Sample(150), 5);
+    c.fms.regions = 4;
+    c.fms.region_threshold_ps = Some(50_000_000_000);
+    c.fms.wear_threshold = Some(1);
+    cases.push(c);
+    let mut c = cfg("mlc2-2g", Cuts::Sample(120), 3);
+    c.fms.ecc = true;
+    c.bitflip_rate = 1e-6;
+    cases.push(c);
+    let mut c = cfg("nandsim-256m", Cuts::Sample(150), 2);
+    c.trace = Some(sim::trace::TraceSpec::new(&trace));
+    c.ops = 130;
+    c.flush_every = 5;
+    cases.push(c);
+    let mut c = cfg("nandsim-256m", Cuts::At(700), 4);
+    c.ops = 200;
+    cases.push(c);
+    for mut c in cases {
+        c.threads = 2;
+        c.replay = false;
+        let forked = run(&c);
+        c.replay = true;
+        let replayed = run(&c);
+        assert!(forked.cut_points > 0 && forked.cleanings > 0, "{forked:?}");
+        assert_eq!(report_json(&forked), report_json(&replayed), "{c:?}");
+    }
+}

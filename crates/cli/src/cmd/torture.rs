@@ -74,6 +74,12 @@ pub struct TortureArgs {
     /// Worker threads (default: one per core).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Replay the workload from the format for every cut point instead of forking the
+    /// running FMS just before the operation the cut falls in. Same report, slower by the
+    /// length of the workload: a cross-check of the forks. Runs with --failures always
+    /// replay.
+    #[arg(long)]
+    pub replay: bool,
     /// Make one random write in six write all-0xFF sectors (erased flash reads 0xFF too,
     /// and the FMS must tell the two apart) [default: true]
     #[arg(long, value_name = "BOOL")]
@@ -138,6 +144,7 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
         bail!("--threads: must be at least 1");
     }
     c.threads = a.threads.unwrap_or(0);
+    c.replay = a.replay;
     if !a.full_device {
         // The derived device: --segments erase blocks of at most a few slots' pages.
         if let Some(b) = a.device.overrides.blocks {

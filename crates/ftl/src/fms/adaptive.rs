@@ -16,6 +16,7 @@
 //!
 //! Counters are reset lazily with an epoch stamp, so a reset costs O(1).
 
+#[derive(Clone)]
 pub struct Adaptive {
     epoch: u32,
     stamp: Vec<u32>,

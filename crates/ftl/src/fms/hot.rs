@@ -12,6 +12,7 @@
 //! kept incrementally. One exponential per write-clock tick; all H_i are rescaled whenever
 //! λ(t − t0) passes 200 (rebasing t0).
 
+#[derive(Clone)]
 pub struct HotDegree {
     /// Per block, its degree scaled to the base time: `H_i = degree_i(t) · e^{λ(t − t0)}`,
     /// the same for every `t`, so an update adds `e^{λ(now − t0)}` and nothing decays.

@@ -6,6 +6,7 @@ use super::*;
 
 /// Where the index log is written: its segment, the slot of its next entry, and the
 /// sequence number its next entry carries.
+#[derive(Clone)]
 pub(super) struct IndexLog {
     pub(super) seg: u32,
     pub(super) next: u32,

@@ -377,6 +377,61 @@ pub struct Fms {
 }
 
 impl Fms {
+    /// An independent copy of this FMS and its device, for branching its history
+    /// (`flashkit torture` forks the running FMS at each cut point instead of replaying
+    /// the workload up to it), or `None` when the device's store cannot be copied (an
+    /// image file). Every field is listed, so a new one does not compile until it is
+    /// copied here too.
+    pub fn try_clone(&self) -> Option<Fms> {
+        Some(Fms {
+            nand: self.nand.try_clone()?,
+            cfg: self.cfg.clone(),
+            lay: self.lay.clone(),
+            logical: self.logical,
+            blocks: self.blocks.clone(),
+            cleaning: self.cleaning,
+            rev: self.rev.clone(),
+            slot_bits: self.slot_bits,
+            segs: self.segs.clone(),
+            free: self.free.clone(),
+            active: self.active.clone(),
+            index: self.index.clone(),
+            seq: self.seq,
+            erase_seq: self.erase_seq,
+            selector: self.selector.clone(),
+            adaptive: self.adaptive.clone(),
+            dac: self.dac,
+            hot: self.hot.clone(),
+            used: self.used.clone(),
+            keys: self.keys.clone(),
+            aged: self.aged.clone(),
+            rows: self.rows.clone(),
+            sums: self.sums.clone(),
+            wear: self.wear.clone(),
+            indexed: self.indexed,
+            keeps_hot: self.keeps_hot,
+            update_sum: self.update_sum,
+            mapped: self.mapped,
+            data_segs: self.data_segs,
+            write_clock: self.write_clock,
+            stats: self.stats.clone(),
+            buf: self.buf.clone(),
+            page_buf: self.page_buf.clone(),
+            moving: self.moving.clone(),
+            entries: self.entries.clone(),
+            retiring: self.retiring.clone(),
+            retired: self.retired.clone(),
+            format_id: self.format_id,
+            index_stale: self.index_stale,
+            index_tail_unchecked: self.index_tail_unchecked,
+            victim: self.victim,
+            spans: self.spans.clone(),
+            trims: self.trims.clone(),
+            mount_report: self.mount_report.clone(),
+            dac_means: self.dac_means.clone(),
+        })
+    }
+
     // ---- construction --------------------------------------------------------------------
 
     /// The logical blocks `format` exports on a device of `geo` whose segments are all

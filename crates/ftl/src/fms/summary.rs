@@ -27,6 +27,7 @@ struct Counted {
     valid: u32,
 }
 
+#[derive(Clone)]
 pub struct TableSums {
     slots: u32,
     /// Per stream (the DAC regions are the first ones; later streams are not kept).
@@ -103,6 +104,7 @@ impl TableSums {
 /// Segments holding data (active, or closed with a valid block) by erase count: the least
 /// erased one first, the lowest number among equals (what a scan keeping the first minimum
 /// finds).
+#[derive(Clone)]
 pub struct WearIndex {
     set: BTreeSet<(u32, u32)>,
     at: Vec<Option<u32>>,

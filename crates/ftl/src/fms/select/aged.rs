@@ -45,6 +45,7 @@ pub enum AgeStamp {
     Invalidated,
 }
 
+#[derive(Clone)]
 pub struct AgedIndex {
     stamp: AgeStamp,
     /// Whether the erase count is part of the group (CAT).

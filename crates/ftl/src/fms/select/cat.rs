@@ -62,6 +62,7 @@ impl std::str::FromStr for AgeTransform {
     }
 }
 
+#[derive(Clone)]
 pub struct Cat {
     pub age: AgeTransform,
 }

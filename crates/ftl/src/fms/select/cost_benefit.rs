@@ -45,6 +45,7 @@ impl std::str::FromStr for CbAge {
     }
 }
 
+#[derive(Clone)]
 pub struct CostBenefit {
     pub age: CbAge,
 }

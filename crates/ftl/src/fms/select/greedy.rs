@@ -1,6 +1,7 @@
 //! Greedy: clean the segment with the most garbage (fewest valid blocks).
 use super::{SegView, SelectCtx, Selector};
 
+#[derive(Clone)]
 pub struct Greedy;
 
 impl Selector for Greedy {

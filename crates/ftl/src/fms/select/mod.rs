@@ -226,6 +226,7 @@ pub fn build(policy: Policy, cat_age: AgeTransform, cb_age: CbAge) -> AnySelecto
 /// One of the selectors, dispatched by `match` rather than through a vtable so that the
 /// cleaner's scan over the lookup table inlines the score (the scan runs once per cleaned
 /// segment, over every segment holding data).
+#[derive(Clone)]
 pub enum AnySelector {
     Greedy(Greedy),
     CostBenefit(CostBenefit),

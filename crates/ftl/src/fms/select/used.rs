@@ -10,6 +10,7 @@
 //! One bit per segment for each valid count `0..slots` (a bit per slot of the device in
 //! all), a count of segments per valid count, and each segment's entry.
 
+#[derive(Clone)]
 pub struct UsedIndex {
     words: usize,
     /// `bits[v * words + w]`: segments `64w..64w+64` with `v` valid blocks.
@@ -96,6 +97,7 @@ impl UsedIndex {
 /// minimum and a search for its first position rather than a branching scan of the
 /// segment table (7 % of greedy's instructions on the Intel card). The FMS keeps the keys
 /// in step with the table with the rows of cost-benefit and CAT (`Fms::sync_used`).
+#[derive(Clone)]
 pub struct ValidKeys {
     keys: Vec<i16>,
 }

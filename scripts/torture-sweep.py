@@ -2,8 +2,8 @@
 """Randomised power-cut sweep of the FMS: many `flashkit torture` runs, each cutting
 power at every program and erase of its workload, over a seeded random choice of
 devices, page and block sizes, segment counts, NOP / page-order / spare overrides,
-policies, redistribution, DAC regions and thresholds, wear levelling, fill writes and
-injected program/erase failures.
+policies, redistribution, DAC regions and thresholds, wear levelling, index-log moves,
+fill writes and injected program/erase failures.
 
     scripts/torture-sweep.py --seed 12 --runs 120            # build first: cargo build --release
     scripts/torture-sweep.py --seed 13 --runs 100 --long     # longer workloads, more segments
@@ -69,6 +69,8 @@ def configs(seed, runs, long, flips=False, traces=False):
     # Drawn apart, so that --flips leaves every other choice of a seed as it was.
     frng = random.Random(seed ^ 0xECC)
     trng = random.Random(seed ^ 0x7ACE)
+    # Index-log moves (stop 20), drawn apart too.
+    irng = random.Random(seed ^ 0x1DE5)
     ops = [200, 400, 600] + ([1000] if long else [])
     segments = [10, 12, 16, 20, 24] + ([32] if long else [])
     for _ in range(runs):
@@ -92,6 +94,11 @@ def configs(seed, runs, long, flips=False, traces=False):
                 args += ["--in-order", rng.choice(["true", "false"])]
             if rng.random() < 0.15:
                 args += ["--spare-size", str(rng.choice([0, 8, 16, 64]))]
+        if irng.random() < 0.3:
+            # Segments of few pages make an index cycle shorter than the segment count.
+            args += ["--index-wear-gap", irng.choice(["0", "1", "none"])]
+            if irng.random() < 0.5 and "--pages-per-block" not in args:
+                args += ["--pages-per-block", irng.choice(["8", "16"])]
         if flips and frng.random() < 0.5:
             # ECC with SLC-like flips, on a device whose spare area holds the codes: 2 KiB
             # pages with 64-byte spares, as the device has them (others are refused).

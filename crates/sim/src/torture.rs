@@ -295,6 +295,9 @@ pub struct TortureReport {
     /// their power-loss windows untested).
     pub blocks_copied: u64,
     pub wear_swaps: u64,
+    /// Times the fault-free run's index log moved to another segment
+    /// (`FmsConfig::index_wear_gap`, or retired segments in header mode).
+    pub index_moves: u64,
     /// The recovery paths the cuts exercised: cut points whose mount found (at least one
     /// of) each thing it repairs or skips (`ftl::fms::MountReport`). A path at 0 was not
     /// tested by this run.
@@ -848,6 +851,7 @@ struct RunOutcome {
     erasures: u64,
     blocks_copied: u64,
     wear_swaps: u64,
+    index_moves: u64,
     /// Cut run: what the mount after the cut found to repair or skip.
     recovered: Option<MountReport>,
     reads: ReadCounts,
@@ -1057,6 +1061,7 @@ impl RunOutcome {
             erasures: 0,
             blocks_copied: 0,
             wear_swaps: 0,
+            index_moves: 0,
             recovered: None,
             reads: ReadCounts::default(),
         }
@@ -1261,6 +1266,7 @@ fn after_workload(
     out.erasures = fms.stats().erasures;
     out.blocks_copied = fms.stats().blocks_copied;
     out.wear_swaps = fms.stats().wear_swaps;
+    out.index_moves = fms.stats().index_moves;
     if let Some(k) = cut {
         if !was_cut {
             return Err(format!(
@@ -1692,6 +1698,7 @@ pub fn run_with_progress(
         erasures: base.erasures,
         blocks_copied: base.blocks_copied,
         wear_swaps: base.wear_swaps,
+        index_moves: base.index_moves,
         recovery: recovery.into_inner().unwrap(),
         ecc: lay.ecc,
         bitflip_rate: cfg.bitflip_rate,

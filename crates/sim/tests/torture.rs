@@ -499,3 +499,27 @@ fn forked_cuts_report_what_replayed_cuts_report() {
         assert_eq!(report_json(&forked), report_json(&replayed), "{c:?}");
     }
 }
+
+/// The index log moves to a free segment when its own has worn ahead
+/// (`FmsConfig::index_wear_gap`; gap 0: whenever it is ahead at all). In spare mode the
+/// move writes the new log's header first and then its entries, as an in-place wrap does:
+/// every cut point on MLC (in order, NOP 1) and nandsim (NOP 4), with segments of few
+/// pages so that a cycle is shorter than the segment count and the log moves often.
+#[test]
+fn index_log_moves_at_every_cut_point() {
+    for (preset, pages, bs) in [("mlc2-2g", 8, 2048), ("nandsim-256m", 4, 512)] {
+        let mut c = cfg(preset, Cuts::Every, 1);
+        c.device.geometry.pages_per_block = pages;
+        c.fms.block_size = bs;
+        c.fms.index_wear_gap = Some(0);
+        c.ops = 600;
+        let r = run(&c);
+        assert!(
+            r.index_moves >= 5,
+            "{preset}: {} index moves",
+            r.index_moves
+        );
+        assert_eq!(r.pages_per_block, pages);
+        assert_clean(&r);
+    }
+}

@@ -71,6 +71,11 @@ pub struct TortureArgs {
     /// FMS wear levelling threshold.
     #[arg(long, value_name = "N")]
     pub wear_threshold: Option<u32>,
+    /// Move the index log to a free segment, instead of erasing its own in place, when a
+    /// wrap finds its segment erased more than N times beyond that free segment (`none`:
+    /// always wrap in place). 0 moves it whenever it is ahead at all [default: 8]
+    #[arg(long, value_name = "N|none")]
+    pub index_wear_gap: Option<String>,
     /// Worker threads (default: one per core).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -200,6 +205,14 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
         c.fms.region_threshold_ps = Some((s * 1e12) as u64);
     }
     c.fms.wear_threshold = a.wear_threshold;
+    if let Some(g) = &a.index_wear_gap {
+        c.fms.index_wear_gap = match g.as_str() {
+            "none" => None,
+            n => Some(n.parse::<u32>().map_err(|_| {
+                anyhow!("--index-wear-gap: '{n}' is not a number of erasures or `none`")
+            })?),
+        };
+    }
     if let Some(f) = a.fill_writes {
         c.fill_writes = f;
     }

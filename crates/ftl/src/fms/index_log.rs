@@ -96,7 +96,10 @@ impl Fms {
             )));
         }
         if self.lay.mode == RecordMode::Header && !self.retired.is_empty() {
-            return self.move_index(e);
+            return self.move_index(e, false);
+        }
+        if self.index_worn() {
+            return self.move_index(e, true);
         }
         if self.index.is_none() {
             let Some(s) = self.free.pop_front() else {
@@ -133,23 +136,68 @@ impl Fms {
         Err(self.no_space())
     }
 
-    /// Header mode, with retired segments: write the new log in a free segment, its header
-    /// last, and only then give the old index segment up (dirty, to the free list). A cut
-    /// at any point leaves one whole log with every retired entry: the old one until the
-    /// new header is programmed (a segment without a header is dirty), the new one after
-    /// (mount takes the kind-1 header with the highest erase sequence). Erasing the index
-    /// segment in place, as the other wraps do, would leave none for a while, and a mount
-    /// then would read the retired segments' stale copies again. With no free segment, the
-    /// old log stays as it is and entries are dropped (`index_stale`) until the end of the
-    /// operation ([`Fms::repair`]). Header mode has no page order to keep.
-    fn move_index(&mut self, e: Option<IndexEntry>) -> DevResult<()> {
+    /// Whether the index log, about to wrap, should move to the free segment at the head
+    /// of the free list instead ([`FmsConfig::index_wear_gap`]): its segment has been
+    /// erased more than the gap beyond that one. Compared with the head, the segment the
+    /// move would take, rather than with the least-erased segment: the move must make the
+    /// index segment younger, and the head is what the next data segment would be.
+    fn index_worn(&self) -> bool {
+        let gap = match (self.cfg.index_wear_gap, self.cfg.wear_threshold) {
+            (Some(g), Some(t)) => g.min(t),
+            (Some(g), None) => g,
+            (None, _) => return false,
+        };
+        let (Some(ix), Some(&head)) = (self.index.as_ref(), self.free.front()) else {
+            return false;
+        };
+        if self.nand.is_bad(ix.seg) {
+            return false;
+        }
+        let ec = |s: u32| self.segs[s as usize].erase_count as u64;
+        ec(ix.seg) > ec(head) + gap as u64
+    }
+
+    /// Write the log anew in a free segment and only then give the old index segment up
+    /// (dirty, to the free list): with retired segments (header mode), and when the index
+    /// segment has worn ahead of the free ones ([`Fms::index_worn`]).
+    ///
+    /// Header mode writes the new log's header last. A cut at any point leaves one whole
+    /// log with every retired entry: the old one until the new header is programmed (a
+    /// segment without a header is dirty), the new one after (mount takes the kind-1
+    /// header with the highest erase sequence). Erasing the index segment in place, as
+    /// the other wraps do, would leave none for a while, and a mount then would read the
+    /// retired segments' stale copies again. Header mode has no page order to keep.
+    ///
+    /// Spare mode writes the header first, as an in-place wrap does (page 0 comes first on
+    /// in-order devices): a cut after it leaves the new log with part of its entries,
+    /// which costs what a cut in an in-place wrap costs (mount closes the active segments
+    /// whose entries are missing; spare mode records no retired segments), and the old
+    /// log, older by its erase sequence, is dirty.
+    ///
+    /// With no free segment, the old log stays as it is and entries are dropped
+    /// (`index_stale`) until the end of the operation ([`Fms::repair`]).
+    ///
+    /// `erase_old` (a move for wear): the old log's segment is erased as soon as the new
+    /// log is whole, given a data header, and joins the free list ready for use. Left dirty, a payload-less store
+    /// would keep its pages until the free list came round to it, and on a device with
+    /// many free segments several old logs would wait there at once (the RAM estimate
+    /// counts one log). The erase comes when it would have come anyway, at reuse; a cut in
+    /// it leaves a torn old log, which mount takes for dirty (its erase sequence is the
+    /// older). A move for retired segments leaves it dirty, as before.
+    fn move_index(&mut self, e: Option<IndexEntry>, erase_old: bool) -> DevResult<()> {
         let old = self.index.take();
         let seq = old.as_ref().map_or(1, |o| o.seq);
+        let header_first = self.lay.mode == RecordMode::Spare;
         for _attempt in 0..8 {
             let Some(s) = self.free.pop_front() else {
                 break;
             };
-            if !self.erase_segment(s, 0)? {
+            let ready = if header_first {
+                self.erase_and_header(s, 1)?
+            } else {
+                self.erase_segment(s, 0)?
+            };
+            if !ready {
                 continue;
             }
             self.index = Some(IndexLog {
@@ -157,6 +205,10 @@ impl Fms {
                 next: 0,
                 seq,
             });
+            if header_first {
+                self.segs[s as usize].state = SegState::Index;
+                self.sync_used(s);
+            }
             match self.rewrite_index(e) {
                 Ok(()) => {}
                 Err(DevError::Flash(NandError::ProgramFailed { .. })) => {
@@ -172,13 +224,21 @@ impl Fms {
                     return Err(err);
                 }
             }
-            if !self.program_header(s, 1)? {
-                continue;
+            if !header_first {
+                if !self.program_header(s, 1)? {
+                    continue;
+                }
+                self.segs[s as usize].state = SegState::Index;
+                self.sync_used(s);
             }
-            self.segs[s as usize].state = SegState::Index;
-            self.sync_used(s);
             if let Some(o) = old {
-                if !self.nand.is_bad(o.seg) {
+                if !self.nand.is_bad(o.seg) && erase_old {
+                    // As the cleaner leaves a victim: erased, with a data header carrying
+                    // its erase count, free (or bad, as a cleaned victim that fails).
+                    if self.erase_and_header(o.seg, 0)? {
+                        self.free.push_back(o.seg);
+                    }
+                } else if !self.nand.is_bad(o.seg) {
                     self.segs[o.seg as usize].state = SegState::Dirty;
                     self.sync_used(o.seg);
                     self.free.push_back(o.seg);
@@ -188,6 +248,7 @@ impl Fms {
                 }
             }
             self.index_stale = false;
+            self.stats.index_moves += 1;
             return Ok(());
         }
         // Nowhere to go now: keep the old log (whole on flash), full so that every entry

@@ -93,6 +93,16 @@ pub struct FmsConfig {
     /// counts as torn or the read fails (the model's bit flips are transient, as read
     /// disturb and most real flips are): 2 by default.
     pub read_retries: u8,
+    /// When the index log wraps and its segment has been erased more than this many times
+    /// beyond the segment at the head of the free list, the log moves there instead of
+    /// erasing its own segment in place, and the old one becomes a free segment
+    /// (`index_log.rs`, [`Fms::wrap_index`]). The papers leave the index segment's wear
+    /// open; erased at every wrap, it wore far ahead of every other segment on NAND
+    /// devices, where a cycle holds one entry per page (NOP 1: 127 entries on `mlc2-2g`),
+    /// and it dominated `wear_max` and `wear_stddev`. With wear levelling
+    /// (`wear_threshold`) the smaller of the two applies. `None`: always wrap in place
+    /// (before stop 20). Default: 8.
+    pub index_wear_gap: Option<u32>,
 }
 
 impl Default for FmsConfig {
@@ -119,6 +129,7 @@ impl Default for FmsConfig {
             logical_blocks: None,
             ecc: false,
             read_retries: 2,
+            index_wear_gap: Some(8),
         }
     }
 }
@@ -265,6 +276,9 @@ pub struct FmsStats {
     pub wear_swaps: u64,
     pub obsolete_marks: u64,
     pub index_appends: u64,
+    /// Times the index log moved to another segment instead of wrapping in place (with
+    /// retired segments, or worn ahead of the free ones: [`FmsConfig::index_wear_gap`]).
+    pub index_moves: u64,
     pub trims: u64,
     /// Segments whose erase block went bad under this FMS (a failed program, erase or
     /// header, the index segment included), each once.

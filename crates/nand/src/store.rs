@@ -160,6 +160,16 @@ pub trait Store: Send {
     ) -> Option<Option<usize>> {
         None
     }
+    /// Read the byte at data column `col` of `ppn` and program it back with the bits of
+    /// `clear` cleared (one complete program, counted, no spare bytes), after the device
+    /// has checked every rule of the read and the program but the bit rule and made sure
+    /// no bit flip is due: `Some(byte read)` when done, `None` when the store cannot do it
+    /// in place (nothing changed; the device then reads and programs a call at a time).
+    /// The bit rule holds by construction (the byte programmed is the byte on the medium
+    /// with bits cleared) and is checked all the same. The default does not.
+    fn clear_byte_in_place(&mut self, _ppn: u64, _col: u32, _clear: u8) -> Option<u8> {
+        None
+    }
     /// Where programming `new` at `col` of `ppn` would set a bit that is 0 on the medium:
     /// `Some(Some(i))` for the first such byte of `new`, `Some(None)` for none, or `None`
     /// when the store cannot compare in place (the device then reads the bytes).
@@ -288,6 +298,18 @@ impl Store for RamStore {
         let p = &mut self.programs[ppn as usize];
         *p = p.saturating_add(1);
         Some(None)
+    }
+    fn clear_byte_in_place(&mut self, ppn: u64, col: u32, clear: u8) -> Option<u8> {
+        let o = self.off(ppn, col);
+        let old = self.bytes[o];
+        let new = old & !clear;
+        if new & !old != 0 {
+            return None;
+        }
+        self.bytes[o] = new;
+        let p = &mut self.programs[ppn as usize];
+        *p = p.saturating_add(1);
+        Some(old)
     }
     fn block_info(&self, block: u32) -> BlockInfo {
         self.blocks[block as usize]
@@ -647,6 +669,27 @@ impl Store for PayloadlessStore {
         let p = &mut self.programs[ppn as usize];
         *p = p.saturating_add(1);
         Some(None)
+    }
+    /// Kept pages only (the FMS's header pages); any other page takes the device's
+    /// general path.
+    fn clear_byte_in_place(&mut self, ppn: u64, col: u32, clear: u8) -> Option<u8> {
+        let k = self.kept_at[ppn as usize];
+        if k >= PARTIAL {
+            return None;
+        }
+        let col = col as usize;
+        let at = k as usize * self.geo.page_size as usize + col;
+        let old = self.arena[at];
+        let new = old & !clear;
+        if new & !old != 0 {
+            return None;
+        }
+        self.arena[at] = new;
+        let d = &mut self.dirty[k as usize];
+        *d = (d.0.min(col as u32), d.1.max(col as u32 + 1));
+        let p = &mut self.programs[ppn as usize];
+        *p = p.saturating_add(1);
+        Some(old)
     }
     fn program_opaque_spans(&mut self, spans: &[Span]) -> bool {
         for &(ppn, col, len) in spans {

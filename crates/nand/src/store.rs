@@ -69,6 +69,41 @@ pub fn first_set_bit(old: &[u8], new: &[u8]) -> Option<usize> {
     old.iter().zip(new).position(|(o, w)| w & !o != 0)
 }
 
+/// Bytes `at..at + 8` of `b` as a word.
+#[inline(always)]
+fn word(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// For `8 <= old.len() == new.len() <= 32` (an FMS entry is 24 bytes): whether programming
+/// `new` over `old` clears bits only, then, if so, `old.copy_from_slice(new)`. The range
+/// is covered by two words (up to 16 bytes) or four, overlapping where the length is not a
+/// multiple of 8 (the words overlap only on bytes of the same range, so each byte is
+/// compared, and written with its own new value, at least once): no loop and no call to
+/// `memcpy`. `false`, with nothing written, when a bit would be set.
+#[inline(always)]
+fn program_short(old: &mut [u8], new: &[u8]) -> bool {
+    let n = new.len();
+    if !(8..=32).contains(&n) || old.len() != n {
+        unreachable!("program_short of {} bytes over {}", n, old.len());
+    }
+    let (a1, a2) = if n <= 16 { (0, n - 8) } else { (8, n - 16) };
+    let a3 = n - 8;
+    let (w0, w1, w2, w3) = (word(new, 0), word(new, a1), word(new, a2), word(new, a3));
+    let sets = (w0 & !word(old, 0))
+        | (w1 & !word(old, a1))
+        | (w2 & !word(old, a2))
+        | (w3 & !word(old, a3));
+    if sets != 0 {
+        return false;
+    }
+    old[0..8].copy_from_slice(&w0.to_le_bytes());
+    old[a1..a1 + 8].copy_from_slice(&w1.to_le_bytes());
+    old[a2..a2 + 8].copy_from_slice(&w2.to_le_bytes());
+    old[a3..a3 + 8].copy_from_slice(&w3.to_le_bytes());
+    true
+}
+
 /// `dst.copy_from_slice(src)`, without a call to `memcpy` for a single byte (the FMS reads
 /// and clears live flags one byte at a time).
 #[inline(always)]
@@ -653,10 +688,18 @@ impl Store for PayloadlessStore {
             // Kept: compare and copy in the kept page.
             let ps = self.geo.page_size as usize;
             let page = &mut self.arena[k as usize * ps..(k as usize + 1) * ps];
-            if let Some(i) = first_set_bit(&page[lo..hi], bytes) {
-                return Some(Some(i));
+            let cur = &mut page[lo..hi];
+            if (8..=32).contains(&bytes.len()) {
+                // An entry: compared and copied a word at a time.
+                if !program_short(cur, bytes) {
+                    return Some(first_set_bit(cur, bytes));
+                }
+            } else {
+                if let Some(i) = first_set_bit(cur, bytes) {
+                    return Some(Some(i));
+                }
+                copy_bytes(cur, bytes);
             }
-            copy_bytes(&mut page[lo..hi], bytes);
             let d = &mut self.dirty[k as usize];
             *d = (d.0.min(lo as u32), d.1.max(hi as u32));
         } else if k == NOT_KEPT {
@@ -796,6 +839,38 @@ impl Store for PayloadlessStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `program_short` against `first_set_bit` and `copy_from_slice`, at every length it
+    /// takes: a bit set at each byte is refused (nothing written), and a program that
+    /// clears bits leaves exactly the new bytes (and nothing outside the range).
+    #[test]
+    fn program_short_checks_and_copies_every_byte() {
+        for n in 8..=32 {
+            for i in 0..n {
+                for bit in [0u8, 3, 7] {
+                    // One bit clear at byte i on the medium; the program sets it.
+                    let mut old = vec![0xA5u8; n + 2];
+                    old[1 + i] &= !(1 << bit);
+                    let before = old.clone();
+                    let mut new = old[1..1 + n].to_vec();
+                    new[i] |= 1 << bit;
+                    assert!(!program_short(&mut old[1..1 + n], &new), "n {n} byte {i}");
+                    assert_eq!(old, before, "n {n} byte {i}: refused, nothing written");
+                    assert_eq!(first_set_bit(&old[1..1 + n], &new), Some(i));
+                    // Bits only cleared, one byte differing: programmed exactly.
+                    let mut new = old[1..1 + n].to_vec();
+                    new[i] &= !(1 << (bit ^ 5));
+                    assert!(program_short(&mut old[1..1 + n], &new), "n {n} byte {i}");
+                    assert_eq!(&old[1..1 + n], &new[..], "n {n} byte {i}");
+                    assert_eq!(
+                        (old[0], old[n + 1]),
+                        (0xA5, 0xA5),
+                        "n {n}: outside the range"
+                    );
+                }
+            }
+        }
+    }
 
     /// The estimates without a store against the stores' own count, on every preset
     /// shrunk to a few blocks; the payload-less store also after it kept pages.

@@ -575,6 +575,59 @@ impl Nand {
         Ok(())
     }
 
+    /// Read the byte at data column `col` of `ppn`, then program it back with the bits of
+    /// `clear` cleared: exactly [`Nand::read`] of that byte followed by [`Nand::program`]
+    /// of `Data::Bytes(&[byte & !clear])` at the same place, without spare bytes (the FMS's
+    /// clear of a live flag). `Err` when the read fails (nothing programmed), otherwise the
+    /// byte read and the outcome of the program.
+    ///
+    /// Without a fault plan or a bit flip due, when every rule of the program but the bit
+    /// rule passes ([`Nand::check_placement`]: powered, within the data area and the
+    /// device, a good block, program budget, order, which cover the read's power and range
+    /// checks), the store reads, checks the bit rule and programs in one call
+    /// ([`Store::clear_byte_in_place`]) and the counters and clock move as the two calls
+    /// would move them. Otherwise, or when the store cannot do it in place (nothing has
+    /// changed then), the two calls are made one at a time.
+    #[inline(always)]
+    pub fn read_then_clear_byte(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        clear: u8,
+    ) -> Result<(u8, Result<()>)> {
+        if !self.faults_armed && self.scripted_flips.is_empty() && self.flip_countdown == u64::MAX {
+            if let Ok((block, idx)) = self.check_placement(ppn, col, 1, None) {
+                if let Some(old) = self.store.clear_byte_in_place(ppn, col, clear) {
+                    // The read: one byte of the data area.
+                    self.counters.page_reads += 1;
+                    self.tick(self.costs.read + self.costs.read_byte);
+                    self.counters.bytes_read += 1;
+                    // The program.
+                    self.count_program(1);
+                    self.advance_write_ptr(block, idx);
+                    return Ok((old, Ok(())));
+                }
+            }
+        }
+        self.read_then_clear_byte_one_by_one(ppn, col, clear)
+    }
+
+    /// [`Nand::read_then_clear_byte`] a call at a time.
+    #[inline(never)]
+    fn read_then_clear_byte_one_by_one(
+        &mut self,
+        ppn: u64,
+        col: u32,
+        clear: u8,
+    ) -> Result<(u8, Result<()>)> {
+        let mut b = [0u8];
+        self.read(ppn, col, &mut b)?;
+        Ok((
+            b[0],
+            self.program(ppn, col, Data::Bytes(&[b[0] & !clear]), None),
+        ))
+    }
+
     /// [`Nand::program_bytes_in_place`] when the store cannot compare in place: the bit
     /// rule as [`Nand::check_program`] checks it, then the program.
     #[inline(never)]

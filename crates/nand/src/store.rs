@@ -69,6 +69,41 @@ pub fn first_set_bit(old: &[u8], new: &[u8]) -> Option<usize> {
     old.iter().zip(new).position(|(o, w)| w & !o != 0)
 }
 
+/// Bytes `at..at + 8` of `b` as a word.
+#[inline(always)]
+fn word(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// For `8 <= old.len() == new.len() <= 32` (an FMS entry is 24 bytes): whether programming
+/// `new` over `old` clears bits only, then, if so, `old.copy_from_slice(new)`. The range
+/// is covered by two words (up to 16 bytes) or four, overlapping where the length is not a
+/// multiple of 8 (the words overlap only on bytes of the same range, so each byte is
+/// compared, and written with its own new value, at least once): no loop and no call to
+/// `memcpy`. `false`, with nothing written, when a bit would be set.
+#[inline(always)]
+fn program_short(old: &mut [u8], new: &[u8]) -> bool {
+    let n = new.len();
+    if !(8..=32).contains(&n) || old.len() != n {
+        unreachable!("program_short of {} bytes over {}", n, old.len());
+    }
+    let (a1, a2) = if n <= 16 { (0, n - 8) } else { (8, n - 16) };
+    let a3 = n - 8;
+    let (w0, w1, w2, w3) = (word(new, 0), word(new, a1), word(new, a2), word(new, a3));
+    let sets = (w0 & !word(old, 0))
+        | (w1 & !word(old, a1))
+        | (w2 & !word(old, a2))
+        | (w3 & !word(old, a3));
+    if sets != 0 {
+        return false;
+    }
+    old[0..8].copy_from_slice(&w0.to_le_bytes());
+    old[a1..a1 + 8].copy_from_slice(&w1.to_le_bytes());
+    old[a2..a2 + 8].copy_from_slice(&w2.to_le_bytes());
+    old[a3..a3 + 8].copy_from_slice(&w3.to_le_bytes());
+    true
+}
+
 /// `dst.copy_from_slice(src)`, without a call to `memcpy` for a single byte (the FMS reads
 /// and clears live flags one byte at a time).
 #[inline(always)]
@@ -158,6 +193,16 @@ pub trait Store: Send {
         _col: u32,
         _bytes: &[u8],
     ) -> Option<Option<usize>> {
+        None
+    }
+    /// Read the byte at data column `col` of `ppn` and program it back with the bits of
+    /// `clear` cleared (one complete program, counted, no spare bytes), after the device
+    /// has checked every rule of the read and the program but the bit rule and made sure
+    /// no bit flip is due: `Some(byte read)` when done, `None` when the store cannot do it
+    /// in place (nothing changed; the device then reads and programs a call at a time).
+    /// The bit rule holds by construction (the byte programmed is the byte on the medium
+    /// with bits cleared) and is checked all the same. The default does not.
+    fn clear_byte_in_place(&mut self, _ppn: u64, _col: u32, _clear: u8) -> Option<u8> {
         None
     }
     /// Where programming `new` at `col` of `ppn` would set a bit that is 0 on the medium:
@@ -296,6 +341,18 @@ impl Store for RamStore {
         let p = &mut self.programs[ppn as usize];
         *p = p.saturating_add(1);
         Some(None)
+    }
+    fn clear_byte_in_place(&mut self, ppn: u64, col: u32, clear: u8) -> Option<u8> {
+        let o = self.off(ppn, col);
+        let old = self.bytes[o];
+        let new = old & !clear;
+        if new & !old != 0 {
+            return None;
+        }
+        self.bytes[o] = new;
+        let p = &mut self.programs[ppn as usize];
+        *p = p.saturating_add(1);
+        Some(old)
     }
     fn block_info(&self, block: u32) -> BlockInfo {
         self.blocks[block as usize]
@@ -643,10 +700,18 @@ impl Store for PayloadlessStore {
             // Kept: compare and copy in the kept page.
             let ps = self.geo.page_size as usize;
             let page = &mut self.arena[k as usize * ps..(k as usize + 1) * ps];
-            if let Some(i) = first_set_bit(&page[lo..hi], bytes) {
-                return Some(Some(i));
+            let cur = &mut page[lo..hi];
+            if (8..=32).contains(&bytes.len()) {
+                // An entry: compared and copied a word at a time.
+                if !program_short(cur, bytes) {
+                    return Some(first_set_bit(cur, bytes));
+                }
+            } else {
+                if let Some(i) = first_set_bit(cur, bytes) {
+                    return Some(Some(i));
+                }
+                copy_bytes(cur, bytes);
             }
-            copy_bytes(&mut page[lo..hi], bytes);
             let d = &mut self.dirty[k as usize];
             *d = (d.0.min(lo as u32), d.1.max(hi as u32));
         } else if k == NOT_KEPT {
@@ -659,6 +724,27 @@ impl Store for PayloadlessStore {
         let p = &mut self.programs[ppn as usize];
         *p = p.saturating_add(1);
         Some(None)
+    }
+    /// Kept pages only (the FMS's header pages); any other page takes the device's
+    /// general path.
+    fn clear_byte_in_place(&mut self, ppn: u64, col: u32, clear: u8) -> Option<u8> {
+        let k = self.kept_at[ppn as usize];
+        if k >= PARTIAL {
+            return None;
+        }
+        let col = col as usize;
+        let at = k as usize * self.geo.page_size as usize + col;
+        let old = self.arena[at];
+        let new = old & !clear;
+        if new & !old != 0 {
+            return None;
+        }
+        self.arena[at] = new;
+        let d = &mut self.dirty[k as usize];
+        *d = (d.0.min(col as u32), d.1.max(col as u32 + 1));
+        let p = &mut self.programs[ppn as usize];
+        *p = p.saturating_add(1);
+        Some(old)
     }
     fn program_opaque_spans(&mut self, spans: &[Span]) -> bool {
         for &(ppn, col, len) in spans {
@@ -768,6 +854,38 @@ impl Store for PayloadlessStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `program_short` against `first_set_bit` and `copy_from_slice`, at every length it
+    /// takes: a bit set at each byte is refused (nothing written), and a program that
+    /// clears bits leaves exactly the new bytes (and nothing outside the range).
+    #[test]
+    fn program_short_checks_and_copies_every_byte() {
+        for n in 8..=32 {
+            for i in 0..n {
+                for bit in [0u8, 3, 7] {
+                    // One bit clear at byte i on the medium; the program sets it.
+                    let mut old = vec![0xA5u8; n + 2];
+                    old[1 + i] &= !(1 << bit);
+                    let before = old.clone();
+                    let mut new = old[1..1 + n].to_vec();
+                    new[i] |= 1 << bit;
+                    assert!(!program_short(&mut old[1..1 + n], &new), "n {n} byte {i}");
+                    assert_eq!(old, before, "n {n} byte {i}: refused, nothing written");
+                    assert_eq!(first_set_bit(&old[1..1 + n], &new), Some(i));
+                    // Bits only cleared, one byte differing: programmed exactly.
+                    let mut new = old[1..1 + n].to_vec();
+                    new[i] &= !(1 << (bit ^ 5));
+                    assert!(program_short(&mut old[1..1 + n], &new), "n {n} byte {i}");
+                    assert_eq!(&old[1..1 + n], &new[..], "n {n} byte {i}");
+                    assert_eq!(
+                        (old[0], old[n + 1]),
+                        (0xA5, 0xA5),
+                        "n {n}: outside the range"
+                    );
+                }
+            }
+        }
+    }
 
     /// The estimates without a store against the stores' own count, on every preset
     /// shrunk to a few blocks; the payload-less store also after it kept pages.

@@ -18,6 +18,12 @@
 //! not batch) the test makes the same calls one at a time, so every device must reach the
 //! same outcome either way.
 //!
+//! A read of one byte followed by a program of it with some bits cleared
+//! (`Nand::read_then_clear_byte`, the FMS's clear of a live flag) is one store call
+//! (`Store::clear_byte_in_place`) on the fast devices when no fault plan is armed, no bit
+//! flip is due and every rule of the program but the bit rule passes; the general devices
+//! (and the fast ones otherwise) make the read and the program a call at a time.
+//!
 //! Every outcome must be identical: the same `Ok`/`Err` (variant and fields), the same
 //! bytes read, the same counters, clock and operation count, the same program count of
 //! every page and state of every block, and at every reopen the same bytes on the medium.
@@ -98,6 +104,12 @@ enum Op {
         reads: Vec<Span>,
         programs: Vec<Span>,
     },
+    /// `Nand::read_then_clear_byte`.
+    ReadClear {
+        ppn: u64,
+        col: u32,
+        clear: u8,
+    },
     Erase(u32),
     Flip {
         ppn: u64,
@@ -105,6 +117,12 @@ enum Op {
         bit: u8,
     },
     Reopen,
+    /// Random bit flips in reads from now until the next reopen (and the end of a power
+    /// cut pending).
+    FlipRate {
+        rate: f64,
+        seed: u64,
+    },
     PowerCut {
         after: u64,
         torn: TornMode,
@@ -127,6 +145,8 @@ struct Model {
     bytes: Vec<u8>,
     /// Scripted flips not consumed yet: (ppn, col, bit).
     flips: Vec<(u64, u32, u8)>,
+    /// Random flips are on: reads are not compared with the model.
+    noisy: bool,
 }
 
 impl Model {
@@ -286,7 +306,7 @@ fn gen_op(rng: &mut Xoshiro256PlusPlus, n: &Nand, model: &Model, last: &mut u64)
             vec![]
         }
     };
-    match rng.gen_range(0..100) {
+    match rng.gen_range(0..112) {
         0..=49 => {
             let (col, len) = pick_range(rng, ps);
             let data = match rng.gen_range(0..10) {
@@ -339,6 +359,29 @@ fn gen_op(rng: &mut Xoshiro256PlusPlus, n: &Nand, model: &Model, last: &mut u64)
             Op::ReadOpaque { ppn, col, len }
         }
         78..=79 => gen_batch(rng, n, ppn),
+        // A byte's read and clear, now and then where a scripted flip is due.
+        100..=103 if !model.flips.is_empty() => {
+            let (ppn, col, _) = model.flips[rng.gen_range(0..model.flips.len())];
+            Op::ReadClear {
+                ppn,
+                col,
+                clear: 1 << rng.gen_range(0..8),
+            }
+        }
+        // Usually within the data area.
+        100..=111 => Op::ReadClear {
+            ppn,
+            col: match rng.gen_range(0..10) {
+                0 => ps + rng.gen_range(0..ss.max(1) + 1),
+                1 => ps.saturating_sub(1),
+                _ => rng.gen_range(0..ps),
+            },
+            clear: match rng.gen_range(0..4) {
+                0 => rng.gen(),
+                1 => 0,
+                _ => 1 << rng.gen_range(0..8),
+            },
+        },
         80..=87 => Op::Erase(match rng.gen_range(0..20) {
             0 => g.blocks + rng.gen_range(0..2),
             _ if ppn < g.pages() && rng.gen_bool(0.5) => g.block_of(ppn),
@@ -350,6 +393,10 @@ fn gen_op(rng: &mut Xoshiro256PlusPlus, n: &Nand, model: &Model, last: &mut u64)
             bit: rng.gen_range(0..8),
         },
         95..=97 => Op::Reopen,
+        98 if rng.gen_bool(0.3) => Op::FlipRate {
+            rate: [0.001, 0.02, 0.3][rng.gen_range(0..3)],
+            seed: rng.gen(),
+        },
         98..=99 => Op::PowerCut {
             after: rng.gen_range(1..6),
             torn: match rng.gen_range(0..4) {
@@ -430,12 +477,17 @@ fn apply(n: &mut Nand, op: &Op) -> (nand::Result<()>, Vec<Vec<u8>>) {
                 });
             (r, vec![vec![done]])
         }
+        Op::ReadClear { ppn, col, clear } => match n.read_then_clear_byte(*ppn, *col, *clear) {
+            // A failed read: nothing read, nothing programmed.
+            Err(e) => (Err(e), vec![]),
+            Ok((b, r)) => (r, vec![vec![b]]),
+        },
         Op::Erase(b) => (n.erase(*b), vec![]),
         Op::Flip { ppn, col, bit } => {
             n.inject_bitflip(*ppn, *col, *bit);
             (Ok(()), vec![])
         }
-        Op::Reopen | Op::PowerCut { .. } => unreachable!(),
+        Op::Reopen | Op::PowerCut { .. } | Op::FlipRate { .. } => unreachable!(),
     }
 }
 
@@ -471,7 +523,7 @@ fn model_apply(
                 m.fill((*b as usize * m.ppb + p) as u64, 0, m.raw, 0xFF);
             }
         }
-        Op::Read { ppn, col, len } if ok => {
+        Op::Read { ppn, col, len } if ok && !m.noisy => {
             let want = m.read(*ppn, *col as usize, *len);
             prop_assert_eq!(
                 &read[0],
@@ -481,7 +533,7 @@ fn model_apply(
                 col
             );
         }
-        Op::ReadPage { ppn, data, spare } if ok => {
+        Op::ReadPage { ppn, data, spare } if ok && !m.noisy => {
             if let Some(d) = data {
                 let want = m.read(*ppn, 0, *d);
                 prop_assert_eq!(&read[0], &want, "read_page data of {} vs the model", ppn);
@@ -489,6 +541,22 @@ fn model_apply(
             if let Some(s) = spare {
                 let want = m.read(*ppn, ps, *s);
                 prop_assert_eq!(&read[1], &want, "read_page spare of {} vs the model", ppn);
+            }
+        }
+        Op::ReadClear { ppn, col, clear } if !read.is_empty() => {
+            // The read took place (and met the flips due): the byte read is the model's.
+            let want = m.read(*ppn, *col as usize, 1);
+            if !m.noisy {
+                prop_assert_eq!(
+                    &read[0],
+                    &want,
+                    "read_then_clear_byte of {} col {}",
+                    ppn,
+                    col
+                );
+            }
+            if ok {
+                m.set(*ppn, *col as usize, &[read[0][0] & !clear]);
             }
         }
         Op::Flip { ppn, col, bit } => m.flips.push((*ppn, *col, *bit & 7)),
@@ -591,13 +659,16 @@ fn reopen_all(devs: Vec<Dev>, m: &mut Model, i: usize) -> Result<Vec<Dev>, TestC
         });
     }
     m.flips.clear();
+    m.noisy = false;
     Ok(out)
 }
 
 /// The page a program names.
 fn op_page(op: &Op) -> Option<u64> {
     match op {
-        Op::Program { ppn, .. } | Op::ProgramBytes { ppn, .. } => Some(*ppn),
+        Op::Program { ppn, .. } | Op::ProgramBytes { ppn, .. } | Op::ReadClear { ppn, .. } => {
+            Some(*ppn)
+        }
         _ => None,
     }
 }
@@ -763,7 +834,16 @@ fn rules_oracle(
 }
 
 /// Make a byte program over data the payload-less store does not know clear bits only.
+/// A read and clear there programs what it read: with a bit flip due (scripted for the
+/// page, or random) it may set a bit only the RAM store can see, so it becomes a read.
 fn tame(op: &mut Op, pl: &Nand, m: &Model) {
+    if let Op::ReadClear { ppn, col, .. } = *op {
+        let flips = m.noisy || m.flips.iter().any(|f| f.0 == ppn);
+        if flips && ppn < pl.geometry().pages() && !pl.store().data_known(ppn) {
+            *op = Op::Read { ppn, col, len: 1 };
+        }
+        return;
+    }
     let (ppn, col, b) = match op {
         Op::Program {
             ppn,
@@ -833,6 +913,7 @@ fn run(spec: DeviceSpec, seed: u64, n_ops: usize) -> Result<(), TestCaseError> {
         bytes: vec![0xFF; g.pages() as usize * raw],
         ppb: g.pages_per_block as usize,
         flips: vec![],
+        noisy: false,
     };
     // Now and then a factory-bad block.
     let factory: Vec<u32> = (0..g.blocks).filter(|_| rng.gen_bool(0.15)).collect();
@@ -875,6 +956,19 @@ fn run(spec: DeviceSpec, seed: u64, n_ops: usize) -> Result<(), TestCaseError> {
                 }
                 continue;
             }
+            Op::FlipRate { rate, seed } => {
+                for d in &mut devs {
+                    let plan = FaultPlan {
+                        bitflip_rate: rate,
+                        seed,
+                        ..d.base_plan()
+                    };
+                    d.nand.set_faults(plan);
+                }
+                m.noisy = true;
+                cut_pending = false;
+                continue;
+            }
             _ => {}
         }
         tame(&mut op, &devs[PL].nand, &m);
@@ -897,7 +991,21 @@ fn run(spec: DeviceSpec, seed: u64, n_ops: usize) -> Result<(), TestCaseError> {
             );
             same_state(&st0, &state(&d.nand), d.name, i, &op)?;
         }
-        rules_oracle(&m, &g, &op, &r0, before.as_ref())?;
+        match &op {
+            // The program a read and clear made (none when its read failed).
+            Op::ReadClear { ppn, col, clear } => {
+                if let Some(b) = read0.first() {
+                    let prog = Op::Program {
+                        ppn: *ppn,
+                        col: *col,
+                        data: DataArg::Bytes(vec![b[0] & !clear]),
+                        spare: None,
+                    };
+                    rules_oracle(&m, &g, &prog, &r0, before.as_ref())?;
+                }
+            }
+            _ => rules_oracle(&m, &g, &op, &r0, before.as_ref())?,
+        }
         let torn = !was_dead && matches!(r0, Err(NandError::PowerLoss));
         if !torn {
             model_apply(&mut m, &op, &r0, &read0)?;

@@ -1193,13 +1193,10 @@ impl Fms {
         let off = SEG_HEADER as u64 + slot as u64 * ENTRY as u64 + Record::FLAGS_OFFSET as u64;
         let (page, col) = self.lay.page_col(off);
         let ppn = self.nand.geometry().first_page(seg) + page;
-        let mut flags = [0u8];
-        self.nand.read(ppn, col, &mut flags)?;
-        let mut r = self
-            .nand
-            .program(ppn, col, Data::Bytes(&[flags[0] & !1]), None);
+        // The flags byte is read, then programmed with the live bit clear.
+        let (flags, mut r) = self.nand.read_then_clear_byte(ppn, col, 1)?;
         if let Err(NandError::SetsBits { .. }) = r {
-            r = self.clear_live_after_a_flip(ppn, col, flags[0]);
+            r = self.clear_live_after_a_flip(ppn, col, flags);
         }
         match r {
             Ok(()) => Ok(()),

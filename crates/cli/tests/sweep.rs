@@ -1382,3 +1382,80 @@ fn reproduce_checks_its_csv_before_running() {
         10
     );
 }
+
+/// Paths in a sweep file are relative to the file's directory (`sweep sub/t.toml` with
+/// `trace:only.fio` used to look for `./only.fio`), and a job's id covers the contents of
+/// the files it reads: after a timing in the device file changes, a rerun with the same
+/// `--out` refuses the stale result instead of reporting "1 of 1 jobs already done" with
+/// the old figures.
+#[test]
+fn spec_files_resolve_beside_the_spec_and_edits_are_new_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&sub.join("only.fio")),
+        "--format",
+        "fio",
+        "--requests",
+        "200",
+    ]));
+    std::fs::write(
+        sub.join("t.toml"),
+        "workload = \"trace:only.fio\"\npolicy = \"greedy\"\n",
+    )
+    .unwrap();
+    let o = ok(flashkit_in(dir.path(), ["sweep", "sub/t.toml", "--json"]));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["options"]["workload"], "trace:sub/only.fio", "{r}");
+    assert_eq!(r["requests"], 200, "{r}");
+
+    // A device file beside the spec; its contents are part of the job.
+    let devices: Value = json(&ok(flashkit(["devices", "--json"])));
+    let mut dev = devices[0].clone();
+    dev.as_object_mut().unwrap().remove("capacity_bytes");
+    std::fs::write(sub.join("dv.json"), dev.to_string()).unwrap();
+    std::fs::write(
+        sub.join("d.toml"),
+        "device_file = \"dv.json\"\npolicy = \"greedy\"\nwritten = \"256KiB\"\n",
+    )
+    .unwrap();
+    let run = || flashkit_in(dir.path(), ["sweep", "sub/d.toml", "--out", "r.jsonl"]);
+    ok(run());
+    let again = ok(run());
+    assert!(
+        text(&again.stderr).contains("1 of 1 jobs already done"),
+        "{}",
+        text(&again.stderr)
+    );
+    let before = std::fs::read(dir.path().join("r.jsonl")).unwrap();
+    // Slower programs (this short run erases nothing, so erase_us would not show).
+    dev["program_ns_per_byte"] = Value::from(dev["program_ns_per_byte"].as_f64().unwrap() * 2.0);
+    std::fs::write(sub.join("dv.json"), dev.to_string()).unwrap();
+    fails_with(
+        run(),
+        &[
+            "r.jsonl:1: job ",
+            " is stale: it ran on other contents of sub/dv.json",
+        ],
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("r.jsonl")).unwrap(),
+        before,
+        "left unchanged"
+    );
+    // A new results file runs the job on the edited device.
+    let o = ok(flashkit_in(
+        dir.path(),
+        ["sweep", "sub/d.toml", "--out", "r2.jsonl", "--json"],
+    ));
+    let old: Value = serde_json::from_slice(&before).unwrap();
+    let new: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_ne!(old["job"], new["job"]);
+    assert!(
+        new["device_time_s"].as_f64() > old["device_time_s"].as_f64(),
+        "slower programs: {old} {new}"
+    );
+}

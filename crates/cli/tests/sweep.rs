@@ -1377,9 +1377,66 @@ fn reproduce_checks_its_csv_before_running() {
         "--csv",
         path_str(&ok_csv),
     ]));
+    // One line per figure compared with the paper's: 9 rows x 3 metrics.
+    let csv = std::fs::read_to_string(&ok_csv).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 28, "{csv}");
     assert_eq!(
-        std::fs::read_to_string(&ok_csv).unwrap().lines().count(),
-        10
+        lines[0],
+        "workload,policy,redistribution,metric,paper,ours,diff_percent"
+    );
+    assert!(
+        lines[1].starts_with("sequential,greedy,m1,erasures,1567.0,"),
+        "{csv}"
+    );
+}
+
+/// `reproduce --json` gives each of the paper's figures beside ours as numbers (the
+/// paper's values used to exist only inside "+0.6%"-style strings under duplicate column
+/// labels), and the same figures the text table prints.
+#[test]
+fn reproduce_json_compares_numbers() {
+    let o = ok(flashkit([
+        "reproduce",
+        "chiang1999-table4",
+        "--scale",
+        "0.025",
+        "--json",
+    ]));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = v["comparisons"].as_array().unwrap();
+    assert_eq!(c.len(), 27);
+    let metrics: BTreeSet<&str> = c.iter().map(|x| x["metric"].as_str().unwrap()).collect();
+    assert_eq!(
+        metrics,
+        BTreeSet::from(["erasures", "blocks_copied", "wear_stddev"])
+    );
+    let first = &c[0];
+    assert_eq!(first["workload"], "sequential");
+    assert_eq!(first["policy"], "greedy");
+    assert_eq!(first["redistribution"], "m1");
+    assert_eq!(first["metric"], "erasures");
+    assert_eq!(first["paper"].as_f64(), Some(1567.0));
+    assert_eq!(
+        first["ours"].as_f64(),
+        v["results"][0]["erasures"].as_f64(),
+        "{first}"
+    );
+    for x in c {
+        let (paper, ours) = (x["paper"].as_f64().unwrap(), x["ours"].as_f64().unwrap());
+        match x["diff_percent"].as_f64() {
+            Some(d) if paper != 0.0 => {
+                assert!((d - (ours - paper) / paper * 100.0).abs() < 1e-9, "{x}")
+            }
+            Some(d) => assert_eq!((d, ours), (0.0, 0.0), "{x}"),
+            None => assert!(paper == 0.0 && ours != 0.0, "{x}"),
+        }
+    }
+    // The text table shows the same differences, rounded.
+    let row0 = v["rows"][0].as_array().unwrap();
+    assert_eq!(
+        row0[4].as_str().unwrap(),
+        format!("{:+.1}%", first["diff_percent"].as_f64().unwrap())
     );
 }
 

@@ -748,10 +748,7 @@ fn options_without_effect_are_errors() {
         flashkit(["sim", "--x", "fill", "--written", "256KiB"]),
         &["--x: has no effect without --plot"],
     );
-    fails_with(
-        flashkit(["bench", "--y", "wear_stddev"]),
-        &["bench does not draw figures"],
-    );
+    // bench has no --x/--y/--plot at all (tests/bench.rs, bench_has_no_plot_options).
     // Given values that apply to some job of the grid, and defaults, are fine.
     ok(flashkit([
         "sim",

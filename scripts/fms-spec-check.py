@@ -743,7 +743,7 @@ def layout_examples(binary, scratch):
     checkpoint(binary, path, None, scratch, "longer file")
     # fms.md: a reformat adds 1 to every readable header's count, format number + 1
     before = reader.Fms(reader.NandImage(path))
-    run([binary, "fms", "format", path, "--block-size", "2048"])
+    run([binary, "fms", "format", path, "--block-size", "2048", "--force"])
     after = reader.Fms(reader.NandImage(path))
     for g in range(after.img.blocks):
         if isinstance(before.hdrs[g], dict) and after.hdrs[g]["erase_count"] != before.hdrs[g]["erase_count"] + 1:

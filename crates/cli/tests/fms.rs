@@ -376,7 +376,11 @@ fn an_image_in_use_is_refused() {
             ],
             "in use by another process",
         ),
-        (vec!["fms", "format", img_s], "in use by another process"),
+        // fms format first looks (read-only) for an FMS it would destroy.
+        (
+            vec!["fms", "format", img_s],
+            "being written by another process",
+        ),
         (
             vec!["fms", "read", img_s, "--length", "512"],
             "being written by another process",
@@ -902,4 +906,47 @@ fn info_reports_every_recovery_path_of_a_damaged_image() {
         info["mount_dirty_segments"].as_u64().unwrap() > 0,
         "the damage leaves a dirty segment: {info}"
     );
+}
+
+/// `fms format` on an image that holds an FMS is refused without --force (it used to wipe
+/// the data silently), naming what it found; a fresh NAND image needs no --force.
+#[test]
+fn format_refuses_an_existing_fms_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("card.img");
+    let img = img.to_str().unwrap();
+    fms_image(img, "intel-series2plus-24m", "16", "4KiB");
+    let input = dir.path().join("in.bin");
+    std::fs::write(&input, pattern(50_000, 3)).unwrap();
+    run_ok(&["fms", "write", img, "--input", input.to_str().unwrap()]);
+    let before = std::fs::read(img).unwrap();
+    let out = flashkit(["fms", "format", img, "--block-size", "1KiB"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!("flashkit: {img}: already holds an FMS ("))
+            && err.contains("logical blocks of 4 KiB")
+            && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(img).unwrap(),
+        before,
+        "the image is untouched"
+    );
+    let f: serde_json::Value = serde_json::from_str(&run_ok(&[
+        "fms",
+        "format",
+        img,
+        "--block-size",
+        "1KiB",
+        "--force",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(f["block_size"], 1024);
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+    assert_eq!(info["mapped_blocks"], 0, "reformatted: {info}");
 }

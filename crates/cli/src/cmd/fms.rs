@@ -73,6 +73,11 @@ pub struct FormatArgs {
     /// commands take it from the image.
     #[arg(long)]
     pub ecc: bool,
+    /// Format an image that already holds an FMS (its data is lost; erase counts carry
+    /// over). Without it such an image is refused, as `nand format` refuses an existing
+    /// file.
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub report: ReportArgs,
 }
@@ -186,6 +191,26 @@ fn format(a: FormatArgs) -> Result<()> {
     super::common::refuse_csv_over(&a.report, &[(&a.image, "image being formatted")])?;
     let bs = parse_size(&a.block_size).map_err(|e| anyhow!("--block-size: {e}"))?;
     let bs = u32::try_from(bs).map_err(|_| anyhow!("--block-size: {bs} too large"))?;
+    if !a.force {
+        // Any segment header that decodes: a mountable FMS, or what is left of one. Looked
+        // for on a read-only open, so the probe's reads neither reach the image (its
+        // device clock and counters) nor count in the format's time.
+        let mut nand = image::open_device_readonly(&a.image)?;
+        let found = Fms::probe(&mut nand).with_context(|| format!("{}", a.image.display()))?;
+        drop(nand);
+        if let Some(h) = found {
+            let size = output::bytes(h.block_size as u64);
+            let what = match h.logical_blocks {
+                0 => format!("blocks of {size}"),
+                n => format!("{n} logical blocks of {size}"),
+            };
+            bail!(
+                "{}: already holds an FMS ({what}); formatting would lose its data: pass \
+                 --force to format it anyway",
+                a.image.display()
+            );
+        }
+    }
     let nand = image::open_device(&a.image)?;
     let cfg = FmsConfig {
         ecc: a.ecc,

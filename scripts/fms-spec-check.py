@@ -102,8 +102,8 @@ COMPARE = [  # (info key, reader key)
     ("segments", "segments"), ("free_segments", "free_segments"),
     ("used_segments", "used_segments"), ("active_segments", "active_segments"),
     ("dirty_segments", "dirty_segments"), ("bad_segments", "bad_segments"),
-    ("index_segments", "index_segments"), ("erase_min", "erase_min"),
-    ("erase_max", "erase_max"), ("torn_records", "torn_records"),
+    ("index_segments", "index_segments"), ("wear_min", "erase_min"),
+    ("wear_max", "erase_max"), ("torn_records", "torn_records"),
     ("stale_live_copies", "stale_live_copies"),
     ("unreadable_trim_lists", "unreadable_trim_lists"),
     ("grown_bad_read", "grown_bad_read"), ("index_lost", "index_lost"), ("ecc", "ecc"),
@@ -153,8 +153,8 @@ def checkpoint(binary, img, model, scratch, tag, stop="", unknown=()):
     for ik, rk in COMPARE:
         if ik in fi and fi[ik] != rep[rk]:
             diffs.append("%s: info %s, reader %s" % (ik, fi[ik], rep[rk]))
-    if abs(fi.get("erase_mean", rep["erase_mean"]) - rep["erase_mean"]) > 1e-6:
-        diffs.append("erase_mean: info %s, reader %s" % (fi["erase_mean"], rep["erase_mean"]))
+    if abs(fi["wear_mean"] - rep["erase_mean"]) > 1e-6:
+        diffs.append("wear_mean: info %s, reader %s" % (fi["wear_mean"], rep["erase_mean"]))
     length = rep["logical_blocks"] * rep["block_size"]
     ref = os.path.join(scratch, "ref.bin")
     mine = os.path.join(scratch, "mine.bin")
@@ -743,7 +743,7 @@ def layout_examples(binary, scratch):
     checkpoint(binary, path, None, scratch, "longer file")
     # fms.md: a reformat adds 1 to every readable header's count, format number + 1
     before = reader.Fms(reader.NandImage(path))
-    run([binary, "fms", "format", path, "--block-size", "2048"])
+    run([binary, "fms", "format", path, "--block-size", "2048", "--force"])
     after = reader.Fms(reader.NandImage(path))
     for g in range(after.img.blocks):
         if isinstance(before.hdrs[g], dict) and after.hdrs[g]["erase_count"] != before.hdrs[g]["erase_count"] + 1:

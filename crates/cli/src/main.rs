@@ -21,6 +21,16 @@ struct Cli {
     command: Command,
 }
 
+// `flashkit sim`: the grid options it shares with `bench`, then the plot options that only
+// `sim` has (bench draws no figures, so it must not offer them).
+#[derive(clap::Args, Debug)]
+struct SimCmd {
+    #[command(flatten)]
+    args: cmd::sim::SimArgs,
+    #[command(flatten)]
+    plot: output::PlotArgs,
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// List the built-in flash device presets with every figure.
@@ -30,7 +40,7 @@ enum Command {
     Nand(Box<cmd::nand::NandCmd>),
     /// Simulate the Flash Memory Server on synthetic workloads (the flagship comparison of
     /// cleaning policies with no options).
-    Sim(Box<cmd::sim::SimArgs>),
+    Sim(Box<SimCmd>),
     /// Run a grid of simulations from a TOML spec in parallel, streaming JSON lines
     /// (resumable with --out).
     Sweep(Box<cmd::sweep::SweepArgs>),
@@ -58,7 +68,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Devices(a) => cmd::devices::run(a),
         Command::Nand(c) => cmd::nand::run(*c),
-        Command::Sim(a) => cmd::sim::run(*a),
+        Command::Sim(c) => {
+            let SimCmd { mut args, plot } = *c;
+            args.plot = plot;
+            cmd::sim::run(args)
+        }
         Command::Sweep(a) => cmd::sweep::run(*a),
         Command::Reproduce(a) => cmd::reproduce::run(a),
         Command::Bench(a) => cmd::bench::run(*a),
@@ -95,7 +109,7 @@ fn parse() -> Result<Cli, ExitCode> {
     // values given (an option given that has no effect is an error).
     let defaulted = defaulted_ids(&matches);
     match &mut cli.command {
-        Command::Sim(a) => a.defaulted = defaulted,
+        Command::Sim(a) => a.args.defaulted = defaulted,
         Command::Bench(a) => a.sim.defaulted = defaulted,
         _ => {}
     }

@@ -114,11 +114,6 @@ impl PlotArgs {
         Ok(())
     }
 
-    /// Whether any plot option was given.
-    pub fn is_given(&self) -> bool {
-        self.plot.is_some() || self.x.is_some() || !self.y.is_empty()
-    }
-
     /// Draw `rows` (each run's options and its result) if `--plot` was given.
     pub fn draw(&self, rows: &[sim::plot::Row], title: &str) -> Result<()> {
         let Some(path) = &self.plot else {

@@ -88,6 +88,26 @@ fn prints_a_table_by_default() {
     assert!(t.lines().last().unwrap().starts_with("build "), "{t}");
 }
 
+/// bench draws no figures, so it offers no plot options (its help used to list --plot,
+/// --x and --y, which it then refused); sim keeps them.
+#[test]
+fn bench_has_no_plot_options() {
+    let h = text(&ok(flashkit(["bench", "--help"])).stdout);
+    for flag in ["--plot", "--x ", "--y "] {
+        assert!(!h.contains(flag), "bench --help lists {flag}: {h}");
+    }
+    assert!(h.contains("--policy") && h.contains("--warm"), "{h}");
+    let h = text(&ok(flashkit(["sim", "--help"])).stdout);
+    for flag in ["--plot", "--x ", "--y "] {
+        assert!(h.contains(flag), "sim --help lacks {flag}: {h}");
+    }
+    for args in [["--x", "fill"], ["--y", "erasures"]] {
+        let o = flashkit(["bench"].iter().chain(&args));
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(text(&o.stderr).contains("unexpected argument"), "{args:?}");
+    }
+}
+
 #[test]
 fn bad_options_are_one_line_errors() {
     for (args, needle) in [

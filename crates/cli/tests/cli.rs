@@ -163,10 +163,10 @@ fn format_then_info_round_trip() {
     assert_eq!(v["nop"], 4);
     assert_eq!(v["in_order"], false);
     assert_eq!(v["endurance"], 100_000);
-    assert_eq!(v["erase_min"], 0);
-    assert_eq!(v["erase_max"], 0);
-    assert_eq!(v["erase_mean"].as_f64(), Some(0.0));
-    assert_eq!(v["erase_stddev"].as_f64(), Some(0.0));
+    assert_eq!(v["wear_min"], 0);
+    assert_eq!(v["wear_max"], 0);
+    assert_eq!(v["wear_mean"].as_f64(), Some(0.0));
+    assert_eq!(v["wear_stddev"].as_f64(), Some(0.0));
     assert_eq!(v["bad_blocks"], serde_json::json!([3, 7]));
     assert_eq!(v["factory_bad"], 2);
     assert_eq!(v["grown_bad"], 0);

@@ -748,10 +748,7 @@ fn options_without_effect_are_errors() {
         flashkit(["sim", "--x", "fill", "--written", "256KiB"]),
         &["--x: has no effect without --plot"],
     );
-    fails_with(
-        flashkit(["bench", "--y", "wear_stddev"]),
-        &["bench does not draw figures"],
-    );
+    // bench has no --x/--y/--plot at all (tests/bench.rs, bench_has_no_plot_options).
     // Given values that apply to some job of the grid, and defaults, are fine.
     ok(flashkit([
         "sim",
@@ -1377,8 +1374,142 @@ fn reproduce_checks_its_csv_before_running() {
         "--csv",
         path_str(&ok_csv),
     ]));
+    // One line per figure compared with the paper's: 9 rows x 3 metrics.
+    let csv = std::fs::read_to_string(&ok_csv).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 28, "{csv}");
     assert_eq!(
-        std::fs::read_to_string(&ok_csv).unwrap().lines().count(),
-        10
+        lines[0],
+        "workload,policy,redistribution,metric,paper,ours,diff_percent"
+    );
+    assert!(
+        lines[1].starts_with("sequential,greedy,m1,erasures,1567.0,"),
+        "{csv}"
+    );
+}
+
+/// `reproduce --json` gives each of the paper's figures beside ours as numbers (the
+/// paper's values used to exist only inside "+0.6%"-style strings under duplicate column
+/// labels), and the same figures the text table prints.
+#[test]
+fn reproduce_json_compares_numbers() {
+    let o = ok(flashkit([
+        "reproduce",
+        "chiang1999-table4",
+        "--scale",
+        "0.025",
+        "--json",
+    ]));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = v["comparisons"].as_array().unwrap();
+    assert_eq!(c.len(), 27);
+    let metrics: BTreeSet<&str> = c.iter().map(|x| x["metric"].as_str().unwrap()).collect();
+    assert_eq!(
+        metrics,
+        BTreeSet::from(["erasures", "blocks_copied", "wear_stddev"])
+    );
+    let first = &c[0];
+    assert_eq!(first["workload"], "sequential");
+    assert_eq!(first["policy"], "greedy");
+    assert_eq!(first["redistribution"], "m1");
+    assert_eq!(first["metric"], "erasures");
+    assert_eq!(first["paper"].as_f64(), Some(1567.0));
+    assert_eq!(
+        first["ours"].as_f64(),
+        v["results"][0]["erasures"].as_f64(),
+        "{first}"
+    );
+    for x in c {
+        let (paper, ours) = (x["paper"].as_f64().unwrap(), x["ours"].as_f64().unwrap());
+        match x["diff_percent"].as_f64() {
+            Some(d) if paper != 0.0 => {
+                assert!((d - (ours - paper) / paper * 100.0).abs() < 1e-9, "{x}")
+            }
+            Some(d) => assert_eq!((d, ours), (0.0, 0.0), "{x}"),
+            None => assert!(paper == 0.0 && ours != 0.0, "{x}"),
+        }
+    }
+    // The text table shows the same differences, rounded.
+    let row0 = v["rows"][0].as_array().unwrap();
+    assert_eq!(
+        row0[4].as_str().unwrap(),
+        format!("{:+.1}%", first["diff_percent"].as_f64().unwrap())
+    );
+}
+
+/// Paths in a sweep file are relative to the file's directory (`sweep sub/t.toml` with
+/// `trace:only.fio` used to look for `./only.fio`), and a job's id covers the contents of
+/// the files it reads: after a timing in the device file changes, a rerun with the same
+/// `--out` refuses the stale result instead of reporting "1 of 1 jobs already done" with
+/// the old figures.
+#[test]
+fn spec_files_resolve_beside_the_spec_and_edits_are_new_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&sub.join("only.fio")),
+        "--format",
+        "fio",
+        "--requests",
+        "200",
+    ]));
+    std::fs::write(
+        sub.join("t.toml"),
+        "workload = \"trace:only.fio\"\npolicy = \"greedy\"\n",
+    )
+    .unwrap();
+    let o = ok(flashkit_in(dir.path(), ["sweep", "sub/t.toml", "--json"]));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["options"]["workload"], "trace:sub/only.fio", "{r}");
+    assert_eq!(r["requests"], 200, "{r}");
+
+    // A device file beside the spec; its contents are part of the job.
+    let devices: Value = json(&ok(flashkit(["devices", "--json"])));
+    let mut dev = devices[0].clone();
+    dev.as_object_mut().unwrap().remove("capacity_bytes");
+    std::fs::write(sub.join("dv.json"), dev.to_string()).unwrap();
+    std::fs::write(
+        sub.join("d.toml"),
+        "device_file = \"dv.json\"\npolicy = \"greedy\"\nwritten = \"256KiB\"\n",
+    )
+    .unwrap();
+    let run = || flashkit_in(dir.path(), ["sweep", "sub/d.toml", "--out", "r.jsonl"]);
+    ok(run());
+    let again = ok(run());
+    assert!(
+        text(&again.stderr).contains("1 of 1 jobs already done"),
+        "{}",
+        text(&again.stderr)
+    );
+    let before = std::fs::read(dir.path().join("r.jsonl")).unwrap();
+    // Slower programs (this short run erases nothing, so erase_us would not show).
+    dev["program_ns_per_byte"] = Value::from(dev["program_ns_per_byte"].as_f64().unwrap() * 2.0);
+    std::fs::write(sub.join("dv.json"), dev.to_string()).unwrap();
+    fails_with(
+        run(),
+        &[
+            "r.jsonl:1: job ",
+            " is stale: it ran on other contents of sub/dv.json",
+        ],
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("r.jsonl")).unwrap(),
+        before,
+        "left unchanged"
+    );
+    // A new results file runs the job on the edited device.
+    let o = ok(flashkit_in(
+        dir.path(),
+        ["sweep", "sub/d.toml", "--out", "r2.jsonl", "--json"],
+    ));
+    let old: Value = serde_json::from_slice(&before).unwrap();
+    let new: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_ne!(old["job"], new["job"]);
+    assert!(
+        new["device_time_s"].as_f64() > old["device_time_s"].as_f64(),
+        "slower programs: {old} {new}"
     );
 }

@@ -297,6 +297,32 @@ fn malformed_traces_fail_with_file_and_line() {
         (s["requests"].as_u64(), s["skipped_bad_lines"].as_u64()),
         (Some(3), Some(1))
     );
+    // The first bad line, on stderr and in the JSON, as `sim` gives it (docs/traces.md).
+    let first = s["first_bad_line"].as_str().unwrap_or_default();
+    assert!(first.contains(&at), "{s}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("skipped 1 malformed lines") && err.contains(&at),
+        "{err}"
+    );
+    let o = ok(flashkit([
+        "trace",
+        "convert",
+        path_str(&bad),
+        path_str(&out),
+        "--to",
+        "fio",
+        "--json",
+        "--skip-bad-lines",
+    ]));
+    assert!(text(&o.stderr).contains(&at), "{}", text(&o.stderr));
+    assert!(
+        json(&o)["reader"]["first_bad_line"]
+            .as_str()
+            .is_some_and(|l| l.contains(&at)),
+        "{}",
+        text(&o.stdout)
+    );
     let o = ok(flashkit([
         "sim",
         "--workload",

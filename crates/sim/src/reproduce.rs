@@ -19,13 +19,65 @@ use crate::workload::WorkloadSpec;
 pub struct Report {
     pub name: String,
     pub title: String,
+    /// The text table as printed (labels for people, cells as text).
     pub columns: Vec<String>,
     pub rows: Vec<Vec<String>>,
+    /// Each figure of the paper beside ours, as numbers (experiments whose table gives
+    /// the paper's figures per row; empty for the others).
+    pub comparisons: Vec<Comparison>,
     pub notes: Vec<String>,
     pub results: Vec<SimResult>,
     /// The paper's figure drawn with our numbers (`--plot`).
     #[serde(skip)]
     pub chart: Option<Chart>,
+}
+
+/// One figure of a paper beside ours: the row it belongs to (its keys, e.g. workload,
+/// policy and redistribution), the metric (a result key), the paper's value (`None` when
+/// the paper gives none), ours, and `diff_percent` = (ours - paper) / paper x 100 (0 when
+/// both are 0, `None` when the paper's is 0 and ours is not, or there is no paper value).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comparison {
+    pub row: Vec<(&'static str, String)>,
+    pub metric: &'static str,
+    pub paper: Option<f64>,
+    pub ours: f64,
+    pub diff_percent: Option<f64>,
+}
+
+impl Comparison {
+    pub fn new(
+        row: Vec<(&'static str, String)>,
+        metric: &'static str,
+        paper: Option<f64>,
+        ours: f64,
+    ) -> Comparison {
+        let diff_percent = paper.and_then(|p| rel_pct(ours, p));
+        Comparison {
+            row,
+            metric,
+            paper,
+            ours,
+            diff_percent,
+        }
+    }
+}
+
+/// The row's keys first, then `metric`, `paper`, `ours`, `diff_percent`: one flat object
+/// (and one CSV line) per figure.
+impl Serialize for Comparison {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.row.len() + 4))?;
+        for (k, v) in &self.row {
+            m.serialize_entry(k, v)?;
+        }
+        m.serialize_entry("metric", self.metric)?;
+        m.serialize_entry("paper", &self.paper)?;
+        m.serialize_entry("ours", &self.ours)?;
+        m.serialize_entry("diff_percent", &self.diff_percent)?;
+        m.end()
+    }
 }
 
 pub struct Experiment {
@@ -162,6 +214,15 @@ fn rel(ours: f64, paper: f64) -> String {
     }
 }
 
+/// [`rel`] as a number: `None` where it prints "n/a".
+fn rel_pct(ours: f64, paper: f64) -> Option<f64> {
+    if paper == 0.0 {
+        (ours == 0.0).then_some(0.0)
+    } else {
+        Some((ours - paper) / paper * 100.0).filter(|v| v.is_finite())
+    }
+}
+
 /// "+12.3%", or "n/a" for a NaN or infinite value.
 fn signed_pct(v: f64) -> String {
     if v.is_finite() {
@@ -291,9 +352,24 @@ fn table4(o: &Options) -> Result<Report> {
     }
     let results = collect(&cfgs, o)?;
     let mut rows = Vec::new();
+    let mut comparisons = Vec::new();
     for (wi, (w, pe, pc, pw)) in paper.iter().enumerate() {
         for (pi, p) in policies.iter().enumerate() {
             let r = &results[wi * 3 + pi];
+            let row = || {
+                vec![
+                    ("workload", w.to_string()),
+                    ("policy", p.name().to_string()),
+                    ("redistribution", r.redistribution.clone()),
+                ]
+            };
+            for (metric, paper, ours) in [
+                ("erasures", pe[pi], r.erasures as f64),
+                ("blocks_copied", pc[pi], r.blocks_copied as f64),
+                ("wear_stddev", pw[pi], r.wear_stddev),
+            ] {
+                comparisons.push(Comparison::new(row(), metric, Some(paper), ours));
+            }
             rows.push(vec![
                 w.to_string(),
                 format!("{}-{}", p.name(), r.redistribution),
@@ -366,6 +442,7 @@ fn table4(o: &Options) -> Result<Report> {
         .to_vec(),
         chart: Some(table4_chart(&results, written)),
         rows,
+        comparisons,
         notes,
         results,
     })
@@ -477,6 +554,7 @@ fn dac_fig12(o: &Options) -> Result<Report> {
         .to_vec(),
         chart: Some(dac_fig12_chart(&results)),
         rows,
+        comparisons: Vec::new(),
         notes,
         results,
     })
@@ -808,6 +886,7 @@ fn fig12(o: &Options) -> Result<Report> {
             .map(String::from)
             .to_vec(),
         rows,
+        comparisons: Vec::new(),
         notes,
         results,
         chart: Some(Chart {
@@ -938,6 +1017,7 @@ fn fig13(o: &Options) -> Result<Report> {
         .map(String::from)
         .to_vec(),
         rows,
+        comparisons: Vec::new(),
         notes,
         results,
         chart: Some(Chart {
@@ -1056,6 +1136,7 @@ fn fig18(o: &Options) -> Result<Report> {
             .map(String::from)
             .to_vec(),
         rows,
+        comparisons: Vec::new(),
         notes,
         results,
         chart: Some(Chart {
@@ -1194,6 +1275,7 @@ fn dac_fig11(o: &Options) -> Result<Report> {
         .map(String::from)
         .to_vec(),
         rows,
+        comparisons: Vec::new(),
         notes,
         results,
         chart: Some(Chart {

@@ -5,8 +5,10 @@
 //! never disagree.
 //!
 //! Each expanded [`Job`] carries its canonical option values (every key, defaults
-//! included) and a stable id: a 64-bit FNV-1a hash of those values, so the same job has the
-//! same id in any sweep file and resumed sweeps skip what is done. Jobs are independent and
+//! included) and a stable id: a 64-bit FNV-1a hash of those values and of the contents of
+//! the files the job reads (device file, trace), so the same job has the same id in any
+//! sweep file and resumed sweeps skip what is done, but never a job whose files changed.
+//! Relative paths in a sweep file are relative to its directory. Jobs are independent and
 //! deterministic per seed.
 //!
 //! ```toml
@@ -936,9 +938,31 @@ impl Spec {
                 }
                 v => vec![scalar(v, Some(src))?],
             };
+            // Files a spec names are found beside the spec, wherever it is run from.
+            let values = match path.parent() {
+                Some(dir) => values
+                    .into_iter()
+                    .map(|v| relative_to(dir, &key, v))
+                    .collect(),
+                None => values,
+            };
             spec.set(&key, values, origin)?;
         }
         Ok(spec)
+    }
+
+    /// The files a job with these canonical options reads (its device file, its trace).
+    fn job_inputs(options: &BTreeMap<String, Value>) -> Vec<(&'static str, PathBuf)> {
+        let mut out = Vec::new();
+        if let Some(f) = options.get("device_file").and_then(Value::as_str) {
+            out.push(("device_file", PathBuf::from(f)));
+        }
+        if let Some(w) = options.get("workload").and_then(Value::as_str) {
+            if let Ok(WorkloadSpec::Trace(t)) = WorkloadSpec::parse(w) {
+                out.push(("workload", t.path.clone()));
+            }
+        }
+        out
     }
 
     fn values_of(&self, def: &KeyDef) -> Result<(Vec<Value>, Origin)> {
@@ -1029,13 +1053,24 @@ impl Spec {
         let mut idx = vec![0usize; dims.len()];
         let mut devices: BTreeMap<String, std::result::Result<DeviceSpec, String>> =
             BTreeMap::new();
+        // Each input file is read once per expansion, however many jobs read it.
+        let mut contents: BTreeMap<PathBuf, String> = BTreeMap::new();
         for _ in 0..total {
             let mut options = BTreeMap::new();
             for (i, (def, vals, _)) in dims.iter().enumerate() {
                 options.insert(def.name.to_string(), vals[idx[i]].clone());
             }
             let config = build(&options, &dims, &mut devices)?;
-            jobs.push(Job::new(options, config));
+            let inputs: Vec<String> = Spec::job_inputs(&options)
+                .into_iter()
+                .map(|(key, path)| {
+                    let id = contents
+                        .entry(path.clone())
+                        .or_insert_with(|| file_identity(&path));
+                    format!("{key} {} {id}", path.display())
+                })
+                .collect();
+            jobs.push(Job::new(options, config, &inputs));
             // Odometer: last key fastest.
             for i in (0..dims.len()).rev() {
                 idx[i] += 1;
@@ -1263,19 +1298,95 @@ fn build(
     Ok(d.cfg)
 }
 
+/// A relative path in a sweep file's `device_file` or `trace:FILE` workload, made
+/// relative to the directory of the spec (`dir`) instead of the current directory:
+/// `flashkit sweep sub/t.toml` with `workload = "trace:w.csv"` reads `sub/w.csv`. The
+/// option's value becomes that path, as a `sim` flag run from here would name the file,
+/// so the job is the same job (same id) as that `sim` run.
+fn relative_to(dir: &Path, key: &str, v: Scalar) -> Scalar {
+    let Scalar::Text(text) = &v else { return v };
+    let join = |p: &str| -> Option<String> {
+        let p = Path::new(p);
+        if p.as_os_str().is_empty() || p.is_absolute() {
+            return None;
+        }
+        // Without `.` components: `./t.toml` and `t.toml` name the same files.
+        let joined: PathBuf = dir
+            .join(p)
+            .components()
+            .filter(|c| !matches!(c, std::path::Component::CurDir))
+            .collect();
+        Some(joined.to_string_lossy().into_owned())
+    };
+    let t = text.trim();
+    let resolved = match key {
+        "device_file" if !t.eq_ignore_ascii_case("none") => join(t),
+        // As `WorkloadSpec::parse` reads it: the path is what follows `trace:`.
+        "workload" => t
+            .strip_prefix("trace:")
+            .and_then(join)
+            .map(|p| format!("trace:{p}")),
+        _ => None,
+    };
+    resolved.map_or(v, Scalar::Text)
+}
+
+/// What a job's id records of a file it reads: its size and a 64-bit FNV-1a hash of its
+/// bytes (`unreadable: …` when it cannot be read; such a job fails when it runs, with the
+/// reader's error, and records no result).
+///
+/// The whole content is hashed rather than trusting size and modification time: an edit
+/// that keeps the size within the same second, a copy that keeps the time (`cp -p`,
+/// `rsync -t`, an archive) or a file replaced by another would otherwise resume a sweep
+/// with results of data it no longer holds, while hashing costs little next to the
+/// simulation: the file is streamed in 1 MiB pieces (a trace of several GB needs no
+/// memory), once per distinct file per sweep, at about 1 GB/s, and every job that reads
+/// the trace parses all of it anyway, which is several times slower.
+fn file_identity(path: &Path) -> String {
+    use std::io::Read;
+    let hash = || -> std::io::Result<(u64, u64)> {
+        let mut f = std::fs::File::open(path)?;
+        let mut buf = vec![0u8; 1 << 20];
+        let (mut h, mut len) = (FNV_OFFSET, 0u64);
+        loop {
+            let n = match f.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            h = fnv1a_more(h, &buf[..n]);
+            len += n as u64;
+        }
+        Ok((len, h))
+    };
+    match hash() {
+        Ok((len, h)) => format!("{len} {h:016x}"),
+        Err(e) => format!("unreadable: {e}"),
+    }
+}
+
 /// One point of the grid.
 #[derive(Clone, Debug)]
 pub struct Job {
-    /// Stable id: 16 hex digits of the FNV-1a hash of the canonical options.
+    /// Stable id: 16 hex digits of the FNV-1a hash of the canonical options and, for a
+    /// job that reads files (a `device_file`, a `trace:FILE` workload), of their
+    /// contents ([`file_identity`]): the same options on an edited file are another job.
     pub id: String,
     /// Every key's canonical value.
     pub options: BTreeMap<String, Value>,
     pub config: SimConfig,
 }
 
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
 /// 64-bit FNV-1a.
 fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    fnv1a_more(FNV_OFFSET, bytes)
+}
+
+/// 64-bit FNV-1a continued from `h` over more bytes.
+fn fnv1a_more(mut h: u64, bytes: &[u8]) -> u64 {
     for &b in bytes {
         h ^= b as u64;
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
@@ -1284,12 +1395,16 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 impl Job {
-    fn new(options: BTreeMap<String, Value>, config: SimConfig) -> Job {
+    /// `inputs`: one line per file the job reads (key, path, [`file_identity`]); a job
+    /// without files hashes exactly what it always did, so its id never changes.
+    fn new(options: BTreeMap<String, Value>, config: SimConfig, inputs: &[String]) -> Job {
         let canon = serde_json::to_string(&options).expect("options serialize");
-        let id = format!(
-            "{:016x}",
-            fnv1a(format!("flashkit-sim-v1\n{canon}").as_bytes())
-        );
+        let mut text = format!("flashkit-sim-v1\n{canon}");
+        for line in inputs {
+            text.push_str("\ninput ");
+            text.push_str(line);
+        }
+        let id = format!("{:016x}", fnv1a(text.as_bytes()));
         Job {
             id,
             options,
@@ -1377,7 +1492,29 @@ pub fn load_done(path: &Path, jobs: &[Job]) -> Result<(BTreeMap<String, Record>,
         }
         let record = match serde_json::from_slice::<Record>(line) {
             Ok(r) if ids.contains(r.job.as_str()) => Ok(r),
-            Ok(r) => Err(format!("job {} is not in this sweep's grid", r.job)),
+            // The options of a job of the grid under another id: a file it reads has
+            // other contents now, so its result is not this job's.
+            Ok(r) => match jobs
+                .iter()
+                .find(|j| j.options == r.options && !Spec::job_inputs(&j.options).is_empty())
+            {
+                Some(j) => {
+                    let files: Vec<String> = Spec::job_inputs(&j.options)
+                        .iter()
+                        .map(|(_, p)| p.display().to_string())
+                        .collect();
+                    anyhow::bail!(
+                        "{}:{line_no}: job {} is stale: it ran on other contents of {} \
+                         (now job {}); the file was left unchanged (give --out a new file, \
+                         or remove it to run the sweep again)",
+                        path.display(),
+                        r.job,
+                        files.join(" and "),
+                        j.id
+                    )
+                }
+                None => Err(format!("job {} is not in this sweep's grid", r.job)),
+            },
             Err(_) => Err("not a sweep result (a JSON line with job and options)".to_string()),
         };
         match record {
@@ -1973,6 +2110,113 @@ mod tests {
                 ("workload", PathBuf::from("t.msr"))
             ]
         );
+    }
+
+    /// Jobs that read no file keep the ids they always had (results files of earlier
+    /// versions resume; `sim --json` ids do not move).
+    #[test]
+    fn ids_of_jobs_without_files_are_unchanged() {
+        let j = spec("policy = \"greedy\"\nwritten = \"256KiB\"\n")
+            .unwrap()
+            .expand()
+            .unwrap();
+        assert_eq!(j[0].id, "b3eac94af9f55e94");
+        let j = spec("policy = [\"greedy\",\"cat\"]\nfill = [0.8, 0.85]\nworkload=\"random\"\n")
+            .unwrap()
+            .expand()
+            .unwrap();
+        let ids: Vec<&str> = j.iter().map(|j| j.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "9247f3ef11367c87",
+                "8ecbbfd6856f4019",
+                "5a0df48b12c32834",
+                "970924ff84e573c0"
+            ]
+        );
+    }
+
+    /// A job's id covers the contents of the files it reads: an edited device file or
+    /// trace is another job (a resumed sweep must not reuse the old result), the same
+    /// contents are the same job.
+    #[test]
+    fn ids_cover_the_contents_of_input_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = dir.path().join("dv.json");
+        let trace = dir.path().join("t.csv");
+        let device = serde_json::to_string(&DeviceSpec::preset("nandsim-256m").unwrap()).unwrap();
+        std::fs::write(&dev, &device).unwrap();
+        std::fs::write(&trace, "0,h,0,Write,0,4096,10\n").unwrap();
+        let text = format!(
+            "device_file = \"{}\"\nworkload = \"trace:{}\"\npolicy = \"greedy\"\n",
+            dev.display(),
+            trace.display()
+        );
+        let id = || spec(&text).unwrap().expand().unwrap()[0].id.clone();
+        let first = id();
+        assert_eq!(id(), first, "same contents, same id");
+        let mut d: serde_json::Value = serde_json::from_str(&device).unwrap();
+        d["timing"]["erase_us"] = Value::from(d["timing"]["erase_us"].as_f64().unwrap() * 2.0);
+        std::fs::write(&dev, d.to_string()).unwrap();
+        let edited = id();
+        assert_ne!(edited, first, "an edited device file is another job");
+        std::fs::write(&trace, "0,h,0,Write,0,8192,10\n").unwrap();
+        let other = id();
+        assert_ne!(other, edited, "an edited trace is another job");
+        std::fs::write(&trace, "0,h,0,Write,0,4096,10\n").unwrap();
+        assert_eq!(id(), edited, "the trace back as it was: the job it was");
+        // Results of the edited job's options with the old id are refused as stale.
+        let jobs = spec(&text).unwrap().expand().unwrap();
+        let out = dir.path().join("r.jsonl");
+        let old = serde_json::json!({ "job": first, "options": jobs[0].options });
+        std::fs::write(&out, format!("{old}\n")).unwrap();
+        let e = load_done(&out, &jobs).unwrap_err().to_string();
+        assert!(
+            e.contains("r.jsonl:1: job ") && e.contains(" is stale: it ran on other contents of "),
+            "{e}"
+        );
+        assert!(
+            e.contains("dv.json and ") && e.contains("t.csv (now job "),
+            "{e}"
+        );
+    }
+
+    /// Relative paths in a sweep file are relative to its directory.
+    #[test]
+    fn spec_paths_are_relative_to_the_spec() {
+        let at = |path: &str, text: &str| {
+            let s = Spec::from_toml_str(text, Path::new(path)).unwrap();
+            s.inputs()
+                .into_iter()
+                .map(|(_, p, _)| p)
+                .collect::<Vec<_>>()
+        };
+        let text = "workload = [\"trace:w.csv\", \"trace:/abs/x.csv\", \"random\"]\n\
+                    device_file = [\"none\", \"d/dv.json\"]\n";
+        assert_eq!(
+            at("sub/t.toml", text),
+            [
+                PathBuf::from("sub/d/dv.json"),
+                PathBuf::from("sub/w.csv"),
+                PathBuf::from("/abs/x.csv")
+            ]
+        );
+        // `./t.toml` and `t.toml` give the same options, hence the same ids.
+        for p in ["t.toml", "./t.toml"] {
+            assert_eq!(
+                at(p, text),
+                [
+                    PathBuf::from("d/dv.json"),
+                    PathBuf::from("w.csv"),
+                    PathBuf::from("/abs/x.csv")
+                ]
+            );
+        }
+        // Flags are relative to the current directory, as always.
+        let mut s = Spec::new();
+        s.set_flag("workload", &["trace:w.csv"]).unwrap();
+        assert_eq!(s.inputs()[0].1, PathBuf::from("w.csv"));
     }
 
     #[test]

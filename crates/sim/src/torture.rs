@@ -373,6 +373,18 @@ impl RecoveryCounts {
         self.grown_bad_read += (r.grown_bad_read > 0) as u64;
         self.index_lost += r.index_lost as u64;
     }
+
+    /// The counts in the order of [`MountReport::PATHS`].
+    pub fn counts(&self) -> [u64; 6] {
+        [
+            self.torn_records,
+            self.stale_live_copies,
+            self.dirty_segments,
+            self.unreadable_trim_lists,
+            self.grown_bad_read,
+            self.index_lost,
+        ]
+    }
 }
 
 impl TortureReport {

@@ -27,9 +27,6 @@ pub struct BenchArgs {
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
-    if a.sim.plot.is_given() {
-        bail!("--plot, --x, --y: bench does not draw figures (flashkit sweep does)");
-    }
     if a.sim.arrival.iter().any(|x| x != "closed") {
         bail!("--arrival: bench issues requests back to back (closed); it measures wall-clock speed, not device time");
     }

@@ -73,6 +73,11 @@ pub struct FormatArgs {
     /// commands take it from the image.
     #[arg(long)]
     pub ecc: bool,
+    /// Format an image that already holds an FMS (its data is lost; erase counts carry
+    /// over). Without it such an image is refused, as `nand format` refuses an existing
+    /// file.
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub report: ReportArgs,
 }
@@ -186,6 +191,26 @@ fn format(a: FormatArgs) -> Result<()> {
     super::common::refuse_csv_over(&a.report, &[(&a.image, "image being formatted")])?;
     let bs = parse_size(&a.block_size).map_err(|e| anyhow!("--block-size: {e}"))?;
     let bs = u32::try_from(bs).map_err(|_| anyhow!("--block-size: {bs} too large"))?;
+    if !a.force {
+        // Any segment header that decodes: a mountable FMS, or what is left of one. Looked
+        // for on a read-only open, so the probe's reads neither reach the image (its
+        // device clock and counters) nor count in the format's time.
+        let mut nand = image::open_device_readonly(&a.image)?;
+        let found = Fms::probe(&mut nand).with_context(|| format!("{}", a.image.display()))?;
+        drop(nand);
+        if let Some(h) = found {
+            let size = output::bytes(h.block_size as u64);
+            let what = match h.logical_blocks {
+                0 => format!("blocks of {size}"),
+                n => format!("{n} logical blocks of {size}"),
+            };
+            bail!(
+                "{}: already holds an FMS ({what}); formatting would lose its data: pass \
+                 --force to format it anyway",
+                a.image.display()
+            );
+        }
+    }
     let nand = image::open_device(&a.image)?;
     let cfg = FmsConfig {
         ecc: a.ecc,
@@ -251,10 +276,11 @@ pub struct FmsInfo {
     pub bad_segments: usize,
     /// The segment holding the index log.
     pub index_segments: usize,
-    pub erase_min: u32,
-    pub erase_max: u32,
-    pub erase_mean: f64,
-    pub erase_stddev: f64,
+    /// Erase counts of the good segments (the contract's wear metrics).
+    pub wear_min: u32,
+    pub wear_max: u32,
+    pub wear_mean: f64,
+    pub wear_stddev: f64,
     pub mount_time_s: f64,
     pub ram_bytes: u64,
     /// What the mount found to repair or skip (`ftl::fms::MountReport`): all zero after a
@@ -263,12 +289,18 @@ pub struct FmsInfo {
     pub stale_live_copies: u64,
     pub unreadable_trim_lists: u64,
     pub grown_bad_read: u64,
-    pub index_lost: bool,
+    /// 1 when the index log was not found (a count, as in torture's `recovery`).
+    pub index_lost: u64,
+    /// Segments the mount found dirty (header erased or torn) and erased before reuse.
+    pub mount_dirty_segments: u64,
     /// Whether data pages carry ECC codes (`fms format --ecc`).
     pub ecc: bool,
     /// Reads the mount made again because a header, record, index entry or trim list
     /// failed its checksum, or a page did not read erased (a power cut's traces, or flips).
     pub read_retries: u64,
+    /// `MountReport::counts`, for the text report.
+    #[serde(skip)]
+    pub mount_paths: [u64; 6],
 }
 
 fn info(a: InfoArgs) -> Result<()> {
@@ -308,19 +340,21 @@ fn info(a: InfoArgs) -> Result<()> {
             .filter(|&i| segs[i].state == SegState::Bad || bad(i))
             .count(),
         index_segments: count(SegState::Index),
-        erase_min: wear.min,
-        erase_max: wear.max,
-        erase_mean: wear.mean,
-        erase_stddev: wear.stddev,
+        wear_min: wear.min,
+        wear_max: wear.max,
+        wear_mean: wear.mean,
+        wear_stddev: wear.stddev,
         mount_time_s: fms.nand().clock_s(),
         ram_bytes: fms.ram_bytes(),
         torn_records: fms.mount_report().torn_records,
         stale_live_copies: fms.mount_report().stale_live_copies,
         unreadable_trim_lists: fms.mount_report().unreadable_trim_lists,
         grown_bad_read: fms.mount_report().grown_bad_read,
-        index_lost: fms.mount_report().index_lost,
+        index_lost: u64::from(fms.mount_report().index_lost),
+        mount_dirty_segments: fms.mount_report().dirty_segments,
         ecc: fms.layout().ecc,
         read_retries: fms.stats().read_retries,
+        mount_paths: fms.mount_report().counts(),
     };
     if let Some(p) = &a.report.csv {
         output::write_csv(p, std::slice::from_ref(&r))?;
@@ -370,7 +404,7 @@ fn info(a: InfoArgs) -> Result<()> {
             "erase counts",
             format!(
                 "min {} / mean {:.2} / max {} / stddev {:.2}",
-                r.erase_min, r.erase_mean, r.erase_max, r.erase_stddev
+                r.wear_min, r.wear_mean, r.wear_max, r.wear_stddev
             ),
         )
         .add(
@@ -383,29 +417,31 @@ fn info(a: InfoArgs) -> Result<()> {
     f.print()
 }
 
-/// `clean`, or what the mount repaired or skipped: `2 torn record(s), index log lost`.
-fn mount_found(r: &FmsInfo) -> String {
-    let mut parts = Vec::new();
-    for (n, what) in [
-        (r.torn_records, "torn record(s)"),
-        (
-            r.stale_live_copies,
-            "superseded copy(ies) still marked live",
-        ),
-        (r.unreadable_trim_lists, "unreadable trim list(s)"),
-        (r.grown_bad_read, "segment(s) gone bad, still read"),
-    ] {
-        if n > 0 {
-            parts.push(format!("{n} {what}"));
-        }
-    }
-    if r.index_lost {
-        parts.push("index log lost".to_string());
-    }
+/// The recovery paths of `counts` (in the order of [`ftl::fms::MountReport::PATHS`]) as
+/// `torn records 2, dirty segments 1`: every path when `all` (torture's "mounts that
+/// found"), else those taken, or `clean` when none was (`fms info`'s "mount found").
+pub(crate) fn recovery_paths(counts: &[u64; 6], all: bool) -> String {
+    let parts: Vec<String> = ftl::fms::MountReport::PATHS
+        .iter()
+        .zip(counts)
+        .filter(|(_, &n)| all || n > 0)
+        .map(|(what, &n)| format!("{what} {}", output::count(n)))
+        .collect();
     if parts.is_empty() {
         "clean".to_string()
     } else {
         parts.join(", ")
+    }
+}
+
+/// `clean`, or every recovery path the mount took and the re-reads it made (a clean
+/// mount makes none): `torn records 2, dirty segments 1, re-reads 3k`.
+fn mount_found(r: &FmsInfo) -> String {
+    let found = recovery_paths(&r.mount_paths, false);
+    match (r.read_retries, found.as_str()) {
+        (0, _) => found,
+        (n, "clean") => format!("re-reads {}", output::count(n)),
+        (n, _) => format!("{found}, re-reads {}", output::count(n)),
     }
 }
 

@@ -127,11 +127,12 @@ pub struct InfoReport {
     pub program_us: f64,
     pub program_ns_per_byte: f64,
     pub erase_us: f64,
-    /// Erase-count summary over blocks that are not factory-bad.
-    pub erase_min: u32,
-    pub erase_mean: f64,
-    pub erase_max: u32,
-    pub erase_stddev: f64,
+    /// Erase-count summary over blocks that are not factory-bad (the contract's wear
+    /// metrics).
+    pub wear_min: u32,
+    pub wear_mean: f64,
+    pub wear_max: u32,
+    pub wear_stddev: f64,
     pub erase_total: u64,
     /// Every bad block, factory and grown, ascending.
     pub bad_blocks: Vec<u32>,
@@ -186,10 +187,10 @@ fn info_report(image: &std::path::Path, nand: &Nand) -> InfoReport {
         program_us: t.program_us,
         program_ns_per_byte: t.program_ns_per_byte,
         erase_us: t.erase_us,
-        erase_min: wear.min,
-        erase_mean: wear.mean,
-        erase_max: wear.max,
-        erase_stddev: wear.stddev,
+        wear_min: wear.min,
+        wear_mean: wear.mean,
+        wear_max: wear.max,
+        wear_stddev: wear.stddev,
         erase_total: wear.total,
         bad_blocks: all,
         factory_bad: bad.factory.len(),
@@ -252,7 +253,7 @@ fn info(a: InfoArgs) -> Result<()> {
             "erase counts",
             format!(
                 "min {}, mean {:.2}, max {}, stddev {:.2} (total {})",
-                r.erase_min, r.erase_mean, r.erase_max, r.erase_stddev, r.erase_total
+                r.wear_min, r.wear_mean, r.wear_max, r.wear_stddev, r.erase_total
             ),
         )
         .add("bad blocks", r.bad_blocks.len().to_string())

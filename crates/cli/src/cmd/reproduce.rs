@@ -11,7 +11,10 @@ use crate::progress::Progress;
 
 #[derive(Args, Debug)]
 pub struct ReproduceArgs {
-    /// Experiment name (see --list).
+    /// Experiment name (see --list). With --json: `comparisons` holds each of the paper's
+    /// figures beside ours as numbers (row keys, metric, paper, ours, diff_percent) and
+    /// `results` every run; with --csv FILE: the comparisons, one line per figure (the
+    /// runs' results for experiments without the paper's figures per row).
     pub name: Option<String>,
     /// List the experiments (a table, or `--json` / `--csv FILE`).
     #[arg(long, conflicts_with_all = ["name", "seed", "scale", "plot"])]
@@ -83,9 +86,15 @@ pub fn run(a: ReproduceArgs) -> Result<()> {
     let rep = sim::reproduce::run(name, &opts);
     bar.finish();
     let rep = rep?;
-    // The CSV before the plot: a plot that fails must not lose the results.
+    // The CSV before the plot: a plot that fails must not lose the results. One line per
+    // figure compared with the paper's (row keys, metric, paper, ours, diff_percent), or
+    // per run for the experiments whose tables hold only our figures.
     if let Some(path) = &a.report.csv {
-        output::write_csv(path, &rep.results)?;
+        if rep.comparisons.is_empty() {
+            output::write_csv(path, &rep.results)?;
+        } else {
+            output::write_csv(path, &rep.comparisons)?;
+        }
     }
     if let Some(path) = &a.plot {
         match &rep.chart {

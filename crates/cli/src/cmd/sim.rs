@@ -115,7 +115,8 @@ pub struct SimArgs {
     pub trace_map: String,
     #[command(flatten)]
     pub report: ReportArgs,
-    #[command(flatten)]
+    /// `sim`'s plot options (parsed beside these, by `main`: `bench` has none).
+    #[arg(skip)]
     pub plot: PlotArgs,
     /// Ids of the options left at their default value (filled in after parsing): only the
     /// options given become keys of the grid, so one that has no effect is an error.

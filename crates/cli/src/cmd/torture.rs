@@ -383,15 +383,7 @@ fn print_table(r: &TortureReport) -> Result<()> {
         .add("violations", output::count(r.violations))
         .add(
             "mounts that found",
-            format!(
-                "torn records {}, stale live copies {}, dirty segments {}, unreadable trim lists {}, grown-bad segments {}, a lost index {}",
-                output::count(r.recovery.torn_records),
-                output::count(r.recovery.stale_live_copies),
-                output::count(r.recovery.dirty_segments),
-                output::count(r.recovery.unreadable_trim_lists),
-                output::count(r.recovery.grown_bad_read),
-                output::count(r.recovery.index_lost)
-            ),
+            super::fms::recovery_paths(&r.recovery.counts(), true),
         )
         .add("elapsed", format!("{:.1} s", r.elapsed_s));
     f.print()?;

@@ -195,6 +195,12 @@ fn stats(a: StatsArgs) -> Result<()> {
         sim::plot::check_writable(csv, "--csv")?;
     }
     let st = trace_stats(&a.file, &opts, space)?;
+    // As `sim` and `trace convert` do: the count, and the first line skipped.
+    report_skips(
+        &a.file.display().to_string(),
+        st.skipped_bad_lines,
+        st.first_bad_line.as_deref(),
+    );
     if let Some(path) = &a.report.csv {
         output::write_csv(path, std::slice::from_ref(&st))?;
     }
@@ -358,12 +364,12 @@ fn print_stats(s: &TraceStats) -> Result<()> {
     h.print()
 }
 
-fn report_skips(file: &str, c: &sim::trace::Counts) {
-    if c.skipped_bad_lines > 0 {
+/// The warning `sim`, `trace stats` and `trace convert` give for `--skip-bad-lines`.
+fn report_skips(file: &str, skipped: u64, first: Option<&str>) {
+    if skipped > 0 {
         eprintln!(
-            "flashkit: warning: {file}: skipped {} malformed lines (first: {})",
-            c.skipped_bad_lines,
-            c.first_bad_line.as_deref().unwrap_or("?")
+            "flashkit: warning: {file}: skipped {skipped} malformed lines (first: {})",
+            first.unwrap_or("?")
         );
     }
 }
@@ -374,7 +380,11 @@ fn convert(a: ConvertArgs) -> Result<()> {
     let gzip = wants_gzip(a.gzip, &a.output_file);
     let done = sim::trace::convert(&a.input_file, &a.output_file, to, gzip, &opts)?;
     let summary = &done.written;
-    report_skips(&a.input_file.display().to_string(), &done.read);
+    report_skips(
+        &a.input_file.display().to_string(),
+        done.read.skipped_bad_lines,
+        done.read.first_bad_line.as_deref(),
+    );
     if summary.dropped_trims > 0 {
         eprintln!(
             "flashkit: warning: {} trims left out ({} cannot express trims)",

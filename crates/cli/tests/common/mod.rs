@@ -71,3 +71,16 @@ pub fn fms_image_at(img: &Path, device: &str, blocks: &str, block_size: &str) ->
     }
     flashkit(["fms", "format", path_str(img), "--block-size", block_size])
 }
+
+/// Run `flashkit` with `args` in the directory `dir` (for relative paths).
+pub fn flashkit_in<I, S>(dir: &Path, args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(env!("CARGO_BIN_EXE_flashkit"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run flashkit")
+}

@@ -67,6 +67,38 @@ pub struct MountReport {
     pub index_lost: bool,
 }
 
+impl MountReport {
+    /// What reports call each recovery path a mount can take, in the order of
+    /// [`MountReport::counts`] (`fms info`'s "mount found", torture's "mounts that
+    /// found").
+    pub const PATHS: [&'static str; 6] = [
+        "torn records",
+        "stale live copies",
+        "dirty segments",
+        "unreadable trim lists",
+        "grown-bad segments read",
+        "index lost",
+    ];
+
+    /// How often this mount took each of [`MountReport::PATHS`] (the lost index as 0 or
+    /// 1).
+    pub fn counts(&self) -> [u64; 6] {
+        [
+            self.torn_records,
+            self.stale_live_copies,
+            self.dirty_segments,
+            self.unreadable_trim_lists,
+            self.grown_bad_read,
+            u64::from(self.index_lost),
+        ]
+    }
+
+    /// Whether the mount took none of the recovery paths (a clean unmount).
+    pub fn is_clean(&self) -> bool {
+        self.counts().iter().all(|&n| n == 0)
+    }
+}
+
 /// The first segment header that decodes, scanning good segments in order.
 pub(super) fn probe(nand: &mut Nand) -> DevResult<Option<SegHeader>> {
     let mut hdr = [0u8; SEG_HEADER];

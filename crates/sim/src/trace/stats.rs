@@ -124,6 +124,8 @@ pub struct TraceStats {
     pub skipped_bad_lines: u64,
     pub skipped_other_device: u64,
     pub ignored_lines: u64,
+    /// The first malformed line skipped (`skip_bad_lines`), as `FILE:LINE: what is wrong`.
+    pub first_bad_line: Option<String>,
 }
 
 /// Per-block flags: bit 0 read; bits 1..4 written by a small / medium / large write;
@@ -376,6 +378,7 @@ impl StatsCollector {
             skipped_bad_lines: counts.skipped_bad_lines,
             skipped_other_device: counts.skipped_other_device,
             ignored_lines: counts.ignored_lines,
+            first_bad_line: counts.first_bad_line.clone(),
         }
     }
 }

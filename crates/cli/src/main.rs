@@ -38,8 +38,9 @@ enum Command {
     /// Raw NAND image tools: format, info.
     #[command(subcommand)]
     Nand(Box<cmd::nand::NandCmd>),
-    /// Simulate the Flash Memory Server on synthetic workloads (the flagship comparison of
-    /// cleaning policies with no options).
+    /// Simulate the Flash Memory Server on synthetic workloads or block traces (the
+    /// flagship comparison of cleaning policies with no options).
+    #[command(after_long_help = cmd::sim::AFTER_HELP)]
     Sim(Box<SimCmd>),
     /// Run a grid of simulations from a TOML spec in parallel, streaming JSON lines
     /// (resumable with --out).
@@ -52,7 +53,7 @@ enum Command {
     /// Cut power at every program/erase of a workload, remount, check nothing durable
     /// was lost.
     Torture(Box<cmd::torture::TortureArgs>),
-    /// The Flash Memory Server on a NAND image file: format, info, write, read.
+    /// The Flash Memory Server on a NAND image file: format, info, write, read, trim.
     #[command(subcommand)]
     Fms(Box<cmd::fms::FmsCmd>),
     /// The FTL on a NAND image as one disk-image file under FUSE (mkfs.fat, mtools, fio
@@ -186,6 +187,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<output::Reported>().is_some() => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("flashkit: {}", output::error_line(&e));
             ExitCode::FAILURE

@@ -454,6 +454,19 @@ pub fn error_line(err: &anyhow::Error) -> String {
     sim::trace::escape_controls(&out).into_owned()
 }
 
+/// An error already reported on stderr (e.g. one line per failed job of a grid): the
+/// command exits with status 1 and prints nothing more.
+#[derive(Debug)]
+pub struct Reported(pub String);
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Reported {}
+
 /// True when the error is a closed stdout (`flashkit devices | head`), which is not a
 /// failure worth reporting.
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {

@@ -514,3 +514,74 @@ fn options_a_torture_would_ignore_are_refused() {
         text(&o.stderr)
     );
 }
+
+/// When the fault-free run itself fails (bit flips without ECC), no cut point runs: the
+/// run says so instead of "the workload has 0 cut points, and every one was cut" and
+/// warnings about what the cuts missed.
+#[test]
+fn a_failed_fault_free_run_is_not_a_cut_sample() {
+    let o = flashkit([
+        "torture",
+        "--device",
+        "mlc2-2g",
+        "--seed",
+        "3",
+        "--cuts",
+        "100",
+        "--bitflip-rate",
+        "1e-6",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert!(!err.contains("every one was cut"), "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    assert!(
+        err.contains("the fault-free run (no power cut) failed a check, so no cut point was run"),
+        "{err}"
+    );
+    assert!(
+        err.contains("fault-free run: read during the workload"),
+        "{err}"
+    );
+}
+
+/// Too few segments for the FMS's reserve: the error says how many this configuration
+/// needs (its reserve depends on the policy's streams), not a fixed minimum.
+#[test]
+fn too_few_segments_says_what_the_fms_needs() {
+    for (extra, needs) in [
+        (vec![], "at least 8"),
+        (
+            vec!["--policy", "greedy", "--redistribution", "m1"],
+            "at least 7",
+        ),
+    ] {
+        for segments in ["4", "6"] {
+            let mut args = vec!["torture", "--device", "mlc2-2g", "--segments", segments];
+            args.extend(&extra);
+            let o = flashkit(&args);
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.starts_with(&format!("flashkit: --segments: {segments} is too few"))
+                    && err.contains(needs)
+                    && err.contains("reserve"),
+                "{args:?}: {err}"
+            );
+        }
+    }
+    // The minimum itself runs.
+    let o = flashkit([
+        "torture",
+        "--device",
+        "mlc2-2g",
+        "--segments",
+        "8",
+        "--cuts",
+        "5",
+        "--ops",
+        "50",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}

@@ -102,6 +102,10 @@ impl Default for Latency {
 #[derive(Clone, Debug)]
 pub struct SimConfig {
     pub device: DeviceSpec,
+    /// The description file `device` was read from (`--device-file`), if any: the
+    /// result's `device` label then says so (`NAME (from FILE)`), since a file can carry a
+    /// preset's name with other figures.
+    pub device_file: Option<String>,
     pub fms: FmsConfig,
     /// Fraction of the raw device capacity pre-filled sequentially.
     pub fill: f64,
@@ -119,6 +123,7 @@ impl SimConfig {
     pub fn flagship() -> SimConfig {
         SimConfig {
             device: DeviceSpec::preset("intel-series2plus-24m").expect("preset"),
+            device_file: None,
             fms: FmsConfig::default(),
             fill: 0.9,
             workload: WorkloadSpec::HotCold { x: 0.9, y: 0.1 },
@@ -135,6 +140,8 @@ impl SimConfig {
 /// What one run reports (JSON keys of the product contract).
 #[derive(Clone, Debug, Serialize)]
 pub struct SimResult {
+    /// The device's name, or `NAME (from FILE)` for a device read from a description
+    /// file (`--device-file`).
     pub device: String,
     pub workload: String,
     pub policy: String,
@@ -162,11 +169,29 @@ pub struct SimResult {
     /// A request smaller than a block is one user block write (the FMS rewrites the whole
     /// block), so against host bytes the amplification is larger by block / request size.
     pub write_amplification: f64,
+    /// Bytes the workload's write requests carried (the host's writes; for a trace, its
+    /// write requests as mapped onto the simulated space).
+    pub host_bytes_written: u64,
+    /// Flash data bytes programmed per host byte written: `flash_writes` × `block_size`
+    /// (every flash block write programs a whole logical block; headers, spare areas and
+    /// index records not counted) / `host_bytes_written`. Equal to `write_amplification`
+    /// when every request is a whole number of aligned blocks; larger by up to block /
+    /// request size when requests are smaller than a block (each is a read-modify-write
+    /// of a whole block).
+    pub byte_write_amplification: f64,
     pub device_time_s: f64,
     /// Host bytes written (`written_bytes`) per second of device time.
     pub throughput_bytes_per_s: f64,
     pub policy_greedy_share: Option<f64>,
     pub wear_swaps: u64,
+    /// Segments retired during the workload: erase blocks that went bad (worn out past
+    /// their endurance, or a failed program or erase) and no longer hold data. A lifetime
+    /// run (`--endurance`) loses capacity this way.
+    pub retired_segments: u64,
+    /// Spare-area reads of the device during the workload and the remount that
+    /// `mount_time_s` measures (the FMS keeps its tables in RAM, so these are in practice
+    /// the mount's scan of the segments' records); 0 without a spare area (header mode).
+    pub spare_reads: u64,
     pub ram_bytes: u64,
     pub mount_time_s: f64,
     pub requests: u64,
@@ -236,10 +261,14 @@ impl SimResult {
         "user_writes",
         "flash_writes",
         "write_amplification",
+        "host_bytes_written",
+        "byte_write_amplification",
         "device_time_s",
         "throughput_bytes_per_s",
         "policy_greedy_share",
         "wear_swaps",
+        "retired_segments",
+        "spare_reads",
         "ram_bytes",
         "mount_time_s",
         "requests",
@@ -359,15 +388,63 @@ pub fn check(cfg: &SimConfig) -> Result<()> {
     Ok(())
 }
 
-/// The pre-fill does not fit in the `exported` blocks.
+/// The pre-fill does not fit in the `exported` blocks. Besides lowering the fill, the
+/// message names the nearest block size at which the fill would fit, when one does: a
+/// block that does not fill its pages (4 KiB in spare mode on 512-byte pages, where a
+/// segment's header page costs a whole slot) can waste much of the capacity.
 fn too_full(cfg: &SimConfig, exported: u64, slots: u32) -> anyhow::Error {
+    let bs = cfg.fms.block_size;
+    let segment = cfg.device.geometry.block_bytes();
+    let other = fitting_block_size(cfg).map_or(String::new(), |(size, blocks)| {
+        format!(
+            ", or use --block-size {} (the FMS then exports {blocks} blocks of {size} bytes, \
+             room for the fill's {})",
+            size_text(size),
+            fill_blocks_of(cfg, size)
+        )
+    });
     anyhow::anyhow!(
-        "fill: {} of {} bytes is {} blocks but the FMS exports only {exported} \
-         ({slots} data blocks per segment, with its reserve); lower --fill",
+        "fill: {} of {} bytes is {} blocks of {bs} bytes but the FMS exports only {exported} \
+         ({slots} data blocks per {segment}-byte segment, with its reserve); lower --fill{other}",
         cfg.fill,
         cfg.device.geometry.capacity_bytes(),
         fill_blocks(cfg),
     )
+}
+
+/// `4KiB` for whole KiB, bytes otherwise (as `--block-size` takes them).
+fn size_text(bytes: u32) -> String {
+    if bytes >= 1024 && bytes.is_multiple_of(1024) {
+        format!("{}KiB", bytes / 1024)
+    } else {
+        bytes.to_string()
+    }
+}
+
+/// The block size nearest to the configured one (a power of two from 512 bytes to
+/// 64 KiB; the larger of two equally near) at which the FMS exports room for the
+/// pre-fill, with the blocks it then exports; `None` when none does or the capacity is
+/// set (`logical_blocks`).
+pub fn fitting_block_size(cfg: &SimConfig) -> Option<(u32, u64)> {
+    if cfg.fms.logical_blocks.is_some() {
+        return None;
+    }
+    let now = cfg.fms.block_size;
+    let distance = |size: u32| (size.ilog2() as i64 - now.max(1).ilog2() as i64).abs();
+    (9..=16)
+        .map(|bits| 1u32 << bits)
+        .filter(|&size| size != now)
+        .filter_map(|size| {
+            let fms = FmsConfig {
+                block_size: size,
+                ..cfg.fms.clone()
+            };
+            Fms::estimate_ram(&cfg.device.geometry, &fms).ok()?;
+            let (blocks, _) = Fms::exported_blocks(&cfg.device.geometry, &fms).ok()?;
+            let need = fill_blocks_of(cfg, size);
+            (blocks > 0 && need <= blocks).then_some((size, blocks))
+        })
+        .min_by_key(|&(size, _)| (distance(size), std::cmp::Reverse(size)))
 }
 
 /// The pre-fill's read-only blocks, its writable blocks, and the request-sized units in
@@ -382,8 +459,13 @@ pub(crate) fn workload_space(cfg: &SimConfig) -> (u64, u64, u64) {
 
 /// Blocks the sequential pre-fill writes.
 fn fill_blocks(cfg: &SimConfig) -> u64 {
+    fill_blocks_of(cfg, cfg.fms.block_size)
+}
+
+/// Blocks the sequential pre-fill would write with blocks of `block_size` bytes.
+fn fill_blocks_of(cfg: &SimConfig, block_size: u32) -> u64 {
     let capacity = cfg.device.geometry.capacity_bytes();
-    ((capacity as f64 * cfg.fill) / cfg.fms.block_size as f64).floor() as u64
+    ((capacity as f64 * cfg.fill) / block_size as f64).floor() as u64
 }
 
 /// Check a configuration ([`check`], before anything is allocated), format the FMS on a
@@ -475,6 +557,7 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
     } = prepare(cfg)?;
 
     let s0 = fms.stats().clone();
+    let spare0 = fms.nand().counters().spare_reads;
     let t0 = fms.nand().clock_ps();
     let mut idle_ps = 0u64;
     let mut arrival_ps = t0 as f64;
@@ -484,6 +567,7 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
     // Blocks the workload's read requests cover (the FMS also reads the rest of a block
     // that a write or trim covers only partly, but those reads are not the workload's).
     let mut user_reads = 0u64;
+    let mut host_bytes = 0u64;
     let mut lat = Latency::new();
     let mut source = match &cfg.workload {
         WorkloadSpec::Trace(t) => Source::Trace(Box::new(crate::trace::requests(
@@ -549,7 +633,10 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
             None => now,
         };
         match req.op {
-            Op::Write => fms.write(req.lba, req.sectors, None),
+            Op::Write => {
+                host_bytes += req.sectors as u64 * 512;
+                fms.write(req.lba, req.sectors, None)
+            }
             Op::Read => {
                 user_reads += blocks_covered(req.lba, req.sectors, sectors_per_block);
                 fms.read(req.lba, req.sectors, None)
@@ -632,12 +719,16 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
     nand.set_faults(Default::default());
     let mounted = Fms::mount(nand, fcfg.clone()).context("remount")?;
     let mount_time_s = (mounted.nand().clock_ps() - m0) as f64 / 1e12;
+    let spare_reads = mounted.nand().counters().spare_reads - spare0;
 
     let written_bytes = trace_info
         .as_ref()
         .map_or(cfg.written_bytes, |t| t.write_bytes);
     Ok(SimResult {
-        device: device.name.clone(),
+        device: match &cfg.device_file {
+            Some(f) => format!("{} (from {f})", device.name),
+            None => device.name.clone(),
+        },
         workload: cfg.workload.label(),
         policy: fcfg.policy.name().into(),
         redistribution: fcfg.redistribution_name().into(),
@@ -667,6 +758,12 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         } else {
             0.0
         },
+        host_bytes_written: host_bytes,
+        byte_write_amplification: if host_bytes > 0 {
+            (user + copied + lists) as f64 * bs as f64 / host_bytes as f64
+        } else {
+            0.0
+        },
         device_time_s,
         throughput_bytes_per_s: if device_time_s > 0.0 {
             written_bytes as f64 / device_time_s
@@ -675,6 +772,8 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         },
         policy_greedy_share: greedy_share,
         wear_swaps: s1.wear_swaps - s0.wear_swaps,
+        retired_segments: s1.retired_segments - s0.retired_segments,
+        spare_reads,
         ram_bytes: ram,
         mount_time_s,
         requests: lat.hist.len(),

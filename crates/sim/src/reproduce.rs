@@ -226,9 +226,20 @@ fn rel_pct(ours: f64, paper: f64) -> Option<f64> {
 /// "+12.3%", or "n/a" for a NaN or infinite value.
 fn signed_pct(v: f64) -> String {
     if v.is_finite() {
-        format!("{v:+.1}%")
+        format!("{}%", signed1(v))
     } else {
         "n/a".into()
+    }
+}
+
+/// `v` with a sign and one decimal; a value that rounds to zero is "+0.0" whatever its
+/// sign (never "-0.0").
+fn signed1(v: f64) -> String {
+    let s = format!("{v:+.1}");
+    if s == "-0.0" {
+        "+0.0".into()
+    } else {
+        s
     }
 }
 
@@ -1202,7 +1213,7 @@ fn dac_fig11(o: &Options) -> Result<Report> {
             let (mn, mx) = v
                 .iter()
                 .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
-            format!("{mn:+.1}~{mx:+.1}%")
+            format!("{}~{}%", signed1(mn), signed1(mx))
         }
         _ => "n/a".into(),
     };
@@ -1447,6 +1458,10 @@ mod tests {
         assert_eq!(change(0.0, 70.0), "n/a");
         assert_eq!(change(410.7, 446.0), "+8.6%");
         assert_eq!(change(446.0, 410.7), "-7.9%");
+        // A change that rounds to zero has no sign to show.
+        assert_eq!(change(1000.0, 999.9), "+0.0%");
+        assert_eq!(change(1000.0, 1000.1), "+0.0%");
+        assert_eq!(signed_pct(-0.0), "+0.0%");
         assert_eq!(rel(f64::INFINITY, 2.0), "n/a");
         assert_eq!(mb(192 << 20), "192 MB");
         assert_eq!(mb(10_063_872), "9.60 MB");

@@ -300,8 +300,16 @@ pub const KEYS: &[KeyDef] = &[
         },
         |v, d| d.trace.time_unit = v.as_str().and_then(|s| TimeUnit::parse(s).ok())
     ),
-    key!("trace_limit", OptInt, "none", ok, |v, d| d.trace.limit =
-        v.as_u64()),
+    key!(
+        "trace_limit",
+        OptInt,
+        "none",
+        |v| match v.as_u64() {
+            Some(0) => Err("must be at least 1 (it is the number of requests replayed)".into()),
+            _ => Ok(v.clone()),
+        },
+        |v, d| d.trace.limit = v.as_u64()
+    ),
     key!("skip_bad_lines", Bool, "false", ok, |v, d| d
         .trace
         .skip_bad_lines =
@@ -1081,7 +1089,7 @@ impl Spec {
             }
         }
         self.check_effects(&jobs)?;
-        Ok(jobs)
+        Ok(without_inert_options(jobs))
     }
 
     /// Every value given for a key must change at least one job: an option that would be
@@ -1115,6 +1123,31 @@ impl Spec {
     }
 }
 
+/// Jobs whose options that had no effect on them are null: `device` when a
+/// `device_file` gives the device, `written` and `unit` for a trace workload (it brings
+/// its own requests). Their ids hash what ran; jobs that become the same (a grid of
+/// `written` values with a trace among the workloads) are one job, the first.
+fn without_inert_options(jobs: Vec<Job>) -> Vec<Job> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::with_capacity(jobs.len());
+    for mut job in jobs {
+        let from_file = job.config.device_file.is_some();
+        let trace = matches!(job.config.workload, WorkloadSpec::Trace(_));
+        let inert = [("device", from_file), ("written", trace), ("unit", trace)];
+        if inert.iter().any(|k| k.1) {
+            for (k, _) in inert.iter().filter(|k| k.1) {
+                job.options.insert(k.to_string(), Value::Null);
+            }
+            let inputs = std::mem::take(&mut job.inputs);
+            job = Job::new(job.options, job.config, &inputs);
+        }
+        if seen.insert(job.id.clone()) {
+            out.push(job);
+        }
+    }
+    out
+}
+
 /// A canonical value as written in a flag (`none` for null, strings unquoted).
 fn value_text(v: &Value) -> String {
     match v {
@@ -1132,6 +1165,9 @@ fn no_effect(key: &str, value: &Value, options: &BTreeMap<String, Value>) -> Opt
     let policy = text("policy");
     let dac = options.get("regions").and_then(Value::as_u64).unwrap_or(1) > 1;
     match key {
+        "device" if !options.get("device_file").is_none_or(Value::is_null) => {
+            Some("a device_file gives the device (its own name labels the results)")
+        }
         "written" | "unit" if trace => {
             Some("a trace workload (trace:FILE) brings its own requests and their sizes")
         }
@@ -1268,6 +1304,7 @@ fn build(
         })?;
     }
     d.cfg.device = spec;
+    d.cfg.device_file = d.device_file.clone();
     let is_trace = matches!(d.cfg.workload, WorkloadSpec::Trace(_));
     if let WorkloadSpec::Trace(t) = &mut d.cfg.workload {
         t.options = d.trace.clone();
@@ -1376,6 +1413,9 @@ pub struct Job {
     /// Every key's canonical value.
     pub options: BTreeMap<String, Value>,
     pub config: SimConfig,
+    /// What the id hashes of the files the job reads: a line per file (key, path,
+    /// [`file_identity`]), empty for a job without files.
+    pub inputs: Vec<String>,
 }
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
@@ -1409,6 +1449,7 @@ impl Job {
             id,
             options,
             config,
+            inputs: inputs.to_vec(),
         }
     }
 }
@@ -1865,6 +1906,47 @@ mod tests {
             (j[0].config.fms.low_water, j[0].config.fms.high_water),
             (5, 7)
         );
+    }
+
+    /// Options that did not apply to a job are null in its options (and so in its id):
+    /// `device` under a device file, `written` and `unit` for a trace; jobs that become
+    /// the same are one job.
+    #[test]
+    fn inert_options_are_null() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("d.json");
+        let intel = DeviceSpec::preset("intel-series2plus-24m").unwrap();
+        std::fs::write(&file, serde_json::to_string(&intel).unwrap()).unwrap();
+        let f = file.display().to_string().replace('\\', "/");
+        let jobs = spec(&format!(
+            "device = [\"intel-series2plus-24m\", \"nandsim-256m\"]\ndevice_file = [\"none\", \"{f}\"]\n\
+             workload = [\"trace:t.csv\", \"random\"]\nwritten = [\"1MiB\", \"2MiB\"]\npolicy = \"cat\"\n"
+        ))
+        .unwrap()
+        .expand()
+        .unwrap();
+        // 2 presets + 1 file, each with 1 trace job + 2 random jobs.
+        assert_eq!(jobs.len(), 9);
+        let ids: std::collections::BTreeSet<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+        assert_eq!(ids.len(), 9);
+        for j in &jobs {
+            let o = &j.options;
+            let trace = o["workload"].as_str().unwrap().starts_with("trace:");
+            assert_eq!(o["written"].is_null(), trace, "{o:?}");
+            assert_eq!(o["unit"].is_null(), trace, "{o:?}");
+            assert_eq!(o["device"].is_null(), !o["device_file"].is_null(), "{o:?}");
+            assert_eq!(j.config.device_file.is_some(), !o["device_file"].is_null());
+        }
+        // A device given beside a device file that gives every job's device is refused.
+        let e = spec(&format!(
+            "device = \"nandsim-256m\"\ndevice_file = \"{f}\"\n"
+        ))
+        .unwrap()
+        .expand()
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(e.starts_with("s.toml:1: device: has no effect"), "{e}");
     }
 
     #[test]

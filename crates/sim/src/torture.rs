@@ -387,7 +387,20 @@ impl RecoveryCounts {
     }
 }
 
+/// How the failure of the fault-free run starts in [`TortureReport::failures`] (always
+/// first when there is one).
+pub const FAULT_FREE_RUN: &str = "fault-free run: ";
+
 impl TortureReport {
+    /// Whether the fault-free run itself failed a check: then no cut point was run (the
+    /// run counts as one violation), and what the cuts did or did not exercise means
+    /// nothing.
+    pub fn fault_free_failed(&self) -> bool {
+        self.failures
+            .first()
+            .is_some_and(|f| f.starts_with(FAULT_FREE_RUN))
+    }
+
     /// What the fault-free run never did, so that no cut point fell inside it and its
     /// power-loss windows went untested: cleaning (and copying valid blocks), or wear
     /// swaps when `wear_levelling` is on. One line each, naming what to raise; empty when
@@ -1557,7 +1570,7 @@ pub fn run_with_progress(
         violations += 1;
         let mut p = base.problems.clone();
         p.extend(base.reads.beyond_ecc());
-        failures.push(format!("fault-free run: {}", p.join("; ")));
+        failures.push(format!("{FAULT_FREE_RUN}{}", p.join("; ")));
     }
 
     let cuts: Vec<u64> = match cfg.cuts {

@@ -192,7 +192,24 @@ fn an_impossible_fill_is_found_before_anything_is_allocated() {
     let e = format!("{:#}", sim::driver::check(&cfg).unwrap_err());
     assert!(
         e.starts_with(
-            "fill: 0.99 of 17179869184 bytes is 33218887 blocks but the FMS exports only 32505639"
+            "fill: 0.99 of 17179869184 bytes is 33218887 blocks of 512 bytes but the FMS exports only 32505639"
+        ),
+        "{e}"
+    );
+    // No other block size holds 99 % either, so only --fill is suggested.
+    assert!(e.ends_with("lower --fill"), "{e}");
+    // At 4 KiB in spare mode on 512-byte pages a segment's header page costs a whole
+    // slot (3 of 4 left), so the flagship's 90 % does not fit; 1 KiB blocks hold it.
+    cfg.fms.block_size = 4096;
+    cfg.fill = 0.9;
+    assert_eq!(
+        sim::driver::fitting_block_size(&cfg),
+        Some((1024, 15728535))
+    );
+    let e = format!("{:#}", sim::driver::check(&cfg).unwrap_err());
+    assert!(
+        e.ends_with(
+            "lower --fill, or use --block-size 1KiB (the FMS then exports 15728535 blocks of 1024 bytes, room for the fill's 15099494)"
         ),
         "{e}"
     );

@@ -244,7 +244,12 @@ fn info(a: InfoArgs) -> Result<()> {
             format!(
                 "read {}, spare read {}, program {}, erase {}",
                 output::op_cost(r.read_us, r.read_ns_per_byte),
-                output::op_cost(r.spare_read_us, r.read_ns_per_byte),
+                // No spare area, nothing to read there ("-", as `flashkit devices`).
+                if r.spare_size == 0 {
+                    "-".into()
+                } else {
+                    output::op_cost(r.spare_read_us, r.read_ns_per_byte)
+                },
                 output::op_cost(r.program_us, r.program_ns_per_byte),
                 output::duration_us(r.erase_us)
             ),

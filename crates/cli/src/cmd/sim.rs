@@ -1,4 +1,4 @@
-//! `flashkit sim`: run FMS configurations side by side on synthetic workloads.
+//! `flashkit sim`: run FMS configurations side by side on synthetic workloads or traces.
 //! Comma lists expand to a grid — the same expansion as `flashkit sweep` (every flag is a
 //! key of [`sim::sweep`]); every result carries the option values that produced it.
 
@@ -124,6 +124,36 @@ pub struct SimArgs {
     pub defaulted: BTreeSet<String>,
 }
 
+/// What `flashkit sim --help` says after the options: the device label, the write
+/// amplification figures and how latency is measured.
+pub const AFTER_HELP: &str = "\
+Results (--json, --csv):
+  device                    the preset's name, or `NAME (from FILE)` for a device read from
+                            --device-file (options.device is then null: a file can carry a
+                            preset's name with other figures)
+  write_amplification       flash block writes (user block writes, cleaning copies, trim-list
+                            slots) per user block write; a request smaller than a block is
+                            one user block write (the FMS rewrites the whole block)
+  host_bytes_written        bytes carried by the workload's write requests
+  byte_write_amplification  flash data bytes programmed (flash block writes x block size;
+                            headers, spare areas and index records not counted) per host byte
+                            written: write_amplification x block size / request size for
+                            requests smaller than a block (--unit 512 on 4 KiB blocks: x8)
+  retired_segments          segments whose erase block went bad during the workload (worn
+                            out under --endurance, or failed)
+  spare_reads               spare-area reads of the device during the workload and the
+                            remount that mount_time_s measures (in practice the mount's scan)
+  mean/p50/p99/max_latency_us
+                            per-request latency from the device timing model, waits behind
+                            earlier requests and cleaning included; percentiles and the
+                            maximum come from an HDR histogram (3 significant digits): each
+                            is its bucket's upper bound, not an exact observed value
+Options with no effect on a job are null in its options object: device with --device-file,
+written and unit with a trace workload. The table has a column for every option that varies,
+a retired column when a segment retired, and mean/p99 latency columns when requests arrive
+on their own (poisson or trace arrivals). When some jobs of a grid fail, the others are
+reported, each failure gets a line on stderr naming its options, and the exit status is 1.";
+
 /// The grid the flags describe (the same [`Spec`] a sweep file gives).
 pub fn spec(a: &SimArgs) -> Result<Spec> {
     let mut s = Spec::new();
@@ -246,9 +276,11 @@ pub fn value_text(v: &Value) -> String {
 }
 
 /// Run jobs on all cores with a progress bar (requests of the one run, or jobs done).
-/// Every job is checked first: results are printed only when all jobs ran, so an
-/// impossible combination is refused before the others run rather than after.
-pub fn execute(jobs: &[Job]) -> Result<Vec<SimResult>> {
+/// Every job is checked first, so an impossible combination is refused before the others
+/// run rather than after. A job that fails while running (a device worn out under
+/// `--endurance`) fails alone: its error, labelled with the options that tell it from the
+/// grid's other jobs, is in its slot, and the other jobs' results are kept.
+pub fn execute_each(jobs: &[Job]) -> Result<Vec<Result<SimResult>>> {
     let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
     for job in jobs {
         sim::driver::check(&job.config).map_err(|e| match describe(&job.options, &keys) {
@@ -269,7 +301,7 @@ pub fn execute(jobs: &[Job]) -> Result<Vec<SimResult>> {
         let bar = Progress::requests(total);
         let r = sim::driver::run_with_progress(c, &|n| bar.set(n));
         bar.finish();
-        return r.map(|r| vec![r]);
+        return Ok(vec![r]);
     }
     let bar = Progress::jobs(jobs.len() as u64);
     let slots: Vec<std::sync::Mutex<Option<Result<SimResult>>>> =
@@ -279,12 +311,14 @@ pub fn execute(jobs: &[Job]) -> Result<Vec<SimResult>> {
         bar.inc(1);
     })?;
     bar.finish();
-    let mut out = Vec::new();
-    for (job, slot) in jobs.iter().zip(slots) {
-        let r = slot.into_inner().expect("slot").expect("every job ran");
-        out.push(r.map_err(|e| anyhow!("{}: {e:#}", describe(&job.options, &keys)))?);
-    }
-    Ok(out)
+    Ok(jobs
+        .iter()
+        .zip(slots)
+        .map(|(job, slot)| {
+            let r = slot.into_inner().expect("slot").expect("every job ran");
+            r.map_err(|e| anyhow!("{}: {e:#}", describe(&job.options, &keys)))
+        })
+        .collect())
 }
 
 /// A one-line note on stderr (e.g. fewer runs at a time for lack of RAM).
@@ -301,7 +335,25 @@ pub fn run(a: SimArgs) -> Result<()> {
         &varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>()),
         &jobs,
     )?;
-    let results = execute(&jobs)?;
+    let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
+    // The jobs that ran and their results; the others' errors (each names its options).
+    let mut ran: Vec<Job> = Vec::new();
+    let mut results: Vec<SimResult> = Vec::new();
+    let mut failed: Vec<anyhow::Error> = Vec::new();
+    for (job, r) in jobs.iter().zip(execute_each(&jobs)?) {
+        match r {
+            Ok(r) => {
+                ran.push(job.clone());
+                results.push(r);
+            }
+            Err(e) => failed.push(e),
+        }
+    }
+    if jobs.len() == 1 {
+        if let Some(e) = failed.pop() {
+            return Err(e);
+        }
+    }
     for r in &results {
         if let Some(t) = r.trace.as_ref().filter(|t| t.skipped_bad_lines > 0) {
             eprintln!(
@@ -312,16 +364,25 @@ pub fn run(a: SimArgs) -> Result<()> {
             );
         }
     }
-    let options: Vec<&BTreeMap<String, Value>> = jobs.iter().map(|j| &j.options).collect();
+    let options: Vec<&BTreeMap<String, Value>> = ran.iter().map(|j| &j.options).collect();
     let values = results
         .iter()
         .map(serde_json::to_value)
         .collect::<Result<Vec<Value>, _>>()?;
-    a.plot.draw(&plot_rows(&options, &values), "flashkit sim")?;
-    if write_reports(&a.report, &jobs, &results, &varying(&options))? {
+    if !results.is_empty() {
+        a.plot.draw(&plot_rows(&options, &values), "flashkit sim")?;
+        if !write_reports(&a.report, &ran, &results, &keys)? {
+            table_with_keys(&values, &options, &keys)?;
+        }
+    }
+    if failed.is_empty() {
         return Ok(());
     }
-    table(&values, &options)
+    // One line per failed job, naming its options; the exit status says some failed.
+    for e in &failed {
+        eprintln!("flashkit: {}", output::error_line(e));
+    }
+    Err(output::Reported(format!("{} of {} jobs failed", failed.len(), jobs.len())).into())
 }
 
 /// The grid's outputs against its inputs (see [`super::common::check_outputs`]).
@@ -438,8 +499,21 @@ pub fn grid_table(
     headers: &[&str],
     cells: impl IntoIterator<Item = Vec<String>>,
 ) -> Table {
-    let extra: Vec<&str> = varying(options)
-        .into_iter()
+    grid_table_keys(options, &varying(options), shown, headers, cells)
+}
+
+/// [`grid_table`] with a column for each of `keys` (the options that vary in the whole
+/// grid, of which these rows may be a part) not among `shown`.
+pub fn grid_table_keys(
+    options: &[&BTreeMap<String, Value>],
+    keys: &[&str],
+    shown: &[&str],
+    headers: &[&str],
+    cells: impl IntoIterator<Item = Vec<String>>,
+) -> Table {
+    let extra: Vec<&str> = keys
+        .iter()
+        .copied()
         .filter(|k| !shown.contains(k))
         .collect();
     let mut head: Vec<String> = extra.iter().map(|k| k.replace('_', " ")).collect();
@@ -448,7 +522,12 @@ pub fn grid_table(
     for (i, c) in cells.into_iter().enumerate() {
         let mut row: Vec<String> = extra
             .iter()
-            .map(|k| options.get(i).map_or(String::new(), |o| value_text(&o[*k])))
+            .map(|k| {
+                options
+                    .get(i)
+                    .and_then(|o| o.get(*k))
+                    .map_or(String::new(), value_text)
+            })
             .collect();
         row.extend(c);
         t.row(row);
@@ -456,9 +535,44 @@ pub fn grid_table(
     t
 }
 
+/// A fill as given: two decimals when they are exact (`0.90`, as the recorded tables
+/// show it), otherwise the shortest text that reads back as the value (`0.855`), so two
+/// fills never print alike.
+pub fn fill_text(v: f64) -> String {
+    let two = format!("{v:.2}");
+    if two.parse::<f64>() == Ok(v) {
+        two
+    } else {
+        v.to_string()
+    }
+}
+
 /// Print results (as JSON objects) as a table.
 pub fn table(results: &[Value], options: &[&BTreeMap<String, Value>]) -> Result<()> {
-    let headers = [
+    table_with_keys(results, options, &varying(options))
+}
+
+/// Print results (as JSON objects) as a table, with a column for each of `keys` (the
+/// options that vary in the grid) that the table has no column for. A `retired` column
+/// when a segment retired in some run, and mean / p99 latency when some run's requests
+/// arrive on their own (poisson or trace arrivals: closed-loop latency is just the
+/// service time, which device time already shows).
+pub fn table_with_keys(
+    results: &[Value],
+    options: &[&BTreeMap<String, Value>],
+    keys: &[&str],
+) -> Result<()> {
+    let num = |r: &Value, k: &str| r.get(k).and_then(Value::as_f64);
+    let retired = results
+        .iter()
+        .any(|r| num(r, "retired_segments").is_some_and(|n| n > 0.0));
+    let latency = results.iter().any(|r| {
+        r.get("arrival")
+            .and_then(Value::as_str)
+            .is_some_and(|a| a != "closed")
+            && num(r, "requests").is_some_and(|n| n > 0.0)
+    });
+    let mut headers = vec![
         "workload",
         "policy",
         "redist",
@@ -471,14 +585,19 @@ pub fn table(results: &[Value], options: &[&BTreeMap<String, Value>]) -> Result<
         "WA",
         "wear sd",
         "wear min-max",
-        "device time",
-        "throughput",
-        "greedy share",
     ];
+    if retired {
+        headers.push("retired");
+    }
+    headers.extend(["device time", "throughput"]);
+    if latency {
+        headers.extend(["mean latency", "p99 latency"]);
+    }
+    headers.push("greedy share");
     let cells = results.iter().map(|r| {
-        let f = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
+        let f = |k: &str| num(r, k).unwrap_or(f64::NAN);
         let txt = |k: &str| r.get(k).map(value_text).unwrap_or_default();
-        vec![
+        let mut row = vec![
             txt("workload"),
             txt("policy"),
             txt("redistribution"),
@@ -486,19 +605,33 @@ pub fn table(results: &[Value], options: &[&BTreeMap<String, Value>]) -> Result<
             r.get("region_threshold_s")
                 .and_then(Value::as_f64)
                 .map_or("-".into(), |s| format!("{}s", output::trim_float(s))),
-            format!("{:.2}", f("fill")),
+            fill_text(f("fill")),
             txt("erasures"),
             txt("blocks_copied"),
             format!("{:.1}", f("cleaning_cost")),
             format!("{:.3}", f("write_amplification")),
             format!("{:.2}", f("wear_stddev")),
             format!("{}-{}", txt("wear_min"), txt("wear_max")),
-            format!("{:.1}s", f("device_time_s")),
-            format!("{}/s", output::bytes(f("throughput_bytes_per_s") as u64)),
+        ];
+        if retired {
+            row.push(txt("retired_segments"));
+        }
+        row.push(format!("{:.1}s", f("device_time_s")));
+        row.push(format!(
+            "{}/s",
+            output::bytes(f("throughput_bytes_per_s") as u64)
+        ));
+        if latency {
+            for k in ["mean_latency_us", "p99_latency_us"] {
+                row.push(output::duration_us(f(k)));
+            }
+        }
+        row.push(
             r.get("policy_greedy_share")
                 .and_then(Value::as_f64)
                 .map_or("-".into(), |g| format!("{:.0}%", g * 100.0)),
-        ]
+        );
+        row
     });
-    grid_table(options, &SHOWN, &headers, cells).print()
+    grid_table_keys(options, keys, &SHOWN, &headers, cells).print()
 }

@@ -139,10 +139,8 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
     c.cuts = a.cuts.parse::<Cuts>().map_err(|e| anyhow!("--{e}"))?;
     c.seed = a.seed;
     c.ops = a.ops;
+    // Checked against what the FMS needs once its configuration is known (below).
     let segments = a.segments.unwrap_or(c.segments);
-    if segments < 4 {
-        bail!("--segments: {segments} is too few (at least 4)");
-    }
     c.segments = segments;
     c.shrink = !a.full_device;
     if a.threads == Some(0) {
@@ -264,7 +262,29 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
             }
         }
     }
+    if c.shrink {
+        check_segments(&c)?;
+    }
     Ok(c)
+}
+
+/// The derived device must have a segment for data besides the FMS's reserve (the index
+/// segment, the cleaner's high water of free segments and one active segment per write
+/// stream), which depends on the policy, redistribution and regions: refused here,
+/// naming `--segments` and what the configuration needs, rather than by the format's
+/// "no room for data".
+fn check_segments(c: &TortureConfig) -> Result<()> {
+    let reserve = c.fms.reserve_segments();
+    let need = reserve + 1;
+    if (c.segments as u64) < need {
+        bail!(
+            "--segments: {} is too few: this FMS configuration keeps {reserve} segments in reserve (1 index, high water {}, {} active stream(s) for its policy, redistribution and regions), so it needs at least {need}",
+            c.segments,
+            c.fms.high_water,
+            c.fms.streams()
+        );
+    }
+    Ok(())
 }
 
 pub fn run(a: TortureArgs) -> Result<()> {
@@ -299,7 +319,12 @@ pub fn run(a: TortureArgs) -> Result<()> {
     } else {
         print_table(&report)?;
     }
-    if let Cuts::Sample(n) = cfg.cuts {
+    if report.fault_free_failed() {
+        // No cut point ran: notes on what the cuts covered would be about nothing.
+        eprintln!(
+            "torture: note: the fault-free run (no power cut) failed a check, so no cut point was run; its failure is the violation below"
+        );
+    } else if let Cuts::Sample(n) = cfg.cuts {
         if n > report.cut_points {
             eprintln!(
                 "torture: note: --cuts {n}: the workload has {} cut points, and every one was cut",
@@ -307,7 +332,12 @@ pub fn run(a: TortureArgs) -> Result<()> {
             );
         }
     }
-    for w in report.untested(cfg.fms.wear_threshold.is_some()) {
+    let untested = if report.fault_free_failed() {
+        Vec::new()
+    } else {
+        report.untested(cfg.fms.wear_threshold.is_some())
+    };
+    for w in untested {
         eprintln!("torture: warning: {w}");
     }
     if let Some(path) = &a.report.csv {

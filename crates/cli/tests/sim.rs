@@ -1,0 +1,382 @@
+//! End-to-end tests of `flashkit sim`'s reports: what a result says about where its
+//! device came from and which options applied, the table's columns, the metrics beside
+//! write amplification, grids in which some jobs fail, and the errors of impossible
+//! configurations. Runs are small (a few MiB written on a few dozen erase blocks).
+
+use std::process::Output;
+
+mod common;
+use common::*;
+
+use serde_json::Value;
+
+fn stdout(o: &Output) -> String {
+    text(&o.stdout)
+}
+
+/// Exit status 1 and one `flashkit: …` line on stderr mentioning every needle.
+fn fails_with(o: Output, needles: &[&str]) -> String {
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err:?}");
+    assert!(err.starts_with("flashkit: "), "{err}");
+    for n in needles {
+        assert!(err.contains(n), "stderr should mention {n:?}: {err}");
+    }
+    err
+}
+
+/// The header and data lines of a printed table (without the dashes under the header).
+fn table_lines(out: &str) -> (String, Vec<String>) {
+    let mut lines = out.lines();
+    let head = lines.next().unwrap_or_default().to_string();
+    let rows = lines
+        .filter(|l| !l.starts_with("---"))
+        .map(String::from)
+        .collect();
+    (head, rows)
+}
+
+/// The cells of a table line (columns are at least two spaces apart).
+fn cells(line: &str) -> Vec<&str> {
+    line.split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+/// A small run of CAT on the Intel card: 48 erase blocks, 80 % filled, 2 MiB written
+/// (`--fill` and `--written` unless `extra` gives them; not `--written` for a trace).
+fn small<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec!["sim", "--blocks", "48", "--policy", "cat"];
+    let trace = extra.iter().any(|a| a.starts_with("trace:"));
+    for (flag, value) in [("--fill", "0.8"), ("--written", "2MiB")] {
+        if !extra.contains(&flag) && (!trace || flag != "--written") {
+            v.extend([flag, value]);
+        }
+    }
+    v.extend_from_slice(extra);
+    v
+}
+
+/// A device read from a file is labelled as such, and `options.device` (the default
+/// preset, which did not run) is null: an edited copy of a preset is not that preset.
+#[test]
+fn device_files_label_their_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let devices = json(&ok(flashkit(["devices", "--json"])));
+    let mut intel = devices
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "intel-series2plus-24m")
+        .unwrap()
+        .clone();
+    // An edited copy that keeps the preset's name.
+    intel["erase_us"] = Value::from(2_000_000.0);
+    let file = dir.path().join("intel-slow.json");
+    std::fs::write(&file, intel.to_string()).unwrap();
+    let f = path_str(&file);
+    let v = json(&ok(flashkit(small(&["--device-file", f, "--json"]))));
+    let r = &v[0];
+    assert_eq!(r["options"]["device"], Value::Null, "{r}");
+    assert_eq!(r["options"]["device_file"], f);
+    assert_eq!(r["device"], format!("intel-series2plus-24m (from {f})"));
+    // The preset itself keeps its plain name, and the two are different jobs.
+    let p = json(&ok(flashkit(small(&["--json"]))));
+    assert_eq!(p[0]["device"], "intel-series2plus-24m");
+    assert_eq!(p[0]["options"]["device"], "intel-series2plus-24m");
+    assert_ne!(p[0]["job"], r["job"]);
+    // --help says how the label reads.
+    let help = stdout(&ok(flashkit(["sim", "--help"])));
+    assert!(help.contains("NAME (from FILE)"), "{help}");
+}
+
+/// Two fills that differ in the third decimal print differently; a fill with two exact
+/// decimals prints as the recorded tables show it.
+#[test]
+fn fills_print_as_given() {
+    let out = stdout(&ok(flashkit([
+        "sim",
+        "--blocks",
+        "48",
+        "--fill",
+        "0.75,0.755,0.7",
+        "--written",
+        "256KiB",
+        "--policy",
+        "greedy",
+    ])));
+    let (head, rows) = table_lines(&out);
+    let col = head.split_whitespace().position(|h| h == "fill").unwrap();
+    // "redist", "clean cost" etc. are single words up to the fill column.
+    let fills: Vec<&str> = rows
+        .iter()
+        .map(|r| r.split_whitespace().nth(col).unwrap())
+        .collect();
+    assert_eq!(fills, ["0.75", "0.755", "0.70"], "{out}");
+}
+
+/// A fill that does not fit because of the block size (4 KiB blocks in spare mode on
+/// 512-byte pages waste a slot per segment) names the block size that fits.
+#[test]
+fn too_full_names_a_block_size_that_fits() {
+    for device in ["nandsim-256m", "chang-kuo-16g"] {
+        fails_with(
+            flashkit([
+                "sim",
+                "--device",
+                device,
+                "--policy",
+                "greedy",
+                "--written",
+                "1MiB",
+            ]),
+            &["fill: 0.9", "lower --fill", "--block-size 1KiB"],
+        );
+    }
+    // No block size helps: only --fill is suggested.
+    let err = fails_with(
+        flashkit(small(&["--fill", "0.99"])),
+        &["fill: 0.99", "lower --fill"],
+    );
+    assert!(!err.contains("--block-size"), "{err}");
+}
+
+/// The grid of a lifetime run in which greedy wears the device out and CAT survives: the
+/// table (and JSON) has CAT's row, greedy's error is on stderr naming its options, and
+/// the exit status is 1. CAT retired segments, so the table shows them.
+#[test]
+fn failed_jobs_do_not_hide_the_others() {
+    let args = [
+        "sim",
+        "--blocks",
+        "48",
+        "--fill",
+        "0.8",
+        "--written",
+        "8MiB",
+        "--endurance",
+        "8",
+        "--policy",
+        "greedy,cat",
+    ];
+    let o = flashkit(args);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("flashkit: policy=greedy: ") && err.contains("worn out"),
+        "{err}"
+    );
+    let out = stdout(&o);
+    let (head, rows) = table_lines(&out);
+    assert_eq!(rows.len(), 1, "{out}");
+    assert!(rows[0].contains(" cat "), "{out}");
+    let col = head.split_whitespace().position(|h| h == "retired");
+    assert!(col.is_some(), "{out}");
+
+    let mut with_json = args.to_vec();
+    with_json.push("--json");
+    let o = flashkit(&with_json);
+    assert_eq!(o.status.code(), Some(1));
+    let v = json(&o);
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["policy"], "cat");
+    let retired = rows[0]["retired_segments"].as_u64().unwrap();
+    assert!(retired > 0, "{}", rows[0]);
+
+    // The CSV too.
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("r.csv");
+    let mut with_csv = args.to_vec();
+    with_csv.extend(["--csv", path_str(&csv)]);
+    assert_eq!(flashkit(&with_csv).status.code(), Some(1));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(text.lines().next().unwrap().contains("retired_segments"));
+}
+
+/// The metrics beside write amplification: host bytes, byte write amplification (with
+/// 512-byte requests on 4 KiB blocks, 8 times the block figure), spare reads, retired
+/// segments; in JSON and CSV, defined in --help.
+#[test]
+fn byte_write_amplification_and_spare_reads_are_reported() {
+    let v = json(&ok(flashkit(small(&["--unit", "512", "--json"]))));
+    let r = &v[0];
+    let wa = r["write_amplification"].as_f64().unwrap();
+    let bwa = r["byte_write_amplification"].as_f64().unwrap();
+    assert_eq!(r["host_bytes_written"], 2 << 20);
+    let flash = r["flash_writes"].as_f64().unwrap();
+    assert_eq!(bwa, flash * 4096.0 / (2 << 20) as f64);
+    assert!((bwa - wa * 8.0).abs() < 1e-9, "{wa} {bwa}");
+    assert_eq!(r["retired_segments"], 0);
+    // The Intel card has no spare area; nandsim's mount scans its spare areas.
+    assert_eq!(r["spare_reads"], 0);
+    let n = json(&ok(flashkit([
+        "sim",
+        "--device",
+        "nandsim-256m",
+        "--blocks",
+        "64",
+        "--block-size",
+        "1KiB",
+        "--fill",
+        "0.8",
+        "--written",
+        "256KiB",
+        "--policy",
+        "cat",
+        "--json",
+    ])));
+    assert!(n[0]["spare_reads"].as_u64().unwrap() > 0, "{}", n[0]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("r.csv");
+    ok(flashkit(small(&["--csv", path_str(&csv)])));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let head = text.lines().next().unwrap();
+    for k in [
+        "host_bytes_written",
+        "byte_write_amplification",
+        "retired_segments",
+        "spare_reads",
+    ] {
+        assert!(head.split(',').any(|c| c == k), "{head}");
+    }
+    let help = stdout(&ok(flashkit(["sim", "--help"])));
+    for k in [
+        "byte_write_amplification",
+        "host_bytes_written",
+        "write_amplification",
+        "HDR histogram",
+    ] {
+        assert!(help.contains(k), "--help lacks {k}: {help}");
+    }
+}
+
+/// Options that vary get a column; latency columns appear when requests arrive on their
+/// own (poisson), not in a closed-loop table; no retired column when nothing retired.
+#[test]
+fn table_columns_follow_the_grid() {
+    let out = stdout(&ok(flashkit(small(&[
+        "--written",
+        "1MiB,2MiB",
+        "--block-size",
+        "2KiB,4KiB",
+    ]))));
+    let (head, rows) = table_lines(&out);
+    assert_eq!(
+        cells(&head)[..3],
+        ["written", "block size", "workload"],
+        "{out}"
+    );
+    assert_eq!(rows.len(), 4);
+    assert_eq!(cells(&rows[1])[..2], ["1048576", "4096"], "{out}");
+    assert!(
+        !head.contains("latency") && !head.contains("retired"),
+        "{out}"
+    );
+
+    let out = stdout(&ok(flashkit(small(&["--arrival", "closed,poisson:20"]))));
+    let (head, rows) = table_lines(&out);
+    assert_eq!(cells(&head)[0], "arrival", "{out}");
+    assert!(
+        head.contains("mean latency") && head.contains("p99 latency"),
+        "{out}"
+    );
+    assert_eq!(rows.len(), 2);
+}
+
+/// A trace workload's options object has no `written` or `unit` (they do not apply), so
+/// they are not part of its job id either.
+#[test]
+fn trace_jobs_null_the_options_they_ignore() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&trace),
+        "--format",
+        "msr",
+        "--workload",
+        "hotcold:90/10",
+        "--requests",
+        "500",
+        "--space",
+        "1MiB",
+    ]));
+    let w = format!("trace:{}", path_str(&trace));
+    let v = json(&ok(flashkit(small(&["--workload", &w, "--json"]))));
+    let o = &v[0]["options"];
+    assert_eq!(o["written"], Value::Null, "{o}");
+    assert_eq!(o["unit"], Value::Null, "{o}");
+    // Beside a synthetic workload, that one keeps its values.
+    let v = json(&ok(flashkit(small(&[
+        "--workload",
+        &w,
+        "--workload",
+        "random",
+        "--written",
+        "2MiB",
+        "--json",
+    ]))));
+    assert_eq!(v[0]["options"]["written"], Value::Null);
+    assert_eq!(v[1]["options"]["written"], 2 << 20);
+    assert_eq!(v[1]["options"]["unit"], 4096);
+
+    // --trace-limit 0 is refused as such, like `trace stats` and `torture` refuse it.
+    fails_with(
+        flashkit(small(&["--workload", &w, "--trace-limit", "0"])),
+        &["--trace-limit", "at least 1"],
+    );
+}
+
+/// Help texts say what the commands do.
+#[test]
+fn help_names_every_fms_command_and_traces() {
+    let out = stdout(&ok(flashkit(["--help"])));
+    let fms = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("fms"))
+        .unwrap();
+    assert!(fms.contains("trim"), "{fms}");
+    let sim = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("sim"))
+        .unwrap();
+    assert!(sim.contains("trace"), "{sim}");
+}
+
+/// A device without a spare area has no spare read cost: `nand info` shows "-", as
+/// `flashkit devices` does.
+#[test]
+fn no_spare_area_no_spare_read_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("intel.img");
+    ok(flashkit([
+        "nand",
+        "format",
+        path_str(&img),
+        "--device",
+        "intel-series2plus-24m",
+        "--blocks",
+        "8",
+    ]));
+    let info = stdout(&ok(flashkit(["nand", "info", path_str(&img)])));
+    assert!(info.contains("spare read -,"), "{info}");
+    let devices = stdout(&ok(flashkit(["devices"])));
+    let (head, rows) = table_lines(&devices);
+    let at = cells(&head)
+        .iter()
+        .position(|h| *h == "spare read")
+        .unwrap();
+    let intel = rows
+        .iter()
+        .find(|r| r.starts_with("intel-series2plus-24m"))
+        .unwrap();
+    assert_eq!(cells(intel)[at], "-", "{devices}");
+}

@@ -452,6 +452,11 @@ pub const KEYS: &[KeyDef] = &[
         .fms
         .wear_threshold =
         v.as_u64().map(|_| u32_of(v))),
+    key!("index_wear_gap", OptInt, "8", fits_u32, |v, d| d
+        .cfg
+        .fms
+        .index_wear_gap =
+        v.as_u64().map(|_| u32_of(v))),
     key!("write_erase_ratio", Float, "0.75", positive, |v, d| d
         .cfg
         .write_erase_ratio =
@@ -1434,11 +1439,28 @@ fn fnv1a_more(mut h: u64, bytes: &[u8]) -> u64 {
     h
 }
 
+/// Whether a key's canonical value is its default.
+type AtDefault = fn(&Value) -> bool;
+
+/// Keys added to [`KEYS`] after job ids were first published, each with a test for its
+/// default: [`Job::new`] leaves a key out of the hash at its default, so every job that
+/// ran before the key existed keeps its id.
+const LATE_KEYS: &[(&str, AtDefault)] = &[
+    // Stop 20: the index log moves when its segment wears ahead (`FmsConfig::index_wear_gap`).
+    ("index_wear_gap", |v| v.as_u64() == Some(8)),
+];
+
 impl Job {
     /// `inputs`: one line per file the job reads (key, path, [`file_identity`]); a job
     /// without files hashes exactly what it always did, so its id never changes.
     fn new(options: BTreeMap<String, Value>, config: SimConfig, inputs: &[String]) -> Job {
-        let canon = serde_json::to_string(&options).expect("options serialize");
+        // A key added after ids were first published hashes only away from its default,
+        // so a job at the default keeps its id (results files stay resumable).
+        let hashed: BTreeMap<&String, &Value> = options
+            .iter()
+            .filter(|(k, v)| !LATE_KEYS.iter().any(|(n, d)| k.as_str() == *n && d(v)))
+            .collect();
+        let canon = serde_json::to_string(&hashed).expect("options serialize");
         let mut text = format!("flashkit-sim-v1\n{canon}");
         for line in inputs {
             text.push_str("\ninput ");
@@ -2217,6 +2239,18 @@ mod tests {
                 "970924ff84e573c0"
             ]
         );
+        // A key added since (`LATE_KEYS`) changes the id only away from its default.
+        let j =
+            spec("policy = \"greedy\"\nwritten = \"256KiB\"\nindex_wear_gap = [8, \"none\", 2]\n")
+                .unwrap()
+                .expand()
+                .unwrap();
+        assert_eq!(j[0].id, "b3eac94af9f55e94");
+        assert_eq!(j[0].config.fms.index_wear_gap, Some(8));
+        assert_ne!(j[1].id, j[0].id);
+        assert_eq!(j[1].config.fms.index_wear_gap, None);
+        assert_eq!(j[2].config.fms.index_wear_gap, Some(2));
+        assert!(j[2].id != j[0].id && j[2].id != j[1].id);
     }
 
     /// A job's id covers the contents of the files it reads: an edited device file or

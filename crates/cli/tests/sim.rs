@@ -328,6 +328,22 @@ fn trace_jobs_null_the_options_they_ignore() {
     assert_eq!(v[1]["options"]["written"], 2 << 20);
     assert_eq!(v[1]["options"]["unit"], 4096);
 
+    // --trace-map takes a comma list like every grid option: one job per map.
+    let v = json(&ok(flashkit(small(&[
+        "--workload",
+        &w,
+        "--trace-map",
+        "modulo,compact",
+        "--json",
+    ]))));
+    let maps: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["options"]["trace_map"].as_str().unwrap())
+        .collect();
+    assert_eq!(maps, ["modulo", "compact"]);
+
     // --trace-limit 0 is refused as such, like `trace stats` and `torture` refuse it.
     fails_with(
         flashkit(small(&["--workload", &w, "--trace-limit", "0"])),

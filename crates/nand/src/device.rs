@@ -582,7 +582,7 @@ impl Nand {
     /// byte read and the outcome of the program.
     ///
     /// Without a fault plan or a bit flip due, when every rule of the program but the bit
-    /// rule passes ([`Nand::check_placement`]: powered, within the data area and the
+    /// rule passes (`Nand::check_placement`: powered, within the data area and the
     /// device, a good block, program budget, order, which cover the read's power and range
     /// checks), the store reads, checks the bit rule and programs in one call
     /// ([`Store::clear_byte_in_place`]) and the counters and clock move as the two calls

@@ -1413,13 +1413,13 @@ fn file_identity(path: &Path) -> String {
 pub struct Job {
     /// Stable id: 16 hex digits of the FNV-1a hash of the canonical options and, for a
     /// job that reads files (a `device_file`, a `trace:FILE` workload), of their
-    /// contents ([`file_identity`]): the same options on an edited file are another job.
+    /// contents (`file_identity`): the same options on an edited file are another job.
     pub id: String,
     /// Every key's canonical value.
     pub options: BTreeMap<String, Value>,
     pub config: SimConfig,
     /// What the id hashes of the files the job reads: a line per file (key, path,
-    /// [`file_identity`]), empty for a job without files.
+    /// `file_identity`), empty for a job without files.
     pub inputs: Vec<String>,
 }
 

@@ -111,14 +111,16 @@ pub struct SimArgs {
     pub adaptive_threshold: Vec<String>,
     #[command(flatten)]
     pub trace: super::trace::TraceInputArgs,
-    /// How trace addresses map onto the simulated space: modulo or compact.
+    /// How trace addresses map onto the simulated space: modulo or compact (a comma list
+    /// runs both, as any grid option).
     #[arg(
         long,
         value_name = "MAP",
         default_value = "modulo",
+        value_delimiter = ',',
         help_heading = "Trace input"
     )]
-    pub trace_map: String,
+    pub trace_map: Vec<String>,
     #[command(flatten)]
     pub report: ReportArgs,
     /// `sim`'s plot options (parsed beside these, by `main`: `bench` has none).
@@ -228,7 +230,10 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
         s.set_flag("arrival", &a.arrival)?;
     }
     let t = &a.trace;
-    let trace: [(&str, Option<String>); 8] = [
+    if given("trace_map") {
+        s.set_flag("trace_map", &a.trace_map)?;
+    }
+    let trace: [(&str, Option<String>); 7] = [
         ("trace_format", t.trace_format.clone()),
         ("trace_disk", t.trace_disk.map(|v| v.to_string())),
         ("trace_asu", t.trace_asu.map(|v| v.to_string())),
@@ -242,7 +247,6 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
             "skip_bad_lines",
             t.skip_bad_lines.then(|| "true".to_string()),
         ),
-        ("trace_map", given("trace_map").then(|| a.trace_map.clone())),
     ];
     for (k, v) in trace {
         if let Some(v) = v {

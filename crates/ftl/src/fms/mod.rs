@@ -96,7 +96,7 @@ pub struct FmsConfig {
     /// When the index log wraps and its segment has been erased more than this many times
     /// beyond the segment at the head of the free list, the log moves there instead of
     /// erasing its own segment in place, and the old one becomes a free segment
-    /// (`index_log.rs`, [`Fms::wrap_index`]). The papers leave the index segment's wear
+    /// (`index_log.rs`, `Fms::wrap_index`). The papers leave the index segment's wear
     /// open; erased at every wrap, it wore far ahead of every other segment on NAND
     /// devices, where a cycle holds one entry per page (NOP 1: 127 entries on `mlc2-2g`),
     /// and it dominated `wear_max` and `wear_stddev`. With wear levelling

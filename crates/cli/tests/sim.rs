@@ -344,6 +344,28 @@ fn trace_jobs_null_the_options_they_ignore() {
         .collect();
     assert_eq!(maps, ["modulo", "compact"]);
 
+    // So does --device: a grid over presets, each labelled with its own.
+    let v = json(&ok(flashkit(small(&[
+        "--device",
+        "intel-series2plus-24m,nandsim-256m",
+        "--block-size",
+        "1KiB",
+        "--unit",
+        "1KiB",
+        "--json",
+    ]))));
+    let devices: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["device"].as_str().unwrap())
+        .collect();
+    assert_eq!(devices, ["intel-series2plus-24m", "nandsim-256m"]);
+    fails_with(
+        flashkit(small(&["--device", "intel-series2plus-24m,nosuch"])),
+        &["nosuch"],
+    );
+
     // --trace-limit 0 is refused as such, like `trace stats` and `torture` refuse it.
     fails_with(
         flashkit(small(&["--workload", &w, "--trace-limit", "0"])),

@@ -156,6 +156,8 @@ Results (--json, --csv):
                             earlier requests and cleaning included; percentiles and the
                             maximum come from an HDR histogram (3 significant digits): each
                             is its bucket's upper bound, not an exact observed value
+Every option that takes a list (--policy greedy,cat, --device PRESET,PRESET, --trace-map
+modulo,compact, ...) runs the product of the lists, one job each, as a sweep spec does.
 Options with no effect on a job are null in its options object: device with --device-file,
 written and unit with a trace workload. The table has a column for every option that varies,
 a retired column when a segment retired, and mean/p99 latency columns when requests arrive
@@ -166,7 +168,9 @@ reported, each failure gets a line on stderr naming its options, and the exit st
 pub fn spec(a: &SimArgs) -> Result<Spec> {
     let mut s = Spec::new();
     if let Some(d) = &a.device.device {
-        s.set_flag("device", &[d])?;
+        // A comma list of presets is a grid dimension, as in a sweep spec.
+        let presets: Vec<&str> = d.split(',').collect();
+        s.set_flag("device", &presets)?;
     }
     if let Some(f) = &a.device.device_file {
         s.set_flag("device_file", &[f.display().to_string()])?;

@@ -57,6 +57,34 @@ pub struct MountArgs {
     /// transient, so a re-read usually succeeds.
     #[arg(long, default_value_t = FmsConfig::default().read_retries, value_name = "N")]
     pub read_retries: u8,
+    /// Wear levelling while this command runs: when the most and least erased segments
+    /// differ by more than N erasures, swap their roles (the paper's scheme; off by
+    /// default, as in `sim`). Not recorded on flash: give it to every command that writes.
+    #[arg(long, value_name = "N")]
+    pub wear_threshold: Option<u32>,
+    /// Move the index log to a free segment when its own has been erased more than N
+    /// times beyond it, instead of erasing it in place (`none`: always in place) [default: 8]
+    #[arg(long, value_name = "N|none")]
+    pub index_wear_gap: Option<String>,
+}
+
+impl MountArgs {
+    /// The runtime knobs of the FMS these options give, on top of `cfg`.
+    fn apply(&self, cfg: FmsConfig) -> Result<FmsConfig> {
+        let index_wear_gap = match self.index_wear_gap.as_deref() {
+            None => cfg.index_wear_gap,
+            Some("none") => None,
+            Some(n) => Some(n.parse::<u32>().map_err(|_| {
+                anyhow!("--index-wear-gap: '{n}' is not a number of erasures or `none`")
+            })?),
+        };
+        Ok(FmsConfig {
+            read_retries: self.read_retries,
+            wear_threshold: self.wear_threshold,
+            index_wear_gap,
+            ..cfg
+        })
+    }
 }
 
 #[derive(Args, Debug)]
@@ -180,10 +208,7 @@ pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
             path.display()
         )
     })?;
-    let cfg = FmsConfig {
-        read_retries: m.read_retries,
-        ..config(&m.policy, h.block_size)?
-    };
+    let cfg = m.apply(config(&m.policy, h.block_size)?)?;
     Fms::mount(nand, cfg).with_context(|| format!("{}: mount", path.display()))
 }
 

@@ -758,13 +758,38 @@ fn trim_reads_zeros_in_later_processes() {
         for (offset, length, what) in [
             ("100", "1KiB", "--offset: 100 is not a multiple of 512"),
             ("0", "1000", "--length: 1000 is not a multiple of 512"),
-            ("0", "10GiB", "exceed the"),
+            (
+                "0",
+                "10GiB",
+                "--offset/--length: 10737418240 bytes at offset 0 exceed",
+            ),
         ] {
             let out = flashkit(["fms", "trim", img, "--offset", offset, "--length", length]);
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(!out.status.success() && err.contains(what), "{err}");
             assert_eq!(err.trim().lines().count(), 1, "{err}");
         }
+        // A read past the end names the image too; a missing input names its option.
+        let out = flashkit([
+            "fms",
+            "read",
+            img,
+            "--length",
+            "10GiB",
+            "--output",
+            "/dev/null",
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with(&format!("flashkit: {img}: --offset/--length: ")),
+            "{err}"
+        );
+        let out = flashkit(["fms", "write", img, "--input", "/nonexistent/in.bin"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with("flashkit: --input: /nonexistent/in.bin: "),
+            "{err}"
+        );
         assert!(
             std::fs::read(img).unwrap() == before,
             "{device}: refused trims change nothing"

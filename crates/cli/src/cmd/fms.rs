@@ -524,7 +524,7 @@ fn write(a: WriteArgs) -> Result<()> {
             if sim::trace::same_file(p, &a.image) {
                 bail!("--input: {} is the image being written", p.display());
             }
-            let f = std::fs::File::open(p).with_context(|| format!("{}", p.display()))?;
+            let f = std::fs::File::open(p).with_context(|| format!("--input: {}", p.display()))?;
             let meta = f.metadata().with_context(|| format!("{}", p.display()))?;
             let known = meta.is_file().then_some(meta.len());
             (Box::new(f), p.display().to_string(), known)
@@ -621,7 +621,8 @@ fn read(a: ReadArgs) -> Result<()> {
     let sectors = len.div_ceil(SECTOR as u64);
     if lba + sectors > fms.sectors() {
         bail!(
-            "{len} bytes at offset {} exceed the {}-byte device",
+            "{}: --offset/--length: {len} bytes at offset {} exceed the FMS's {} bytes",
+            a.image.display(),
             lba * SECTOR as u64,
             fms.capacity_bytes()
         );
@@ -674,7 +675,8 @@ fn trim(a: TrimArgs) -> Result<()> {
     let sectors = len / SECTOR as u64;
     if lba + sectors > fms.sectors() {
         bail!(
-            "{len} bytes at offset {} exceed the {}-byte device",
+            "{}: --offset/--length: {len} bytes at offset {} exceed the FMS's {} bytes",
+            a.image.display(),
             lba * SECTOR as u64,
             fms.capacity_bytes()
         );

@@ -378,6 +378,15 @@ impl Fms {
             } else {
                 self.read_phys(m.phys, None)
             };
+            let rd = match rd {
+                // With ECC (spare mode only), a block no read can correct is copied with
+                // its codes as they are, so it stays unreadable where it goes and the
+                // cleaning goes on (`Fms::read_unreadable`).
+                Err(DevError::Uncorrectable { .. }) if storage && self.lay.ecc => {
+                    self.read_unreadable(m.phys, &mut buf)
+                }
+                rd => rd,
+            };
             if let Err(e) = rd {
                 r = Err(e);
                 break;
@@ -403,6 +412,7 @@ impl Fms {
                     Some(target) => self.append_into(target, data, &rec),
                     None => self.append(stream as usize, data, &rec),
                 };
+                self.ecc_override = None;
                 if let Err(e) = phys.and_then(|phys| self.commit_copy(m, i, phys)) {
                     r = Err(e);
                     break;

@@ -296,6 +296,10 @@ pub struct FmsStats {
     /// Reads made again because what came back failed its ECC (data) or its checksum
     /// (headers, records, index entries, trim lists), or a page read not quite erased.
     pub read_retries: u64,
+    /// Blocks the cleaner (or a wear swap, or a retirement) copied although it could not
+    /// read them: their uncorrectable chunks and codes copied as they were
+    /// (`Fms::read_unreadable`).
+    pub unreadable_copies: u64,
     /// Data reads that failed with `Uncorrectable` after every retry.
     pub uncorrectable_reads: u64,
 }
@@ -388,6 +392,10 @@ pub struct Fms {
     /// DAC with [`AgeRule::RegionAverage`]: each region's average stamp, taken at the start
     /// of the last cleaning (zeros before the first).
     dac_means: Box<[u64; 8]>,
+    /// ECC codes to program instead of computing them, one page's after another: set
+    /// while the cleaner copies a block it cannot read ([`Fms::read_unreadable`]), so the
+    /// copy keeps the source's codes and stays uncorrectable where the source was.
+    ecc_override: Option<Vec<u8>>,
 }
 
 impl Fms {
@@ -443,6 +451,7 @@ impl Fms {
             trims: self.trims.clone(),
             mount_report: self.mount_report.clone(),
             dac_means: self.dac_means.clone(),
+            ecc_override: self.ecc_override.clone(),
         })
     }
 
@@ -510,6 +519,7 @@ impl Fms {
                 demotion: cfg.demotion,
             },
             dac_means: Box::new([0; 8]),
+            ecc_override: None,
             adaptive,
             hot: HotDegree::new(if keeps_hot { n } else { 0 }, half_life),
             indexed: used.is_some() || aged.is_some() || sums.is_some() || wear.is_some(),
@@ -881,6 +891,38 @@ impl Fms {
         if self.lay.pages_per_slot > 1 {
             self.torn_reads_as_trimmed(p0, b)?;
         }
+        Ok(())
+    }
+
+    /// The cleaner's read of a valid block that [`Fms::read_slot_ecc`] found uncorrectable:
+    /// each page once more, corrected where the code can, the rest as it reads, into `b`,
+    /// and the pages' codes as they are on flash into [`Fms::ecc_override`], for the copy
+    /// to carry. The copy then reads as the original does: the same chunks uncorrectable,
+    /// so a read of the block still fails with `Uncorrectable`, never returns wrong data,
+    /// while the cleaning goes on (until stop 20 it failed, and since the victim stayed
+    /// the best choice every later write and trim failed with it: one bad chunk froze the
+    /// device). Overwriting or trimming the block clears it.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn read_unreadable(&mut self, phys: u32, b: &mut [u8]) -> DevResult<()> {
+        let (seg, slot) = self.split(phys);
+        let geo = self.nand.geometry();
+        let (ps, raw) = (geo.page_size as usize, geo.raw_page_size() as usize);
+        let p0 = geo.first_page(seg) + self.lay.slot_offset(slot) / ps as u64;
+        let c = self.lay.ecc_bytes();
+        let code = layout::ECC_SPARE_OFFSET..layout::ECC_SPARE_OFFSET + c;
+        let mut page = vec![0u8; raw];
+        let mut codes = Vec::with_capacity(c * self.lay.pages_per_slot as usize);
+        for k in 0..self.lay.pages_per_slot as usize {
+            self.nand.read(p0 + k as u64, 0, &mut page)?;
+            let (data, spare) = page.split_at_mut(ps);
+            codes.extend_from_slice(&spare[code.clone()]);
+            nand::ecc::ecc_correct_page(data, &spare[code.clone()])
+                .map_err(|e| DevError::config(format!("ecc: {e}")))?;
+            b[k * ps..(k + 1) * ps].copy_from_slice(data);
+        }
+        self.stats.unreadable_copies += 1;
+        self.ecc_override = Some(codes);
         Ok(())
     }
 
@@ -1334,8 +1376,14 @@ impl Fms {
             } else {
                 sp[0] = layout::PAGE_MARK[0];
             }
-            nand::ecc::ecc_compute_page(page, &mut sp[layout::ECC_SPARE_OFFSET - 1..])
-                .map_err(|e| NandError::config(format!("ecc: {e}")))?;
+            match &self.ecc_override {
+                Some(codes) => {
+                    let c = self.lay.ecc_bytes();
+                    sp[layout::ECC_SPARE_OFFSET - 1..].copy_from_slice(&codes[k * c..(k + 1) * c]);
+                }
+                None => nand::ecc::ecc_compute_page(page, &mut sp[layout::ECC_SPARE_OFFSET - 1..])
+                    .map_err(|e| NandError::config(format!("ecc: {e}")))?,
+            }
             self.nand
                 .program(p0 + k as u64, 0, Data::Bytes(page), Some((1, sp)))?;
         }

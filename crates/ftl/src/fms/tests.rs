@@ -2882,3 +2882,84 @@ fn a_worn_index_log_moves_to_a_free_segment() {
         }
     }
 }
+
+/// One block no read can correct (two bits cleared for good in one chunk) used to freeze
+/// the device: the cleaner failed to copy it, the victim stayed the best choice, and every
+/// later write and trim failed naming that block (an embedded-engineer review:
+/// `uncorrectable data at sector 0` on every write after 220 of fio's). Now the cleaner
+/// copies it with its codes as they are: writes go on through many cleanings, the block
+/// still reads `Uncorrectable` (never wrong data) wherever it moves and after a remount,
+/// every other block reads back, and overwriting it clears it.
+#[test]
+fn an_unreadable_block_is_copied_and_stays_unreadable() {
+    let (f, spec, cfg, data) = ecc_fms(true);
+    // Greedy: the segment left with block 6 alone is soon the fullest of garbage.
+    let cfg = FmsConfig {
+        policy: Policy::Greedy,
+        redistribution: Redistribution::M1,
+        ..cfg
+    };
+    let mut f = reopened(f, &spec, &cfg);
+    let p = page_of(&f, 6);
+    let col = (0..2048usize)
+        .find(|&c| data[6][c].count_ones() >= 2)
+        .unwrap();
+    let b = data[6][col];
+    let low = b & b.wrapping_neg();
+    let next = (b & !low) & (b & !low).wrapping_neg();
+    f.nand
+        .program_bytes(p, col as u32, &[b & !low & !next])
+        .unwrap();
+    let first_home = f.blocks[6].map;
+    let mut buf = vec![0u8; 4096];
+    // Rewrite the other blocks many times over: the cleaner must take block 6's segment.
+    let n = f.logical_blocks() as u32;
+    let mut model: Vec<Option<Vec<u8>>> = (0..n).map(|l| data.get(l as usize).cloned()).collect();
+    // Random order, so that victims hold valid blocks and the segment holding block 6
+    // alone is chosen in turn.
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for round in 0..40 * n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let l = (x % n as u64) as u32;
+        if l == 6 {
+            continue;
+        }
+        let d: Vec<u8> = (0..4096u32)
+            .map(|i| (i * 13 + l * 7 + round) as u8)
+            .collect();
+        f.write_block(l, Some(&d)).unwrap();
+        model[l as usize] = Some(d);
+    }
+    assert!(
+        f.stats().unreadable_copies > 0,
+        "the block was never copied"
+    );
+    assert_ne!(f.blocks[6].map, first_home, "block 6 never moved");
+    assert!(matches!(
+        f.read_block(6, Some(&mut buf)),
+        Err(DevError::Uncorrectable { lba: 48 })
+    ));
+    f.flush().unwrap();
+    let (diff, mut g) = remount_differs(f, &spec, &cfg);
+    assert_eq!(diff, None);
+    for (l, want) in model.iter().enumerate() {
+        let r = g.read_block(l as u32, Some(&mut buf));
+        match (l, want) {
+            (6, _) => assert!(
+                matches!(r, Err(DevError::Uncorrectable { lba: 48 })),
+                "{r:?}"
+            ),
+            (_, Some(w)) => {
+                r.unwrap();
+                assert!(buf == *w, "block {l}");
+            }
+            (_, None) => r.unwrap(),
+        }
+    }
+    // Overwriting it clears it.
+    g.write_block(6, Some(&data[5])).unwrap();
+    g.read_block(6, Some(&mut buf)).unwrap();
+    assert_eq!(buf, data[5]);
+}

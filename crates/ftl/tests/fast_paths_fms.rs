@@ -7,8 +7,8 @@
 //! RAM and payload-less stores, in header mode (sub-page blocks too) and spare mode. The
 //! payload-less FMS (no data, simulation mode) must also do the same work as the RAM one.
 //! The payload-less FMS on the fast path also copies each cleaning run with one batched
-//! device call (`Nand::opaque_batch`), which the armed fault plan declines: the two must
-//! still agree.
+//! device call (`Nand::opaque_batch`, or `Nand::opaque_page_batch` when slots are whole
+//! pages), which the armed fault plan declines: the two must still agree.
 //!
 //! The FMS never breaks a flash rule, so this cannot see a rule the fast paths forget
 //! (`crates/nand/tests/fast_paths.rs` drives the device directly for that); it checks that
@@ -210,7 +210,8 @@ fn nor(page_size: u32, pages_per_block: u32, blocks: u32) -> DeviceSpec {
     d
 }
 
-/// The cleaner's batched copy runs (`Nand::opaque_batch`, simulation mode) against the
+/// The cleaner's batched copy runs (`Nand::opaque_batch` and `Nand::opaque_page_batch`,
+/// simulation mode) against the
 /// same runs made one call at a time (a payload-less device whose armed, never-firing
 /// fault plan declines every batch), over every policy, redistribution M1–M6, DAC regions
 /// with region selection and time thresholds, read-only separation and wear swaps, on

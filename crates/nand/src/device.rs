@@ -872,6 +872,98 @@ impl Nand {
         )
     }
 
+    /// [`Nand::opaque_batch`] of whole data areas, as the cleaner copies blocks that are
+    /// whole pages: opaque reads of the data area (column 0, `page_size` bytes) of each
+    /// page of `reads`, then opaque programs of the data areas of the `count` consecutive
+    /// pages from `first`. Returns true after doing exactly what
+    /// [`Nand::opaque_batch`] of those spans does when it takes them (what
+    /// [`Nand::read_opaque`] and [`Nand::program`] a call at a time would have done), and
+    /// false, having changed nothing, when one of them would fail, a fault plan is
+    /// installed or the store does not batch whole pages
+    /// ([`Store::program_opaque_pages`]).
+    ///
+    /// The same rules, checked for a range: the device is powered; every read page lies
+    /// in the device (a whole data area lies within the raw page); the programs' pages lie
+    /// in one good block of the device; each of them has a program left (the pages differ,
+    /// so the batch adds none before its own); on in-order devices the first is at the
+    /// write pointer or the page before it (each later one is then at the pointer as the
+    /// earlier ones left it).
+    #[inline]
+    pub fn opaque_page_batch(&mut self, reads: &[u64], first: u64, count: u32) -> bool {
+        if self.faults_armed || self.dead {
+            return false;
+        }
+        // The largest read page, without a branch per read.
+        let top = reads.iter().fold(0u64, |m, &p| m.max(p));
+        if top >= self.pages {
+            return false;
+        }
+        if count == 0 {
+            return self.opaque_page_batch_apply(reads.len() as u64, first, 0, 0, 0);
+        }
+        if first >= self.pages {
+            return false;
+        }
+        let block = match self.ppb_shift {
+            Some(sh) => (first >> sh) as u32,
+            None => self.geo.block_of(first),
+        };
+        if self.bad[block as usize] {
+            return false;
+        }
+        let idx = (first - self.geo.first_page(block)) as u32;
+        if idx as u64 + count as u64 > self.geo.pages_per_block as u64 {
+            return false;
+        }
+        if self.geo.in_order {
+            let wp = self.write_ptr[block as usize];
+            if !(idx == wp || (wp > 0 && idx == wp - 1)) {
+                return false;
+            }
+        }
+        if self.geo.nop != 0 && !self.pages_have_programs_left(first, count) {
+            return false;
+        }
+        self.opaque_page_batch_apply(reads.len() as u64, first, count, block, idx + count)
+    }
+
+    /// Every page of `first..first + count` has a program left ([`Nand::opaque_page_batch`]
+    /// on devices with a program budget; out of line: the simulator's card has none).
+    #[inline(never)]
+    fn pages_have_programs_left(&self, first: u64, count: u32) -> bool {
+        (first..first + count as u64).all(|p| (self.store.page_programs(p) as u32) < self.geo.nop)
+    }
+
+    /// [`Nand::opaque_page_batch`] once every rule has passed: the store's programs (false
+    /// if it does not batch whole pages: nothing changed), then the counters and clock,
+    /// summed as [`Nand::opaque_batch`] sums them, and the write pointer.
+    #[inline]
+    fn opaque_page_batch_apply(
+        &mut self,
+        nreads: u64,
+        first: u64,
+        count: u32,
+        block: u32,
+        wp: u32,
+    ) -> bool {
+        if count > 0 && !self.store.program_opaque_pages(first, count) {
+            return false;
+        }
+        let ps = self.geo.page_size as u64;
+        let np = count as u64;
+        self.counters.page_reads += nreads;
+        self.counters.bytes_read += nreads * ps;
+        self.tick(nreads * self.costs.read + self.costs.read_byte * (nreads * ps));
+        self.ops += np;
+        self.counters.programs += np;
+        self.counters.bytes_programmed += np * ps;
+        self.tick(np * self.costs.program + self.costs.program_byte * (np * ps));
+        if np > 0 && self.geo.in_order {
+            self.write_ptr[block as usize] = wp;
+        }
+        true
+    }
+
     /// [`Nand::opaque_batch`] once every rule has passed: the store's programs (false if it
     /// does not batch: nothing changed), then the counters and clock, summed (the sums of
     /// one call at a time, in integers), and the write pointer.

@@ -174,6 +174,13 @@ pub trait Store: Send {
     fn program_opaque_spans(&mut self, _spans: &[Span]) -> bool {
         false
     }
+    /// [`Store::program_opaque_spans`] of the whole data areas (column 0, `page_size`
+    /// bytes) of the `count` consecutive pages from `first`; returns false, having done
+    /// nothing, when the store does not batch (the default). The device calls it only
+    /// after checking every rule ([`crate::Nand::opaque_page_batch`]).
+    fn program_opaque_pages(&mut self, _first: u64, _count: u32) -> bool {
+        false
+    }
     /// [`Store::program`] of an opaque data area without spare bytes (the simulator's data
     /// programs): a call of its own so that a store can make it a short leaf.
     fn program_opaque_data(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
@@ -611,6 +618,12 @@ impl PayloadlessStore {
         }
     }
 
+    /// An opaque program of the whole data area of a kept or partly opaque page.
+    #[inline(never)]
+    fn opaque_page_known(&mut self, ppn: u64) {
+        self.opaque(ppn, 0, self.geo.page_size);
+    }
+
     /// Whether an opaque range of `PARTIAL` page `ppn` overlaps bytes `[col, end)`.
     #[inline(never)]
     fn partly_opaque_in(&self, ppn: u64, col: usize, end: usize) -> bool {
@@ -750,6 +763,23 @@ impl Store for PayloadlessStore {
         for &(ppn, col, len) in spans {
             self.opaque(ppn, col, len);
             let p = &mut self.programs[ppn as usize];
+            *p = p.saturating_add(1);
+        }
+        true
+    }
+    fn program_opaque_pages(&mut self, first: u64, count: u32) -> bool {
+        let (a, b) = (first as usize, first as usize + count as usize);
+        for ppn in a..b {
+            // What `opaque` does with a whole data area: an erased page becomes all
+            // opaque, an all-opaque page stays so; kept and partly opaque pages out of
+            // line.
+            match self.kept_at[ppn] {
+                NOT_KEPT => self.kept_at[ppn] = OPAQUE,
+                OPAQUE => {}
+                _ => self.opaque_page_known(ppn as u64),
+            }
+        }
+        for p in &mut self.programs[a..b] {
             *p = p.saturating_add(1);
         }
         true

@@ -16,7 +16,9 @@
 //! in simulation mode) is taken whole by the payload-less store when every call would
 //! succeed; where it is declined (a call would fail, a fault plan is armed, the store does
 //! not batch) the test makes the same calls one at a time, so every device must reach the
-//! same outcome either way.
+//! same outcome either way. Its whole-page form (`Nand::opaque_page_batch`: page reads,
+//! then programs of consecutive whole pages, the cleaner's copy when slots are whole
+//! pages) is driven the same way.
 //!
 //! A read of one byte followed by a program of it with some bits cleared
 //! (`Nand::read_then_clear_byte`, the FMS's clear of a live flag) is one store call
@@ -103,6 +105,14 @@ enum Op {
     OpaqueBatch {
         reads: Vec<Span>,
         programs: Vec<Span>,
+    },
+    /// `Nand::opaque_page_batch`, and where it declines, the same whole-page reads and
+    /// then the same whole-page opaque programs one call at a time, up to the first
+    /// failure.
+    OpaquePages {
+        reads: Vec<u64>,
+        first: u64,
+        count: u32,
     },
     /// `Nand::read_then_clear_byte`.
     ReadClear {
@@ -292,6 +302,29 @@ fn gen_batch(rng: &mut Xoshiro256PlusPlus, n: &Nand, ppn: u64) -> Op {
     Op::OpaqueBatch { reads, programs }
 }
 
+/// A batch of whole pages as the cleaner makes one when its slots are whole pages: a few
+/// page reads anywhere (now and then past the device), then programs of `count`
+/// consecutive pages from `ppn` (now and then past the block's end).
+fn gen_page_batch(rng: &mut Xoshiro256PlusPlus, n: &Nand, ppn: u64) -> Op {
+    let g = n.geometry();
+    let reads = (0..rng.gen_range(0..4))
+        .map(|_| match rng.gen_range(0..10) {
+            0 => g.pages() + rng.gen_range(0..2),
+            _ => rng.gen_range(0..g.pages()),
+        })
+        .collect();
+    let count = match rng.gen_range(0..10) {
+        0 => 0,
+        1 => g.pages_per_block + rng.gen_range(0..2),
+        _ => rng.gen_range(1..=4),
+    };
+    Op::OpaquePages {
+        reads,
+        first: ppn,
+        count,
+    }
+}
+
 fn gen_op(rng: &mut Xoshiro256PlusPlus, n: &Nand, model: &Model, last: &mut u64) -> Op {
     let g = n.geometry().clone();
     let (ps, ss) = (g.page_size, g.spare_size);
@@ -306,7 +339,8 @@ fn gen_op(rng: &mut Xoshiro256PlusPlus, n: &Nand, model: &Model, last: &mut u64)
             vec![]
         }
     };
-    match rng.gen_range(0..112) {
+    match rng.gen_range(0..114) {
+        112..=113 => gen_page_batch(rng, n, ppn),
         0..=49 => {
             let (col, len) = pick_range(rng, ps);
             let data = match rng.gen_range(0..10) {
@@ -477,6 +511,28 @@ fn apply(n: &mut Nand, op: &Op) -> (nand::Result<()>, Vec<Vec<u8>>) {
                 });
             (r, vec![vec![done]])
         }
+        Op::OpaquePages {
+            reads,
+            first,
+            count,
+        } => {
+            if n.opaque_page_batch(reads, *first, *count) {
+                return (Ok(()), vec![vec![*count as u8]]);
+            }
+            let ps = n.geometry().page_size;
+            let mut done = 0u8;
+            let r = reads
+                .iter()
+                .try_for_each(|&p| n.read_opaque(p, 0, ps))
+                .and_then(|()| {
+                    (0..*count as u64).try_for_each(|k| {
+                        n.program(first + k, 0, Data::Opaque(ps), None)?;
+                        done += 1;
+                        Ok(())
+                    })
+                });
+            (r, vec![vec![done]])
+        }
         Op::ReadClear { ppn, col, clear } => match n.read_then_clear_byte(*ppn, *col, *clear) {
             // A failed read: nothing read, nothing programmed.
             Err(e) => (Err(e), vec![]),
@@ -563,6 +619,11 @@ fn model_apply(
         Op::OpaqueBatch { programs, .. } => {
             for &(p, c, l) in &programs[..read[0][0] as usize] {
                 m.fill(p, c as usize, l as usize, 0);
+            }
+        }
+        Op::OpaquePages { first, .. } => {
+            for k in 0..read[0][0] as u64 {
+                m.fill(first + k, 0, ps, 0);
             }
         }
         _ => {}
@@ -1164,5 +1225,163 @@ fn opaque_batches_are_taken_when_they_succeed_and_declined_whole_otherwise() {
         // A store that does not batch (RAM): declined.
         let mut r = Nand::ram(spec.clone()).unwrap();
         assert!(!r.opaque_batch(&[], &[(0, 0, ps)]), "{}", spec.name);
+    }
+}
+
+/// `Nand::opaque_page_batch` (whole pages) accepts the batches the cleaner makes when its
+/// slots are whole pages (page reads anywhere, programs of consecutive pages from a
+/// block's write pointer, over erased, opaque and kept pages) and then leaves the device
+/// as one call at a time does; it declines, changing nothing, whenever one of those calls
+/// would fail, a fault plan is installed or the store does not batch.
+#[test]
+fn opaque_page_batches_are_taken_when_they_succeed_and_declined_whole_otherwise() {
+    for spec in presets() {
+        let spec = shrink(&spec, 4, 8);
+        let g = spec.geometry.clone();
+        let ps = g.page_size;
+        let b1 = g.first_page(1);
+        let fresh = || {
+            let mut n = Nand::payloadless(spec.clone()).unwrap();
+            n.mark_factory_bad(&[3]).unwrap();
+            // Block 1 half written, one call at a time: opaque, then known bytes (a kept
+            // page), then part opaque.
+            n.program(b1, 0, Data::Opaque(ps), None).unwrap();
+            n.program(b1 + 1, 0, Data::Bytes(&[0x5A; 24]), None)
+                .unwrap();
+            n.program(b1 + 2, 0, Data::Opaque(ps / 2), None).unwrap();
+            n.program(b1 + 3, 0, Data::Opaque(ps), None).unwrap();
+            n
+        };
+        let one_by_one = |n: &mut Nand, reads: &[u64], first: u64, count: u32| {
+            for &p in reads {
+                n.read_opaque(p, 0, ps).unwrap();
+            }
+            for k in 0..count as u64 {
+                n.program(first + k, 0, Data::Opaque(ps), None).unwrap();
+            }
+        };
+        let reads = vec![b1, b1 + 2, g.first_page(2), g.pages() - 1];
+        let mut taken: Vec<(u64, u32)> = vec![(b1 + 4, 4), (g.first_page(2), 8), (b1 + 4, 0)];
+        if !g.in_order {
+            // Any pages of the block.
+            taken.push((b1 + 5, 2));
+        }
+        if g.nop == 0 || g.nop >= 2 {
+            // Again over the last page programmed (kept, part opaque, opaque), and on.
+            if g.in_order {
+                taken.push((b1 + 3, 3));
+            } else {
+                taken.push((b1, 6));
+            }
+        }
+        for &(first, count) in &taken {
+            let (mut a, mut b) = (fresh(), fresh());
+            assert!(
+                a.opaque_page_batch(&reads, first, count),
+                "{}: {first} {count}",
+                spec.name
+            );
+            one_by_one(&mut b, &reads, first, count);
+            assert_eq!(a.counters(), b.counters(), "{}", spec.name);
+            assert_eq!(a.clock_ps(), b.clock_ps(), "{}", spec.name);
+            assert_eq!(a.op_count(), b.op_count(), "{}", spec.name);
+            for p in 0..g.pages() {
+                assert_eq!(
+                    a.page_programs(p),
+                    b.page_programs(p),
+                    "{} page {p}",
+                    spec.name
+                );
+                let (mut da, mut db) = (vec![0u8; ps as usize], vec![0u8; ps as usize]);
+                a.read(p, 0, &mut da).unwrap();
+                b.read(p, 0, &mut db).unwrap();
+                assert_eq!(da, db, "{} page {p}", spec.name);
+                assert_eq!(
+                    a.store().data_known(p),
+                    b.store().data_known(p),
+                    "{} page {p}",
+                    spec.name
+                );
+            }
+            // The write pointers agree: the next pages program (or fail) alike.
+            let next = if count == 0 {
+                first
+            } else {
+                first + count as u64
+            };
+            for p in [next.saturating_sub(1), next] {
+                if p < g.pages() {
+                    let ra = a.program(p, 0, Data::Opaque(ps), None);
+                    let rb = b.program(p, 0, Data::Opaque(ps), None);
+                    assert_eq!(format!("{ra:?}"), format!("{rb:?}"), "{}", spec.name);
+                }
+            }
+        }
+        let mut declined: Vec<(&str, Vec<u64>, u64, u32)> = vec![
+            ("a read past the device", vec![0, g.pages()], b1 + 4, 1),
+            (
+                "a read past the device, no program",
+                vec![g.pages()],
+                b1 + 4,
+                0,
+            ),
+            ("a program past the device", vec![], g.pages(), 1),
+            ("a bad block", vec![], g.first_page(3), 1),
+            ("past the block's end", vec![], b1 + 4, 5),
+            ("the last block's end", vec![], g.first_page(2) + 1, 8),
+        ];
+        if g.in_order {
+            declined.push(("a skipped page", vec![], b1 + 5, 1));
+            declined.push(("a rewind", vec![], b1 + 2, 1));
+        }
+        if g.nop == 1 {
+            declined.push(("the program budget", vec![], b1 + 3, 2));
+        }
+        for (why, reads, first, count) in &declined {
+            let mut a = fresh();
+            let before = (a.counters().clone(), a.clock_ps(), a.op_count());
+            let progs_before: Vec<u32> = (0..g.pages()).map(|p| a.page_programs(p)).collect();
+            assert!(
+                !a.opaque_page_batch(reads, *first, *count),
+                "{}: {why}",
+                spec.name
+            );
+            assert_eq!(
+                before,
+                (a.counters().clone(), a.clock_ps(), a.op_count()),
+                "{why}"
+            );
+            let after: Vec<u32> = (0..g.pages()).map(|p| a.page_programs(p)).collect();
+            assert_eq!(progs_before, after, "{}: {why}", spec.name);
+        }
+        if g.nop >= 2 {
+            // Pages that used up their budget, one call at a time.
+            let mut a = fresh();
+            for _ in 1..g.nop {
+                a.program(b1 + 3, 0, Data::Opaque(1), None).unwrap();
+            }
+            assert!(
+                !a.opaque_page_batch(&[], b1 + 3, 2),
+                "{}: the program budget",
+                spec.name
+            );
+            assert!(a.opaque_page_batch(&[], b1 + 4, 2), "{}", spec.name);
+        }
+        // A fault plan, even one that never fires, and a dead device: declined.
+        let mut a = fresh();
+        a.set_faults(never_fires());
+        assert!(!a.opaque_page_batch(&reads, b1 + 4, 1), "{}", spec.name);
+        let mut a = fresh();
+        a.set_faults(FaultPlan {
+            power_cut_at: Some(1),
+            ..FaultPlan::default()
+        });
+        let _ = a.program(b1 + 4, 0, Data::Opaque(ps), None);
+        assert!(a.is_dead());
+        a.set_faults(FaultPlan::default());
+        assert!(!a.opaque_page_batch(&reads, b1 + 5, 0), "{}", spec.name);
+        // A store that does not batch (RAM): declined.
+        let mut r = Nand::ram(spec.clone()).unwrap();
+        assert!(!r.opaque_page_batch(&[], 0, 1), "{}", spec.name);
     }
 }

@@ -579,12 +579,30 @@ impl Fms {
     }
 
     /// Simulation mode: the device operations of a run of `blocks` copied into `seg` from
-    /// `slot0`, as one [`Nand::opaque_batch`] — the reads of every block but the first
+    /// `slot0`, as one [`Nand::opaque_batch`] ([`Nand::opaque_page_batch`] when slots
+    /// are whole pages) — the reads of every block but the first
     /// (which the caller has read) and the data programs of every slot — exactly the
     /// operations the per-block loop of [`Fms::copy_run`] makes. False, with nothing
     /// done, when the device declines (an operation would fail, or a fault plan is
     /// installed): the loop then makes them one at a time.
     fn copy_run_batched(&mut self, seg: u32, slot0: u32, blocks: &[Moving]) -> bool {
+        if let Some(p0) = self.lay.page_slots() {
+            // Slots that are whole pages: the read pages, and the run's pages from its
+            // first ([`Nand::opaque_page_batch`]).
+            let mut reads = std::mem::take(&mut self.read_pages);
+            reads.clear();
+            let geo = self.nand.geometry();
+            for m in blocks.iter().skip(1) {
+                let (s, slot) = self.split(m.phys);
+                reads.push(geo.first_page(s) + p0 + slot as u64);
+            }
+            let first = geo.first_page(seg) + p0 + slot0 as u64;
+            let done = self
+                .nand
+                .opaque_page_batch(&reads, first, blocks.len() as u32);
+            self.read_pages = reads;
+            return done;
+        }
         let (mut reads, mut progs) = std::mem::take(&mut self.spans);
         reads.clear();
         progs.clear();

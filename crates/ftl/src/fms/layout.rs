@@ -165,6 +165,12 @@ impl Layout {
         }
     }
 
+    /// When every slot is one whole page, the page of slot 0 within its segment.
+    #[inline(always)]
+    pub fn page_slots(&self) -> Option<u64> {
+        self.page_slots
+    }
+
     /// The pieces of slot `slot`: `pages_of(slot_offset(slot), block_size)`, without the
     /// page arithmetic when every slot is a whole page.
     #[inline]

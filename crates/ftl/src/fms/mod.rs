@@ -384,6 +384,8 @@ pub struct Fms {
     /// Scratch for a run's batched device operations in simulation mode: its reads and
     /// its data programs ([`Fms::copy_run_batched`]).
     spans: (Vec<nand::Span>, Vec<nand::Span>),
+    /// The same run's read pages when slots are whole pages.
+    read_pages: Vec<u64>,
     /// Spare mode: tombstones of trimmed blocks and the trim lists holding them
     /// (`trims.rs`).
     trims: trims::Trims,
@@ -448,6 +450,7 @@ impl Fms {
             index_tail_unchecked: self.index_tail_unchecked,
             victim: self.victim,
             spans: self.spans.clone(),
+            read_pages: self.read_pages.clone(),
             trims: self.trims.clone(),
             mount_report: self.mount_report.clone(),
             dac_means: self.dac_means.clone(),
@@ -566,6 +569,7 @@ impl Fms {
             moving: Vec::new(),
             entries: Vec::new(),
             spans: (Vec::new(), Vec::new()),
+            read_pages: Vec::new(),
             retiring: Vec::new(),
             retired: Vec::new(),
             format_id: 0,

@@ -5,25 +5,11 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Output;
 
 mod common;
 use common::*;
 
 use serde_json::Value;
-
-/// A non-zero exit with one `flashkit: …` line on stderr mentioning every needle.
-fn fails_with(o: Output, needles: &[&str]) -> String {
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "stderr: {err}");
-    assert!(!err.contains("panicked"), "{err}");
-    assert_eq!(err.lines().count(), 1, "one line: {err:?}");
-    assert!(err.starts_with("flashkit: "), "{err}");
-    for n in needles {
-        assert!(err.contains(n), "stderr should mention {n:?}: {err}");
-    }
-    err
-}
 
 /// A grid with a job no machine can hold is refused before any job runs, and nothing is
 /// written to the results file (see cli.rs for `sim`).
@@ -37,7 +23,7 @@ fn sweep_refuses_jobs_that_cannot_fit_in_ram() {
     )
     .unwrap();
     let out = dir.path().join("r.jsonl");
-    fails_with(
+    fails_with_all(
         flashkit(["sweep", path_str(&spec), "--out", path_str(&out)]),
         &["134000000 blocks", "block size 512", "a run needs about"],
     );
@@ -291,25 +277,25 @@ fn sweep_key_errors_name_the_key_and_line() {
         flashkit(["sweep", path_str(&spec)])
     };
     let sp = path_str(&spec).to_string();
-    fails_with(
+    fails_with_all(
         run("fill = 0.9\npolcy = \"cat\"\n"),
         &[&format!("{sp}:2:"), "polcy", "policy"],
     );
-    fails_with(
+    fails_with_all(
         run("written = \"1MiB\"\npolicy = [\"cat\", \"lru\"]\n"),
         &[&format!("{sp}:2: policy"), "lru"],
     );
-    fails_with(run("fill = 1.2\n"), &[&format!("{sp}:1: fill")]);
-    fails_with(run("regions = [1, 12]\n"), &[&format!("{sp}:1: regions")]);
-    fails_with(run("block_size = \"3KiB\"\n"), &["block_size"]);
-    fails_with(
+    fails_with_all(run("fill = 1.2\n"), &[&format!("{sp}:1: fill")]);
+    fails_with_all(run("regions = [1, 12]\n"), &[&format!("{sp}:1: regions")]);
+    fails_with_all(run("block_size = \"3KiB\"\n"), &["block_size"]);
+    fails_with_all(
         run("pages_per_block = 0\n"),
         &[&format!("{sp}:1: pages_per_block")],
     );
-    fails_with(run("fill = [0.5\n"), &[&format!("{sp}:")]);
-    fails_with(run("written = true\n"), &["written"]);
+    fails_with_all(run("fill = [0.5\n"), &[&format!("{sp}:")]);
+    fails_with_all(run("written = true\n"), &["written"]);
     let missing = dir.path().join("missing.toml");
-    fails_with(
+    fails_with_all(
         flashkit(["sweep", path_str(&missing)]),
         &[path_str(&missing)],
     );
@@ -321,17 +307,17 @@ fn sweep_key_errors_name_the_key_and_line() {
     .unwrap();
     let out = dir.path().join("r.jsonl");
     let o = flashkit(["sweep", path_str(&spec), "--out", path_str(&out), "--json"]);
-    fails_with(o, &["1 of 2 jobs failed", "fill=0.97"]);
+    fails_with_all(o, &["1 of 2 jobs failed", "fill=0.97"]);
     assert_eq!(lines(&out).len(), 1, "the good job is kept");
     // sim flags go through the same expansion.
-    fails_with(
+    fails_with_all(
         flashkit(["sim", "--policy", "greedy,lru", "--written", "64KiB"]),
         &["--policy", "lru"],
     );
-    fails_with(flashkit(["sim", "--unit", "1000"]), &["--unit"]);
+    fails_with_all(flashkit(["sim", "--unit", "1000"]), &["--unit"]);
     // Bytes written that are not whole requests are refused, not rounded down.
     for w in ["0", "1KiB", "6KiB"] {
-        fails_with(
+        fails_with_all(
             flashkit(["sim", "--policy", "greedy", "--written", w]),
             &["written", "whole number of 4096-byte requests"],
         );
@@ -405,11 +391,11 @@ fn plots_are_written_with_series_and_labels() {
         assert!(s.contains(needle), "figure lacks {needle}");
     }
 
-    fails_with(
+    fails_with_all(
         flashkit(["sim", "--written", "64KiB", "--plot", "x.gif"]),
         &["x.gif", ".svg or .png"],
     );
-    fails_with(
+    fails_with_all(
         flashkit([
             "sim",
             "--written",
@@ -421,7 +407,7 @@ fn plots_are_written_with_series_and_labels() {
         ]),
         &["--x", "colour"],
     );
-    fails_with(
+    fails_with_all(
         flashkit([
             "sim",
             "--written",
@@ -510,7 +496,7 @@ fn sweep_runs_traces_with_trace_keys() {
     }
     assert_eq!(recs[1]["options"]["trace_map"], "compact");
     std::fs::write(&spec, "trace_format = \"csv\"\n").unwrap();
-    fails_with(
+    fails_with_all(
         flashkit(["sweep", path_str(&spec)]),
         &["s.toml:1: trace_format"],
     );
@@ -528,7 +514,7 @@ fn resume_refuses_files_that_are_not_its_results() {
     let sp = path_str(&spec);
     let refused = |out: &Path, needles: &[&str]| {
         let before = std::fs::read(out).unwrap();
-        fails_with(flashkit(["sweep", sp, "--out", path_str(out)]), needles);
+        fails_with_all(flashkit(["sweep", sp, "--out", path_str(out)]), needles);
         assert_eq!(
             before,
             std::fs::read(out).unwrap(),
@@ -594,7 +580,7 @@ fn resume_refuses_files_that_are_not_its_results() {
     );
     assert_eq!(std::fs::read(&unterminated).unwrap(), full);
     // Outputs that would overwrite each other.
-    fails_with(
+    fails_with_all(
         flashkit([
             "sweep",
             sp,
@@ -605,7 +591,7 @@ fn resume_refuses_files_that_are_not_its_results() {
         ]),
         &["--csv", "also the --out file"],
     );
-    fails_with(
+    fails_with_all(
         flashkit(["sweep", sp, "--csv", sp]),
         &["--csv", "is the sweep spec"],
     );
@@ -624,7 +610,7 @@ fn failed_jobs_are_named_by_spec_and_values() {
         "policy = \"greedy\"\nfill = 0.97\nwritten = \"256KiB\"\n",
     )
     .unwrap();
-    fails_with(
+    fails_with_all(
         flashkit(["sweep", sp]),
         &[&format!(
             "1 of 1 jobs failed (not written, a rerun retries them); first: {sp}: fill:"
@@ -635,7 +621,7 @@ fn failed_jobs_are_named_by_spec_and_values() {
         "policy = \"greedy\"\nfill = [0.5, 0.97]\nwritten = \"256KiB\"\n",
     )
     .unwrap();
-    fails_with(
+    fails_with_all(
         flashkit(["sweep", sp]),
         &[&format!("first: {sp} [fill=0.97]: fill:")],
     );
@@ -650,19 +636,19 @@ fn out_of_range_numbers_are_errors() {
         a.extend(extra);
         flashkit(a)
     };
-    fails_with(
+    fails_with_all(
         sim(&["--wear-threshold", "4294967296"]),
         &["--wear-threshold: 4294967296 is too large"],
     );
-    fails_with(
+    fails_with_all(
         sim(&["--low-water", "4294967297", "--high-water", "4294967299"]),
         &["--low-water: 4294967297 is too large"],
     );
-    fails_with(
+    fails_with_all(
         sim(&["--high-water", "4294967299"]),
         &["--high-water: 4294967299 is too large"],
     );
-    fails_with(
+    fails_with_all(
         sim(&[
             "--regions",
             "2",
@@ -672,13 +658,13 @@ fn out_of_range_numbers_are_errors() {
         &["--region-threshold", "duration too long"],
     );
     for flag in ["--block-size", "--unit"] {
-        fails_with(sim(&[flag, "18446744073709551616"]), &[flag, "too large"]);
+        fails_with_all(sim(&[flag, "18446744073709551616"]), &[flag, "too large"]);
     }
-    fails_with(
+    fails_with_all(
         flashkit(["sim", "--written", "18446744073709551616"]),
         &["--written", "too large"],
     );
-    fails_with(
+    fails_with_all(
         sim(&["--block-size", "4096.5"]),
         &["--block-size", "whole number of bytes"],
     );
@@ -697,7 +683,7 @@ fn out_of_range_numbers_are_errors() {
     let spec = dir.path().join("s.toml");
     let sp = path_str(&spec);
     std::fs::write(&spec, "policy = \"greedy\"\nwear_threshold = 4294967296\n").unwrap();
-    fails_with(
+    fails_with_all(
         flashkit(["sweep", sp]),
         &[&format!("{sp}:2: wear_threshold: 4294967296 is too large")],
     );
@@ -720,31 +706,31 @@ fn options_without_effect_are_errors() {
         "4MiB",
     ]));
     let w = format!("trace:{}", path_str(&trace));
-    fails_with(
+    fails_with_all(
         flashkit(["sim", "--workload", &w, "--written", "1MiB"]),
         &["--written: has no effect", "trace workload"],
     );
-    fails_with(
+    fails_with_all(
         flashkit(["sim", "--workload", &w, "--unit", "8KiB"]),
         &["--unit: has no effect"],
     );
-    fails_with(
+    fails_with_all(
         flashkit(["sim", "--arrival", "trace", "--written", "256KiB"]),
         &["--arrival: has no effect", "time stamps"],
     );
-    fails_with(
+    fails_with_all(
         flashkit(["sim", "--trace-map", "compact", "--written", "256KiB"]),
         &["--trace-map: has no effect"],
     );
-    fails_with(
+    fails_with_all(
         flashkit(["sim", "--policy", "greedy", "--cb-age", "invalidation"]),
         &["--cb-age: has no effect", "cost-benefit"],
     );
-    fails_with(
+    fails_with_all(
         flashkit(["sim", "--y", "wear_stddev", "--written", "256KiB"]),
         &["--y: has no effect without --plot"],
     );
-    fails_with(
+    fails_with_all(
         flashkit(["sim", "--x", "fill", "--written", "256KiB"]),
         &["--x: has no effect without --plot"],
     );
@@ -779,14 +765,14 @@ fn reproduce_scales_honestly() {
         ),
         ("dac-fig12", "dac-fig12 would write 0 bytes"),
     ] {
-        let err = fails_with(
+        let err = fails_with_all(
             flashkit(["reproduce", name, "--scale", "1e-9", "--json"]),
             &["--scale 1e-9", what, "at least 1024 requests"],
         );
         assert!(!err.contains("4096"), "{err}");
     }
     // 1023 requests of dac-fig12's 160 MB: refused, the smallest allowed scale named.
-    fails_with(
+    fails_with_all(
         flashkit(["reproduce", "dac-fig12", "--scale", "0.0249"]),
         &["1019 requests", "--scale 0.025 or more"],
     );
@@ -923,7 +909,7 @@ fn outputs_never_replace_the_files_the_grid_reads() {
     )
     .unwrap();
     for flag in ["--csv", "--out"] {
-        fails_with(
+        fails_with_all(
             flashkit(["sweep", path_str(&spec), flag, path_str(&trace)]),
             &[
                 flag,
@@ -935,7 +921,7 @@ fn outputs_never_replace_the_files_the_grid_reads() {
     }
     // Through another spelling of the same path, and as the plot.
     let other = dir.path().join(".").join("t.msr");
-    fails_with(
+    fails_with_all(
         flashkit(["sweep", path_str(&spec), "--csv", path_str(&other)]),
         &["--csv", "is a trace the sweep reads"],
     );
@@ -949,7 +935,7 @@ fn outputs_never_replace_the_files_the_grid_reads() {
         ),
     )
     .unwrap();
-    fails_with(
+    fails_with_all(
         flashkit(["sweep", path_str(&spec2), "--plot", path_str(&svg)]),
         &[
             "--plot",
@@ -976,7 +962,7 @@ fn outputs_never_replace_the_files_the_grid_reads() {
     )
     .unwrap();
     let dev_before = std::fs::read(&dev).unwrap();
-    fails_with(
+    fails_with_all(
         flashkit(["sweep", path_str(&spec3), "--out", path_str(&dev)]),
         &[
             "--out",
@@ -1005,7 +991,7 @@ fn huge_grids_are_refused_before_expanding() {
     for extra in [&[][..], &["--dry-run"][..]] {
         let mut args = vec!["sweep", path_str(&spec)];
         args.extend(extra);
-        fails_with(
+        fails_with_all(
             flashkit(args),
             &[
                 "big.toml: grid too large: 320000000000 jobs",
@@ -1038,12 +1024,12 @@ fn plot_errors_come_before_the_runs() {
         args.extend(extra);
         flashkit(args)
     };
-    fails_with(
+    fails_with_all(
         run(&["--plot", path_str(&svg), "--y", "erasure"]),
         &["--y", "'erasure' is not a numeric metric", "erasures"],
     );
     let missing = dir.path().join("no").join("dir").join("z.png");
-    fails_with(
+    fails_with_all(
         run(&["--plot", path_str(&missing)]),
         &["plot", "z.png", "cannot write it"],
     );
@@ -1054,7 +1040,7 @@ fn plot_errors_come_before_the_runs() {
         "policy = [\"greedy\", \"cat\"]\nwritten = \"256KiB\"\n",
     )
     .unwrap();
-    fails_with(
+    fails_with_all(
         flashkit([
             "sweep",
             path_str(&one),
@@ -1070,14 +1056,14 @@ fn plot_errors_come_before_the_runs() {
     );
     // A metric no job of the grid reports (these policies leave it null): it used to
     // fail only when drawing, after every job had run.
-    fails_with(
+    fails_with_all(
         run(&["--plot", path_str(&svg), "--y", "policy_greedy_share"]),
         &[
             "--y: 'policy_greedy_share' has no value in any run of this grid",
             "adaptive policy only",
         ],
     );
-    fails_with(
+    fails_with_all(
         flashkit([
             "sim",
             "--written",
@@ -1116,7 +1102,7 @@ fn plot_errors_come_before_the_runs() {
             "policy_greedy_share",
         ])
     };
-    fails_with(
+    fails_with_all(
         plot(&some),
         &["--y: 'policy_greedy_share' has no value in any run, nothing to draw"],
     );
@@ -1138,7 +1124,7 @@ fn thread_counts_are_bounded() {
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("s.toml");
     std::fs::write(&spec, "policy = \"greedy\"\nwritten = \"256KiB\"\n").unwrap();
-    fails_with(
+    fails_with_all(
         flashkit(["sweep", path_str(&spec), "--jobs", "100000"]),
         &["--jobs: 100000 threads is too many (at most 1024)"],
     );
@@ -1151,7 +1137,7 @@ fn thread_counts_are_bounded() {
 /// Options that changed nothing and values quoted as written.
 #[test]
 fn hot_half_life_and_readonly_separation_need_an_effect() {
-    fails_with(
+    fails_with_all(
         flashkit([
             "sim",
             "--written",
@@ -1165,7 +1151,7 @@ fn hot_half_life_and_readonly_separation_need_an_effect() {
         ]),
         &["--hot-half-life: has no effect", "m3 and m6"],
     );
-    fails_with(
+    fails_with_all(
         flashkit([
             "sim",
             "--written",
@@ -1194,12 +1180,12 @@ fn hot_half_life_and_readonly_separation_need_an_effect() {
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("s.toml");
     std::fs::write(&spec, "policy = \"cat\"\nseed = [1, 1.0]\n").unwrap();
-    fails_with(
+    fails_with_all(
         flashkit(["sweep", path_str(&spec), "--dry-run"]),
         &["s.toml:2: seed: '1.0' is not a whole number"],
     );
     std::fs::write(&spec, "policy = \"cat\"\nwritten = 1.5e6\n").unwrap();
-    fails_with(
+    fails_with_all(
         flashkit(["sweep", path_str(&spec), "--dry-run"]),
         &["s.toml:2: written: '1.5e6' is a float", "\"1.5MiB\""],
     );
@@ -1213,11 +1199,11 @@ fn unwritable_csv_is_refused_before_running() {
     let csv = dir.path().join("missing-dir").join("r.csv");
     let spec = dir.path().join("s.toml");
     std::fs::write(&spec, "policy = \"greedy\"\nwritten = \"1MiB\"\n").unwrap();
-    fails_with(
+    fails_with_all(
         flashkit(["sweep", path_str(&spec), "--csv", path_str(&csv)]),
         &["--csv", "cannot write it"],
     );
-    fails_with(
+    fails_with_all(
         flashkit([
             "sim",
             "--policy",
@@ -1341,7 +1327,7 @@ fn sweep_and_sim_write_the_same_csv() {
 fn reproduce_checks_its_csv_before_running() {
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("no").join("dir").join("t4.csv");
-    let err = fails_with(
+    let err = fails_with_all(
         flashkit([
             "reproduce",
             "chiang1999-table4",
@@ -1354,7 +1340,7 @@ fn reproduce_checks_its_csv_before_running() {
     );
     assert!(!err.contains("cannot write CSV"), "{err}");
     // A bad scale is found by the experiment, after the outputs were checked.
-    fails_with(
+    fails_with_all(
         flashkit([
             "reproduce",
             "dac-fig12",
@@ -1488,7 +1474,7 @@ fn spec_files_resolve_beside_the_spec_and_edits_are_new_jobs() {
     // Slower programs (this short run erases nothing, so erase_us would not show).
     dev["program_ns_per_byte"] = Value::from(dev["program_ns_per_byte"].as_f64().unwrap() * 2.0);
     std::fs::write(sub.join("dv.json"), dev.to_string()).unwrap();
-    fails_with(
+    fails_with_all(
         run(),
         &[
             "r.jsonl:1: job ",

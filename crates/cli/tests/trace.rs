@@ -8,16 +8,7 @@ use common::*;
 
 /// Non-zero exit and exactly one `flashkit: …` line on stderr that contains `needle`.
 fn fails_with(o: Output, needle: &str) {
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(1), "stderr: {err}");
-    assert!(!err.contains("panicked"), "{err}");
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "one line expected: {err:?}");
-    assert!(lines[0].starts_with("flashkit: "), "{err}");
-    assert!(
-        err.contains(needle),
-        "stderr should contain {needle:?}: {err}"
-    );
+    fails_with_all(o, &[needle]);
 }
 
 #[test]

@@ -84,3 +84,18 @@ where
         .output()
         .expect("run flashkit")
 }
+
+/// A failure as the product contract wants it: exit status 1 (no panic) and exactly one
+/// `flashkit: …` line on stderr, mentioning every needle. Returns the line.
+pub fn fails_with_all(o: Output, needles: &[&str]) -> String {
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!err.contains("RUST_BACKTRACE"), "panic: {err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err:?}");
+    assert!(err.starts_with("flashkit: "), "{err}");
+    for n in needles {
+        assert!(err.contains(n), "stderr should mention {n:?}: {err}");
+    }
+    err
+}

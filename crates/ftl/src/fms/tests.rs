@@ -2417,6 +2417,21 @@ fn ecc_fms(ecc: bool) -> (Fms, nand::DeviceSpec, FmsConfig, Vec<Vec<u8>>) {
     (f, spec, cfg, data)
 }
 
+/// Clear two more bits, for good, of the first byte of `lbn`'s first page that has two
+/// set (NOP 4 allows the program): a real double error in one chunk, which SEC-DED
+/// detects and cannot correct on any read.
+fn double_error(f: &mut Fms, data: &[Vec<u8>], lbn: u32) {
+    let p = page_of(f, lbn);
+    let d = &data[lbn as usize];
+    let col = (0..2048usize).find(|&c| d[c].count_ones() >= 2).unwrap();
+    let b = d[col];
+    let low = b & b.wrapping_neg();
+    let next = (b & !low) & (b & !low).wrapping_neg();
+    f.nand
+        .program_bytes(p, col as u32, &[b & !low & !next])
+        .unwrap();
+}
+
 /// The first page of the slot holding `lbn`.
 fn page_of(f: &Fms, lbn: u32) -> u64 {
     let (seg, slot) = f.split(f.blocks[lbn as usize].map);
@@ -2501,17 +2516,7 @@ fn ecc_corrects_one_flip_and_reads_two_again() {
 #[test]
 fn ecc_fails_a_read_it_cannot_correct() {
     let (mut f, _, _, data) = ecc_fms(true);
-    let p = page_of(&f, 6);
-    // NOP 4: clear two more bits of byte 1000 of the first page (both are 1 there).
-    let col = (0..2048usize)
-        .find(|&c| data[6][c].count_ones() >= 2)
-        .unwrap();
-    let b = data[6][col];
-    let low = b & b.wrapping_neg();
-    let next = (b & !low) & (b & !low).wrapping_neg();
-    f.nand
-        .program_bytes(p, col as u32, &[b & !low & !next])
-        .unwrap();
+    double_error(&mut f, &data, 6);
     let mut buf = vec![0u8; 4096];
     let e = f.read_block(6, Some(&mut buf)).unwrap_err();
     assert!(
@@ -2900,16 +2905,7 @@ fn an_unreadable_block_is_copied_and_stays_unreadable() {
         ..cfg
     };
     let mut f = reopened(f, &spec, &cfg);
-    let p = page_of(&f, 6);
-    let col = (0..2048usize)
-        .find(|&c| data[6][c].count_ones() >= 2)
-        .unwrap();
-    let b = data[6][col];
-    let low = b & b.wrapping_neg();
-    let next = (b & !low) & (b & !low).wrapping_neg();
-    f.nand
-        .program_bytes(p, col as u32, &[b & !low & !next])
-        .unwrap();
+    double_error(&mut f, &data, 6);
     let first_home = f.blocks[6].map;
     let mut buf = vec![0u8; 4096];
     // Rewrite the other blocks many times over: the cleaner must take block 6's segment.

@@ -237,10 +237,27 @@ fn format(a: FormatArgs) -> Result<()> {
         }
     }
     let nand = image::open_device(&a.image)?;
+    let geo = nand.geometry().clone();
     let cfg = FmsConfig {
         ecc: a.ecc,
         ..config("cat", bs)?
     };
+    let reserve = cfg.reserve_segments();
+    // The block size that would export the most, if another (512 B to 64 KiB; the same
+    // reserve and ECC): 4 KiB blocks on 512-byte pages lose a slot per segment to the
+    // header's page. Named when it gives more than 5 % more.
+    let better = (9..=16)
+        .map(|k| 1u32 << k)
+        .filter(|&b| b != bs)
+        .filter_map(|b| {
+            let c = FmsConfig {
+                block_size: b,
+                ..cfg.clone()
+            };
+            let (n, _) = Fms::exported_blocks(&geo, &c).ok()?;
+            Some((n * b as u64, b))
+        })
+        .max();
     let mut fms =
         Fms::format(nand, cfg).with_context(|| format!("{}: format", a.image.display()))?;
     fms.flush()
@@ -275,6 +292,28 @@ fn format(a: FormatArgs) -> Result<()> {
         output::bytes(r.capacity_bytes),
         if r.ecc { ", with ECC" } else { "" }
     );
+    // Where the rest of the medium goes (docs/format/fms.md, Mount step 0).
+    let seg_bytes = geo.pages_per_block as u64 * geo.page_size as u64;
+    println!(
+        "  of {} raw ({} segments of {}): {} bad, {} kept in reserve (the index, the \
+         cleaner's {} and one per stream), the rest {} data slots each",
+        output::bytes(geo.blocks as u64 * seg_bytes),
+        r.segments,
+        output::bytes(seg_bytes),
+        r.bad_segments,
+        reserve,
+        reserve.saturating_sub(1 + fms.config().streams() as u64),
+        r.blocks_per_segment,
+    );
+    if let Some((cap, b)) =
+        better.filter(|&(cap, _)| cap > r.capacity_bytes + r.capacity_bytes / 20)
+    {
+        println!(
+            "  --block-size {} would export {}",
+            output::bytes(b as u64),
+            output::bytes(cap)
+        );
+    }
     Ok(())
 }
 

@@ -161,6 +161,17 @@ impl DeviceArgs {
 }
 
 /// A preset by name; the error lists the known presets.
+/// `--index-wear-gap N|none` of the commands that run the FMS (`sim` takes it through the
+/// sweep keys): a number of erasures, or `none` for the in-place wrap.
+pub fn parse_index_wear_gap(text: &str) -> Result<Option<u32>> {
+    match text {
+        "none" => Ok(None),
+        n => n.parse::<u32>().map(Some).map_err(|_| {
+            anyhow::anyhow!("--index-wear-gap: '{n}' is not a number of erasures or `none`")
+        }),
+    }
+}
+
 pub fn preset(name: &str) -> Result<DeviceSpec> {
     Ok(DeviceSpec::preset(name)?)
 }

@@ -73,10 +73,7 @@ impl MountArgs {
     fn apply(&self, cfg: FmsConfig) -> Result<FmsConfig> {
         let index_wear_gap = match self.index_wear_gap.as_deref() {
             None => cfg.index_wear_gap,
-            Some("none") => None,
-            Some(n) => Some(n.parse::<u32>().map_err(|_| {
-                anyhow!("--index-wear-gap: '{n}' is not a number of erasures or `none`")
-            })?),
+            Some(g) => super::common::parse_index_wear_gap(g)?,
         };
         Ok(FmsConfig {
             read_retries: self.read_retries,

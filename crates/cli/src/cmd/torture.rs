@@ -204,12 +204,7 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
     }
     c.fms.wear_threshold = a.wear_threshold;
     if let Some(g) = &a.index_wear_gap {
-        c.fms.index_wear_gap = match g.as_str() {
-            "none" => None,
-            n => Some(n.parse::<u32>().map_err(|_| {
-                anyhow!("--index-wear-gap: '{n}' is not a number of erasures or `none`")
-            })?),
-        };
+        c.fms.index_wear_gap = super::common::parse_index_wear_gap(g)?;
     }
     if let Some(f) = a.fill_writes {
         c.fill_writes = f;

@@ -93,9 +93,11 @@ pub struct FormatArgs {
     pub block_size: String,
     /// Give every data page a SEC-DED code (3 bytes per 512, in its spare area): a read
     /// corrects one flipped bit per 512 bytes, reads again when it finds two, and fails
-    /// rather than return wrong data. NAND devices whose spare area holds the codes
-    /// (e.g. mlc2-2g, slc-large-1g; not the 16-byte spares of nandsim-256m). Later
-    /// commands take it from the image.
+    /// rather than return wrong data when they stay. Three or more flips in one 512-byte
+    /// chunk are beyond the code (an odd count is miscorrected): SLC-class error rates,
+    /// not MLC's (which need 4 bits per 512). Headers and spare records carry CRCs, not
+    /// codes. NAND devices whose spare area holds the codes (e.g. mlc2-2g, slc-large-1g;
+    /// not the 16-byte spares of nandsim-256m). Later commands take it from the image.
     #[arg(long)]
     pub ecc: bool,
     /// Format an image that already holds an FMS (its data is lost; erase counts carry

@@ -1499,3 +1499,58 @@ fn spec_files_resolve_beside_the_spec_and_edits_are_new_jobs() {
         "slower programs: {old} {new}"
     );
 }
+
+/// Every `reproduce` run names the `sim` job that reruns it alone: `flashkit sim` with its
+/// options prints the same job id and the same figures (a DAC run with a threshold, runs
+/// without DAC, Poisson arrivals and another fill among them).
+#[test]
+fn reproduce_runs_name_the_sim_job_that_reruns_them() {
+    for (name, picks) in [
+        ("dac-fig12", &[0usize, 7, 31][..]),
+        ("dac-fig11", &[0, 5][..]),
+    ] {
+        let o = ok(flashkit(["reproduce", name, "--scale", "0.025", "--json"]));
+        let v: Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON");
+        let runs = v["results"].as_array().unwrap();
+        for &i in picks {
+            let r = &runs[i];
+            let opt = &r["options"];
+            let text = |k: &str| match &opt[k] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let mut args: Vec<String> = vec!["sim".into(), "--json".into()];
+            for k in [
+                "device", "workload", "fill", "written", "unit", "policy", "regions", "seed",
+            ] {
+                args.push(format!("--{}", k.replace('_', "-")));
+                args.push(text(k));
+            }
+            if text("arrival") != "auto" {
+                args.extend(["--arrival".into(), text("arrival")]);
+            }
+            if text("redistribution") != "paper" {
+                args.extend(["--redistribution".into(), text("redistribution")]);
+            }
+            if !opt["region_threshold"].is_null() {
+                args.extend([
+                    "--region-threshold".into(),
+                    format!("{}s", text("region_threshold")),
+                ]);
+            }
+            let s: Value = serde_json::from_slice(&ok(flashkit(&args)).stdout).unwrap();
+            let s = &s[0];
+            assert_eq!(s["job"], r["job"], "{name} run {i}: {args:?}");
+            for k in [
+                "erasures",
+                "blocks_copied",
+                "wear_stddev",
+                "regions",
+                "policy",
+                "arrival",
+            ] {
+                assert_eq!(s[k], r[k], "{name} run {i}: {k}");
+            }
+        }
+    }
+}

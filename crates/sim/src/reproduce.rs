@@ -2,6 +2,7 @@
 //! beside ours with the relative difference. Nothing here is tuned to a paper's number:
 //! the configurations are the papers' set-ups, the figures are typed from the papers.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -26,10 +27,36 @@ pub struct Report {
     /// the paper's figures per row; empty for the others).
     pub comparisons: Vec<Comparison>,
     pub notes: Vec<String>,
-    pub results: Vec<SimResult>,
+    /// Every run: the `sim` job that runs it alone (its id and options, as `sim --json`
+    /// prints them: [`crate::sweep::job_of`]), then its result's fields.
+    pub results: Vec<Run>,
     /// The paper's figure drawn with our numbers (`--plot`).
     #[serde(skip)]
     pub chart: Option<Chart>,
+}
+
+/// One run of an experiment: the `sim` job that gives it, then its result.
+#[derive(Clone, Debug, Serialize)]
+pub struct Run {
+    /// The id `flashkit sim` (or a sweep) gives the run with these options.
+    pub job: String,
+    /// Every option's value, as in `sim --json`: `flashkit sim` with the ones that differ
+    /// from the defaults runs this configuration.
+    pub options: BTreeMap<String, serde_json::Value>,
+    #[serde(flatten)]
+    pub result: SimResult,
+}
+
+/// Each result with the job that gives it (`jobs` and `results` in the same order).
+fn runs(jobs: Vec<crate::sweep::Job>, results: &[SimResult]) -> Vec<Run> {
+    jobs.into_iter()
+        .zip(results)
+        .map(|(j, r)| Run {
+            job: j.id,
+            options: j.options,
+            result: r.clone(),
+        })
+        .collect()
 }
 
 /// One figure of a paper beside ours: the row it belongs to (its keys, e.g. workload,
@@ -286,7 +313,13 @@ fn spread_pct(v: &[f64]) -> Option<f64> {
 /// Run the configurations on all cores (fewer when they would not fit in RAM together;
 /// refused before any starts when one cannot fit alone: [`crate::sweep::run_configs`]),
 /// reporting progress; results in input order.
-fn collect(cfgs: &[SimConfig], o: &Options) -> Result<Vec<SimResult>> {
+fn collect(cfgs: &[SimConfig], o: &Options) -> Result<(Vec<SimResult>, Vec<crate::sweep::Job>)> {
+    // Every run's job first: a configuration no `sim` options give is an error before any
+    // run starts.
+    let jobs = cfgs
+        .iter()
+        .map(crate::sweep::job_of)
+        .collect::<Result<Vec<_>>>()?;
     let n = cfgs.len();
     let refs: Vec<&SimConfig> = cfgs.iter().collect();
     let slots: Vec<Mutex<Option<Result<SimResult>>>> =
@@ -307,10 +340,11 @@ fn collect(cfgs: &[SimConfig], o: &Options) -> Result<Vec<SimResult>> {
             f(d, n);
         }
     })?;
-    slots
+    let results = slots
         .into_iter()
         .map(|s| s.into_inner().expect("slot").expect("every run ran"))
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    Ok((results, jobs))
 }
 
 /// The Table 4 pairing of the 1999 paper: greedy M1, cost-benefit M4, CAT M6.
@@ -361,7 +395,7 @@ fn table4(o: &Options) -> Result<Report> {
             cfgs.push(c);
         }
     }
-    let results = collect(&cfgs, o)?;
+    let (results, jobs) = collect(&cfgs, o)?;
     let mut rows = Vec::new();
     let mut comparisons = Vec::new();
     for (wi, (w, pe, pc, pw)) in paper.iter().enumerate() {
@@ -455,7 +489,7 @@ fn table4(o: &Options) -> Result<Report> {
         rows,
         comparisons,
         notes,
-        results,
+        results: runs(jobs, &results),
     })
 }
 
@@ -481,7 +515,7 @@ fn dac_fig12(o: &Options) -> Result<Report> {
             }
         }
     }
-    let results = collect(&cfgs, o)?;
+    let (results, jobs) = collect(&cfgs, o)?;
     let mut rows = Vec::new();
     for r in &results {
         rows.push(vec![
@@ -567,7 +601,7 @@ fn dac_fig12(o: &Options) -> Result<Report> {
         rows,
         comparisons: Vec::new(),
         notes,
-        results,
+        results: runs(jobs, &results),
     })
 }
 
@@ -806,7 +840,7 @@ fn fig12(o: &Options) -> Result<Report> {
             cfgs.push(c);
         }
     }
-    let results = collect(&cfgs, o)?;
+    let (results, jobs) = collect(&cfgs, o)?;
     let at = |li: usize, pi: usize| &results[li * 3 + pi];
     let mut rows = Vec::new();
     for (li, &l) in LOCALITIES.iter().enumerate() {
@@ -899,7 +933,7 @@ fn fig12(o: &Options) -> Result<Report> {
         rows,
         comparisons: Vec::new(),
         notes,
-        results,
+        results: runs(jobs, &results),
         chart: Some(Chart {
             title: "Chiang & Chang 1999, Fig. 12 (flashkit): varying locality of reference".into(),
             panels,
@@ -926,7 +960,7 @@ fn fig13(o: &Options) -> Result<Report> {
             }
         }
     }
-    let results = collect(&cfgs, o)?;
+    let (results, jobs) = collect(&cfgs, o)?;
     let nf = fills.len();
     let at = |wi: usize, fi: usize, pi: usize| &results[(wi * nf + fi) * 3 + pi];
     let rows = results
@@ -1030,7 +1064,7 @@ fn fig13(o: &Options) -> Result<Report> {
         rows,
         comparisons: Vec::new(),
         notes,
-        results,
+        results: runs(jobs, &results),
         chart: Some(Chart {
             title: "Chiang & Chang 1999, Fig. 13 (flashkit): varying flash memory utilization"
                 .into(),
@@ -1057,7 +1091,7 @@ fn fig18(o: &Options) -> Result<Report> {
             }
         }
     }
-    let results = collect(&cfgs, o)?;
+    let (results, jobs) = collect(&cfgs, o)?;
     let nl = LOCALITIES.len();
     let at = |pi: usize, li: usize, ri: usize| &results[(pi * nl + li) * 3 + ri];
     let rows = results
@@ -1149,7 +1183,7 @@ fn fig18(o: &Options) -> Result<Report> {
         rows,
         comparisons: Vec::new(),
         notes,
-        results,
+        results: runs(jobs, &results),
         chart: Some(Chart {
             title: "Chiang & Chang 1999, Fig. 18 (flashkit): M1 / M4 / M6 under varying locality".into(),
             panels,
@@ -1184,7 +1218,7 @@ fn dac_fig11(o: &Options) -> Result<Report> {
             }
         }
     }
-    let results = collect(&cfgs, o)?;
+    let (results, jobs) = collect(&cfgs, o)?;
     let nl = LOCALITIES.len();
     let at = |pi: usize, li: usize, mi: usize| &results[(pi * nl + li) * 3 + mi];
     let mut rows = Vec::new();
@@ -1288,7 +1322,7 @@ fn dac_fig11(o: &Options) -> Result<Report> {
         rows,
         comparisons: Vec::new(),
         notes,
-        results,
+        results: runs(jobs, &results),
         chart: Some(Chart {
             title: "DAC paper, Fig. 11 (flashkit): cleaning cost, DAC Off (1 region, M1) / On (4 regions) / On* (84-min threshold)"
                 .into(),

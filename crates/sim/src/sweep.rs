@@ -1476,6 +1476,114 @@ impl Job {
     }
 }
 
+/// The `sim` job that runs `cfg`: the options a `flashkit sim` (or sweep) run needs to run
+/// exactly this configuration, and that run's id, so a `reproduce` result names the job
+/// that reproduces it alone (and matches a sweep's record of the same run). Only the
+/// options whose values differ from the flagship's are given, as `sim` gives only the
+/// flags on its command line; the job's configuration is then compared with `cfg`, and a
+/// configuration that no set of options gives (a device that is not a preset, say) is an
+/// error rather than a job that would run something else.
+pub fn job_of(cfg: &SimConfig) -> Result<Job> {
+    let base = SimConfig::flagship();
+    let (f, b) = (&cfg.fms, &base.fms);
+    let mut s = Spec::new();
+    let mut flag = |key: &str, differs: bool, value: String| -> Result<()> {
+        if differs {
+            s.set_flag(key, &[value])?;
+        }
+        Ok(())
+    };
+    let none_or = |v: Option<String>| v.unwrap_or_else(|| "none".into());
+    flag(
+        "device",
+        cfg.device.name != base.device.name,
+        cfg.device.name.clone(),
+    )?;
+    flag(
+        "block_size",
+        f.block_size != b.block_size,
+        f.block_size.to_string(),
+    )?;
+    flag("fill", cfg.fill != base.fill, cfg.fill.to_string())?;
+    flag(
+        "workload",
+        cfg.workload.label() != base.workload.label(),
+        cfg.workload.label(),
+    )?;
+    flag(
+        "written",
+        cfg.written_bytes != base.written_bytes,
+        cfg.written_bytes.to_string(),
+    )?;
+    flag(
+        "unit",
+        cfg.unit_bytes != base.unit_bytes,
+        cfg.unit_bytes.to_string(),
+    )?;
+    flag("arrival", cfg.arrival != base.arrival, cfg.arrival.label())?;
+    // Always given: without it a job is the flagship's four policies.
+    flag("policy", true, f.policy.name().into())?;
+    let dac = f.regions > 1;
+    flag(
+        "redistribution",
+        !dac && f.redistribution != crate::reproduce::paper_pairing(f.policy),
+        f.redistribution.name().into(),
+    )?;
+    flag("regions", f.regions != b.regions, f.regions.to_string())?;
+    flag(
+        "region_threshold",
+        dac && f.region_threshold_ps != b.region_threshold_ps,
+        none_or(
+            f.region_threshold_ps
+                .map(|ps| format!("{}s", ps as f64 / 1e12)),
+        ),
+    )?;
+    flag(
+        "readonly_fraction",
+        cfg.readonly_fraction != base.readonly_fraction,
+        cfg.readonly_fraction.to_string(),
+    )?;
+    flag(
+        "wear_threshold",
+        f.wear_threshold != b.wear_threshold,
+        none_or(f.wear_threshold.map(|t| t.to_string())),
+    )?;
+    flag("seed", cfg.seed != base.seed, cfg.seed.to_string())?;
+    flag(
+        "write_erase_ratio",
+        cfg.write_erase_ratio != base.write_erase_ratio,
+        cfg.write_erase_ratio.to_string(),
+    )?;
+    let mut jobs = s.expand()?;
+    let job = jobs.pop().filter(|_| jobs.is_empty());
+    match job {
+        Some(job) if format!("{:?}", ran(&job.config)) == format!("{:?}", ran(cfg)) => Ok(job),
+        _ => Err(anyhow!(
+            "no sim options give this configuration ({}, {}, {})",
+            cfg.device.name,
+            cfg.workload.label(),
+            f.policy
+        )),
+    }
+}
+
+/// `cfg` with the settings that change nothing in its run set as a sweep sets them: the
+/// DAC settings without DAC (one region), the redistribution with DAC (the regions replace
+/// it). Two configurations equal here run the same.
+fn ran(cfg: &SimConfig) -> SimConfig {
+    let mut c = cfg.clone();
+    let base = SimConfig::flagship().fms;
+    if c.fms.regions > 1 {
+        c.fms.redistribution = crate::reproduce::paper_pairing(c.fms.policy);
+    } else {
+        c.fms.region_threshold_ps = base.region_threshold_ps;
+        c.fms.region_select = base.region_select;
+        c.fms.promotion = base.promotion;
+        c.fms.demotion = base.demotion;
+    }
+    c
+}
+
 /// One line of a sweep's JSON-lines output: the job's id and options, then the result's
 /// fields (read back as plain JSON, so files from older versions stay readable).
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -13,8 +13,10 @@ use crate::progress::Progress;
 pub struct ReproduceArgs {
     /// Experiment name (see --list). With --json: `comparisons` holds each of the paper's
     /// figures beside ours as numbers (row keys, metric, paper, ours, diff_percent) and
-    /// `results` every run; with --csv FILE: the comparisons, one line per figure (the
-    /// runs' results for experiments without the paper's figures per row).
+    /// `results` every run, each with the `sim` job that runs it alone (`job`, `options`,
+    /// as `sim --json` prints them); with --csv FILE: the comparisons, one line per figure
+    /// (for experiments without the paper's figures per row, the runs as `sim --csv`
+    /// writes them: job, the options that vary, the result).
     pub name: Option<String>,
     /// List the experiments (a table, or `--json` / `--csv FILE`).
     #[arg(long, conflicts_with_all = ["name", "seed", "scale", "plot"])]
@@ -91,7 +93,19 @@ pub fn run(a: ReproduceArgs) -> Result<()> {
     // per run for the experiments whose tables hold only our figures.
     if let Some(path) = &a.report.csv {
         if rep.comparisons.is_empty() {
-            output::write_csv(path, &rep.results)?;
+            // As `sim --csv` writes a grid: the job, the options that vary, the result.
+            let options: Vec<_> = rep.results.iter().map(|r| &r.options).collect();
+            let keys = super::sim::varying(&options);
+            let rows: Vec<super::sim::JobResult<_>> = rep
+                .results
+                .iter()
+                .map(|r| super::sim::JobResult {
+                    job: &r.job,
+                    options: &r.options,
+                    result: &r.result,
+                })
+                .collect();
+            super::sim::write_results_csv(path, &rows, &keys)?;
         } else {
             output::write_csv(path, &rep.comparisons)?;
         }

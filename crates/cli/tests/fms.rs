@@ -1071,3 +1071,62 @@ fn format_explains_the_capacity() {
         "{out}"
     );
 }
+
+/// A corrupt block-table entry in the image file (the simulator's own record of a block's
+/// erase count and state) costs its block, not the image: every command names the entry
+/// on stderr, the FMS reads what the block held (as a grown-bad segment's), a read-only
+/// command leaves the file as it is, and the first command that writes rewrites the entry,
+/// after which nothing more is said.
+#[test]
+fn a_corrupt_block_table_entry_loses_no_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("t.img");
+    ok(fms_image_at(&img, "nandsim-256m", "64", "4KiB"));
+    let data = pattern(300_000, 11);
+    let input = dir.path().join("d.bin");
+    std::fs::write(&input, &data).unwrap();
+    let (img_s, in_s) = (path_str(&img), path_str(&input));
+    ok(flashkit(["fms", "write", img_s, "--input", in_s]));
+    let mut bytes = std::fs::read(&img).unwrap();
+    for b in 0..3 {
+        bytes[4096 + 12 * b + 1] ^= 0x01;
+    }
+    std::fs::write(&img, &bytes).unwrap();
+    let out = dir.path().join("o.bin");
+    let read = |expect: &[u8]| {
+        let o = ok(flashkit([
+            "fms",
+            "read",
+            img_s,
+            "--length",
+            "300000",
+            "--output",
+            path_str(&out),
+        ]));
+        assert_eq!(std::fs::read(&out).unwrap(), expect);
+        text(&o.stderr)
+    };
+    let err = read(&data);
+    for b in 0..3 {
+        assert!(
+            err.contains(&format!(
+                "block table entry {b} corrupt (checksum mismatch)"
+            )),
+            "{err}"
+        );
+    }
+    assert!(err.contains("image left as it is (read-only)"), "{err}");
+    assert_eq!(std::fs::read(&img).unwrap(), bytes, "a read wrote nothing");
+    // A write repairs the entries and keeps every block.
+    let patch = pattern(8192, 12);
+    std::fs::write(&input, &patch).unwrap();
+    let o = ok(flashkit([
+        "fms", "write", img_s, "--input", in_s, "--offset", "102400",
+    ]));
+    assert!(text(&o.stderr).contains("entry rewritten"));
+    let mut want = data.clone();
+    want[102_400..110_592].copy_from_slice(&patch);
+    assert!(!read(&want).contains("corrupt"));
+    let o = ok(flashkit(["nand", "info", img_s, "--json"]));
+    assert_eq!(json(&o)["grown_bad"], 3);
+}

@@ -323,6 +323,12 @@ impl Nand {
         self.clock_ps = self.clock_ps.saturating_add(ps);
     }
 
+    /// What opening the medium had to repair, a line each (an image file's corrupt
+    /// block-table entries, each block taken as grown bad): for the user to be told.
+    pub fn open_repairs(&self) -> &[String] {
+        self.store.repairs()
+    }
+
     /// Virtual time spent by the device, picoseconds.
     #[inline]
     pub fn clock_ps(&self) -> u64 {

@@ -42,6 +42,8 @@ pub struct ImageStore {
     /// Opened read-only: the pages changed since opening, as file bytes (inverted) of the
     /// whole page, data then spare. `None` when the file is writable.
     overlay: Option<HashMap<u64, Vec<u8>>>,
+    /// What opening the image had to repair (corrupt block-table entries), a line each.
+    repairs: Vec<String>,
 }
 
 fn align(x: u64) -> u64 {
@@ -326,26 +328,57 @@ impl ImageStore {
         blocks
             .try_reserve_exact(g.blocks as usize)
             .map_err(|_| Self::err(path, "header: the block table does not fit in RAM"))?;
+        // A corrupt entry (wrong checksum, unknown state) costs its block, not the image:
+        // the block is taken as grown bad, which keeps its pages readable (a layer above
+        // can move what it holds) and refuses programs and erases, with the largest erase
+        // count of the valid entries (its own is not to be trusted). A writable open
+        // rewrites the entry so; every open says what it did (`repairs`).
+        let mut corrupt = Vec::new();
         for (b, e) in table.chunks_exact(12).enumerate() {
             let crc = u32::from_le_bytes(e[8..12].try_into().unwrap());
-            if crc != crc32c::crc32c(&e[0..8]) {
-                return Err(Self::err(path, format!("block table entry {b} corrupt")));
-            }
             let bad = match u32::from_le_bytes(e[4..8].try_into().unwrap()) {
-                0 => BadState::Good,
-                1 => BadState::Factory,
-                2 => BadState::Grown,
+                _ if crc != crc32c::crc32c(&e[0..8]) => None,
+                0 => Some(BadState::Good),
+                1 => Some(BadState::Factory),
+                2 => Some(BadState::Grown),
                 s => {
-                    return Err(Self::err(
-                        path,
-                        format!("block table entry {b}: unknown state {s}"),
-                    ))
+                    corrupt.push((b as u32, format!("unknown state {s}")));
+                    None
                 }
             };
+            if bad.is_none() && corrupt.last().map(|c| c.0) != Some(b as u32) {
+                corrupt.push((b as u32, "checksum mismatch".to_string()));
+            }
             blocks.push(BlockInfo {
                 erase_count: u32::from_le_bytes(e[0..4].try_into().unwrap()),
-                bad,
+                bad: bad.unwrap_or(BadState::Grown),
             });
+        }
+        let most = blocks
+            .iter()
+            .enumerate()
+            .filter(|(b, _)| !corrupt.iter().any(|c| c.0 as usize == *b))
+            .map(|(_, i)| i.erase_count)
+            .max()
+            .unwrap_or(0);
+        let mut repairs = Vec::with_capacity(corrupt.len());
+        for (b, why) in &corrupt {
+            let info = BlockInfo {
+                erase_count: most,
+                bad: BadState::Grown,
+            };
+            blocks[*b as usize] = info;
+            let done = if writable {
+                file.write_all_at(&encode_block(info), block_off + *b as u64 * BLOCK_ENTRY)
+                    .map_err(|e| Self::err(path, format!("i/o: {e}")))?;
+                "entry rewritten"
+            } else {
+                "image left as it is (read-only)"
+            };
+            repairs.push(format!(
+                "block table entry {b} corrupt ({why}): block {b} taken as grown bad with \
+                 erase count {most} (the largest of the valid entries); {done}"
+            ));
         }
         file.read_exact_at(&mut programs, page_off)
             .map_err(|e| Self::err(path, e.to_string()))?;
@@ -361,6 +394,7 @@ impl ImageStore {
             programs,
             buf: Vec::new(),
             overlay: (!writable).then(HashMap::new),
+            repairs,
         };
         Ok((spec, store))
     }
@@ -424,6 +458,9 @@ impl ImageStore {
 impl Store for ImageStore {
     fn geometry(&self) -> &Geometry {
         &self.geo
+    }
+    fn repairs(&self) -> &[String] {
+        &self.repairs
     }
     fn keeps_payload(&self) -> bool {
         true

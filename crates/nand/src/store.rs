@@ -233,6 +233,11 @@ pub trait Store: Send {
     fn try_clone(&self) -> Option<Box<dyn Store>> {
         None
     }
+    /// What opening the store had to repair, a line each (an image's corrupt block-table
+    /// entries); empty for stores that are never reopened.
+    fn repairs(&self) -> &[String] {
+        &[]
+    }
 }
 
 /// Everything in RAM: data, spare, program counts, block table.

@@ -1634,23 +1634,6 @@ fn corrupt_images_give_clear_errors() {
         }),
         "offsets",
     );
-    expect(
-        with(&|b| b[4096 + 12 * 3 + 1] ^= 0x01),
-        "block table entry 3 corrupt",
-    );
-    expect(
-        with(&|b| b[4096 + 12 * 9 + 10] ^= 0x80),
-        "block table entry 9 corrupt",
-    );
-    expect(
-        with(&|b| {
-            let e = 4096 + 12 * 4;
-            b[e + 4] = 7;
-            let crc = crc32c::crc32c(&b[e..e + 8]);
-            b[e + 8..e + 12].copy_from_slice(&crc.to_le_bytes());
-        }),
-        "unknown state 7",
-    );
     // Not an image at all.
     std::fs::write(&bad, vec![0x5A; 10_000]).unwrap();
     expect(image_error(&bad), "bad magic");
@@ -1659,11 +1642,73 @@ fn corrupt_images_give_clear_errors() {
     ImageStore::open(&good).unwrap();
 }
 
+/// A corrupt block-table entry (a wrong checksum, an unknown state) costs its block, not
+/// the image: the block opens grown bad with the largest valid erase count, its pages
+/// still read what was programmed, programs and erases of it are refused, and the open
+/// says so. A read-only open leaves the file as it is; a writable one rewrites the entry,
+/// after which the image opens with nothing to repair.
+#[test]
+fn a_corrupt_block_table_entry_costs_its_block_not_the_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.img");
+    let spec = small_image_spec("nandsim-256m", 16);
+    let mut n = create_device(&path, &spec, false).unwrap();
+    let raw = pattern(7, 528);
+    program_raw(&mut n, 0, &raw).unwrap();
+    for _ in 0..3 {
+        n.erase(5).unwrap();
+    }
+    drop(n);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[4096 + 1] ^= 0x01; // block 0: checksum
+    let e = 4096 + 12 * 9; // block 9: a state no version writes, with a valid checksum
+    bytes[e + 4] = 7;
+    let crc = crc32c::crc32c(&bytes[e..e + 8]);
+    bytes[e + 8..e + 12].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+
+    let mut ro = open_device_readonly(&path).unwrap();
+    let r = ro.open_repairs().to_vec();
+    assert_eq!(r.len(), 2, "{r:?}");
+    assert!(
+        r[0].contains("block table entry 0 corrupt (checksum mismatch)"),
+        "{r:?}"
+    );
+    assert!(r[1].contains("entry 9 corrupt (unknown state 7)"), "{r:?}");
+    assert!(r.iter().all(|l| l.contains("read-only")), "{r:?}");
+    for b in [0, 9] {
+        assert_eq!(ro.block_info(b).bad, BadState::Grown);
+        assert_eq!(ro.erase_count(b), 3, "the largest valid count");
+    }
+    let mut got = vec![0u8; 528];
+    ro.read(0, 0, &mut got).unwrap();
+    assert_eq!(got, raw, "a grown-bad block still reads");
+    assert!(matches!(ro.erase(0), Err(NandError::BadBlock { block: 0 })));
+    drop(ro);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bytes,
+        "read-only open wrote nothing"
+    );
+
+    let rw = open_device(&path).unwrap();
+    assert!(rw
+        .open_repairs()
+        .iter()
+        .all(|l| l.contains("entry rewritten")));
+    drop(rw);
+    let again = open_device(&path).unwrap();
+    assert!(again.open_repairs().is_empty());
+    assert_eq!(again.block_info(9).bad, BadState::Grown);
+    assert_eq!(again.erase_count(0), 3);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     /// Any single corrupted byte in the header, block table or program-count table gives
-    /// an error or a usable device, never a panic.
+    /// an error or a usable device (a corrupt block-table entry repaired and reported),
+    /// never a panic.
     #[test]
     fn corrupt_metadata_never_panics(off in 0usize..12288, xor in 1u8..=255) {
         let dir = tempfile::tempdir().unwrap();
@@ -1674,8 +1719,11 @@ proptest! {
         std::fs::write(&path, &b).unwrap();
         match open_device(&path) {
             Ok(mut n) => {
-                // Only the (unchecksummed) program-count table or padding was hit.
-                prop_assert!(off >= 4096 + 16 * 12, "corruption at {} undetected", off);
+                // A block-table entry was hit (the open repaired it, and says so), or the
+                // unchecksummed program-count table or padding.
+                let entry = (4096..4096 + 16 * 12).contains(&off);
+                prop_assert!(off >= 4096, "corruption at {} undetected", off);
+                prop_assert_eq!(entry, !n.open_repairs().is_empty(), "at {}", off);
                 let _ = n.program_page(0, Data::Opaque(512), None);
                 let _ = n.erase(0);
             }

@@ -375,3 +375,18 @@ pub fn check_outputs(
     }
     Ok(())
 }
+
+/// Open a NAND image as a device (`writable`: for commands that change it; otherwise on a
+/// read-only open whose changes stay in RAM), telling on stderr what the open repaired: a
+/// corrupt block-table entry costs its block (taken as grown bad), not the image.
+pub fn open_image(path: &Path, writable: bool) -> Result<nand::Nand> {
+    let nand = if writable {
+        nand::image::open_device(path)?
+    } else {
+        nand::image::open_device_readonly(path)?
+    };
+    for r in nand.open_repairs() {
+        eprintln!("flashkit: {}: {r}", path.display());
+    }
+    Ok(nand)
+}

@@ -12,10 +12,9 @@ use clap::{Args, Subcommand};
 use ftl::fms::select::Policy;
 use ftl::fms::{Fms, FmsConfig, SegState};
 use ftl::{BlockDevice, SECTOR};
-use nand::image;
 use serde::Serialize;
 
-use super::common::parse_size;
+use super::common::{open_image, parse_size};
 use crate::output::{self, Fields, ReportArgs};
 use sim::staged::Staged;
 
@@ -198,8 +197,8 @@ pub(crate) enum Access {
 /// Open the image and mount the FMS on it, with the block size recorded on flash.
 pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
     let mut nand = match access {
-        Access::Write => image::open_device(path)?,
-        Access::Inspect => image::open_device_readonly(path)?,
+        Access::Write => open_image(path, true)?,
+        Access::Inspect => open_image(path, false)?,
     };
     let h = Fms::probe(&mut nand)?.ok_or_else(|| {
         anyhow!(
@@ -219,7 +218,7 @@ fn format(a: FormatArgs) -> Result<()> {
         // Any segment header that decodes: a mountable FMS, or what is left of one. Looked
         // for on a read-only open, so the probe's reads neither reach the image (its
         // device clock and counters) nor count in the format's time.
-        let mut nand = image::open_device_readonly(&a.image)?;
+        let mut nand = open_image(&a.image, false)?;
         let found = Fms::probe(&mut nand).with_context(|| format!("{}", a.image.display()))?;
         drop(nand);
         if let Some(h) = found {
@@ -235,7 +234,7 @@ fn format(a: FormatArgs) -> Result<()> {
             );
         }
     }
-    let nand = image::open_device(&a.image)?;
+    let nand = open_image(&a.image, true)?;
     let geo = nand.geometry().clone();
     let cfg = FmsConfig {
         ecc: a.ecc,

@@ -203,7 +203,7 @@ fn info_report(image: &std::path::Path, nand: &Nand) -> InfoReport {
 fn info(a: InfoArgs) -> Result<()> {
     super::common::refuse_csv_over(&a.report, &[(&a.image, "image being read")])?;
     // Inspection only: a read-only image can be described.
-    let nand = image::open_device_readonly(&a.image)?;
+    let nand = super::common::open_image(&a.image, false)?;
     let r = info_report(&a.image, &nand);
     if let Some(path) = &a.report.csv {
         output::write_csv(path, std::slice::from_ref(&r))?;

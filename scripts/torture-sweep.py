@@ -13,9 +13,10 @@ fill writes and injected program/erase failures.
 Each run prints one line: `ok CUTS VIOLATIONS ARGS`, `refused ARGS | ERROR` (the one-line
 refusal of an impossible configuration: an FMS configuration error, or more failures than
 the segments can absorb) or `FAIL ...` (a violation, a crash, a panic, or any other
-error). With `--flips`, a run whose every violation came in a run that read three or more
-flipped bits in one 512-byte chunk prints `ECC-LIMIT ...` instead: SEC-DED cannot correct
-that (docs/fms.md, "Bit flips and ECC"). The last
+error). With `--flips` (half the runs then use ECC: SEC-DED at SLC-like flip rates, or a
+BCH code of 2, 4 or 6 bits at MLC-like ones), a run whose every violation came in a run
+that read more flipped bits in one 512-byte chunk than its code corrects prints
+`ECC-LIMIT ...` instead (docs/fms.md, "Bit flips and ECC"). The last
 line sums them, after a line summing how many cut points' mounts met each recovery path
 (torn records, stale live copies, dirty segments, ...); the exit status is 1 when any run
 failed. A failing run is replayed with
@@ -108,7 +109,15 @@ def configs(seed, runs, long, flips=False, traces=False):
                 if opt in args:
                     i = args.index(opt)
                     del args[i:i + 2]
-            args += ["--ecc", "--bitflip-rate", frng.choice(["1e-7", "3e-7", "1e-6"])]
+            if frng.random() < 0.5:
+                # SEC-DED at SLC-like rates.
+                args += ["--ecc", "--bitflip-rate", frng.choice(["1e-7", "3e-7", "1e-6"])]
+            else:
+                # BCH at rates each strength is made for (stop 21): up to 1e-5, where the
+                # CRC-checked records and headers (three reads each) are still safe.
+                bits, rate = frng.choice([("2", "1e-6"), ("2", "3e-6"), ("4", "3e-6"),
+                                          ("4", "1e-5"), ("6", "1e-5")])
+                args += ["--ecc-bits", bits, "--bitflip-rate", rate]
         if traces and trng.random() < 0.5:
             if "--fill-writes" in args:
                 i = args.index("--fill-writes")
@@ -193,10 +202,11 @@ def run(flashkit, args, cross=False):
         v = None
     if v is not None:
         kind = "ok" if p.returncode == 0 and n == 0 else "fail"
-        # Every violation in a run whose reads flipped 3+ bits in one chunk (beyond what
-        # SEC-DED corrects: an odd count is miscorrected) is the code's limit, shown apart.
+        # Every violation in a run whose reads flipped more bits in one chunk than the code
+        # corrects (3+ for SEC-DED, whose odd counts are miscorrected; t+1 for BCH-t) is the
+        # code's limit, shown apart.
         fails = v.get("failures") or []
-        if kind == "fail" and fails and all("beyond what SEC-DED corrects" in f for f in fails):
+        if kind == "fail" and fails and all("than the code corrects" in f for f in fails):
             return "ecc-limit", c, 0, f"ECC-LIMIT {c} {n} {shown}", {}
         rec = dict(v.get("recovery") or {})
         for k, m in (v.get("reads") or {}).items():

@@ -1130,3 +1130,42 @@ fn a_corrupt_block_table_entry_loses_no_data() {
     let o = ok(flashkit(["nand", "info", img_s, "--json"]));
     assert_eq!(json(&o)["grown_bad"], 3);
 }
+
+/// `fms format --ecc-bits T` gives a BCH code of T bits per 512 bytes: the format names
+/// it, data round-trips, a strength whose codes do not fit the spare area is refused
+/// naming the bytes, and one outside 1..8 is refused by the parser.
+#[test]
+fn ecc_bits_format_a_bch_medium() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("b.img");
+    let s = path_str(&img);
+    ok(flashkit([
+        "nand", "format", s, "--device", "mlc2-2g", "--blocks", "32",
+    ]));
+    let o = ok(flashkit(["fms", "format", s, "--ecc-bits", "4", "--json"]));
+    let v = json(&o);
+    assert_eq!(v["ecc"], true);
+    assert_eq!(v["ecc_code"], "BCH-4");
+    let data = pattern(100_000, 5);
+    let input = dir.path().join("d.bin");
+    std::fs::write(&input, &data).unwrap();
+    ok(flashkit(["fms", "write", s, "--input", path_str(&input)]));
+    let out = dir.path().join("o.bin");
+    ok(flashkit([
+        "fms",
+        "read",
+        s,
+        "--length",
+        "100000",
+        "--output",
+        path_str(&out),
+    ]));
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+    fails_with_all(
+        flashkit(["fms", "format", s, "--ecc-bits", "8", "--force"]),
+        &["64-byte spare area", "52 code bytes", "BCH-8", "68 bytes"],
+    );
+    let o = flashkit(["fms", "format", s, "--ecc-bits", "9", "--force"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("'9' for '--ecc-bits"));
+}

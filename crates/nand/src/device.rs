@@ -84,7 +84,8 @@ pub struct Counters {
     pub bitflips: u64,
     /// Reads that flipped three or more bits within one 512-byte chunk of a page (counted
     /// from column 0): more than a SEC-DED code per 512 bytes (`crate::ecc`) can correct,
-    /// and an odd count is miscorrected, not detected.
+    /// and an odd count is miscorrected, not detected. With a stronger code, more than it
+    /// corrects (`Nand::set_overflip_at`).
     pub overflipped_chunks: u64,
 }
 
@@ -164,6 +165,9 @@ pub struct Nand {
     faults_armed: bool,
     rng: Xoshiro256PlusPlus,
     flip_countdown: u64,
+    /// Flips in one 512-byte chunk of a read from which it counts in
+    /// `Counters::overflipped_chunks` (3 by default: beyond SEC-DED).
+    overflip_at: u32,
     scripted_flips: Vec<(u64, u32, u8)>,
     scratch: Vec<u8>,
     /// log2 of pages per block when it is a power of two (a shift instead of a division
@@ -227,6 +231,7 @@ impl Nand {
             faults_armed: false,
             rng: Xoshiro256PlusPlus::seed_from_u64(0),
             flip_countdown: u64::MAX,
+            overflip_at: 3,
             scripted_flips: Vec::new(),
             scratch: Vec::new(),
             ppb_shift: geo_ppb_shift,
@@ -282,6 +287,7 @@ impl Nand {
             faults_armed: self.faults_armed,
             rng: self.rng.clone(),
             flip_countdown: self.flip_countdown,
+            overflip_at: self.overflip_at,
             scripted_flips: self.scripted_flips.clone(),
             scratch: Vec::new(),
             ppb_shift: self.ppb_shift,
@@ -321,6 +327,13 @@ impl Nand {
     #[inline(always)]
     fn tick(&mut self, ps: u64) {
         self.clock_ps = self.clock_ps.saturating_add(ps);
+    }
+
+    /// Count a read's 512-byte chunk in `Counters::overflipped_chunks` from its `n`-th
+    /// flip on (at least 1): one more than the medium's code corrects, or 3 for SEC-DED,
+    /// whose two flips are detected (the default). The FMS sets it from its ECC.
+    pub fn set_overflip_at(&mut self, n: u32) {
+        self.overflip_at = n.max(1);
     }
 
     /// What opening the medium had to repair, a line each (an image file's corrupt
@@ -1284,11 +1297,14 @@ impl Nand {
             let c = (col as u64 * 8 + b) / (crate::ecc::ECC_CHUNK as u64 * 8);
             if c == chunk {
                 in_chunk += 1;
-                if in_chunk == 3 {
+                if in_chunk == self.overflip_at {
                     self.counters.overflipped_chunks += 1;
                 }
             } else {
                 (chunk, in_chunk) = (c, 1);
+                if self.overflip_at <= 1 {
+                    self.counters.overflipped_chunks += 1;
+                }
             }
             buf[(b / 8) as usize] ^= 1 << (b % 8);
             self.counters.bitflips += 1;

@@ -304,6 +304,47 @@ pub fn ecc_correct_page(data: &mut [u8], code: &[u8]) -> Result<PageEccReport, E
     Ok(report)
 }
 
+/// The strongest code, in bits corrected per 512-byte chunk, that [`code_bytes`],
+/// [`compute_page_t`] and [`correct_page_t`] take.
+pub const MAX_STRENGTH: u8 = crate::bch::MAX_T as u8;
+
+/// Stored code bytes per chunk of a code of strength `t`, the bits it corrects per
+/// 512-byte chunk: 0 for no code, 3 for 1 (this module's SEC-DED code), ceil(13·t / 8)
+/// for 2..=[`MAX_STRENGTH`] (a BCH code, [`crate::bch`]). The FMS records the strength in
+/// its segment headers.
+pub fn code_bytes(t: u8) -> usize {
+    match t {
+        0 => 0,
+        1 => ECC_BYTES,
+        t => bch(t).code_bytes(),
+    }
+}
+
+/// The BCH code of strength `t` (2..=[`MAX_STRENGTH`]), built once per process.
+fn bch(t: u8) -> &'static crate::bch::Bch {
+    static CODES: [std::sync::OnceLock<crate::bch::Bch>; MAX_STRENGTH as usize + 1] =
+        [const { std::sync::OnceLock::new() }; MAX_STRENGTH as usize + 1];
+    assert!((2..=MAX_STRENGTH).contains(&t), "ECC strength {t}");
+    CODES[t as usize].get_or_init(|| crate::bch::Bch::new(t as u32).expect("strength in range"))
+}
+
+/// [`ecc_compute_page`] for a code of strength `t` (1..=[`MAX_STRENGTH`]): `code_out`
+/// holds [`code_bytes`]`(t)` bytes per chunk.
+pub fn compute_page_t(t: u8, data: &[u8], code_out: &mut [u8]) -> Result<(), EccError> {
+    match t {
+        1 => ecc_compute_page(data, code_out),
+        t => bch(t).compute_page(data, code_out),
+    }
+}
+
+/// [`ecc_correct_page`] for a code of strength `t` (1..=[`MAX_STRENGTH`]).
+pub fn correct_page_t(t: u8, data: &mut [u8], code: &[u8]) -> Result<PageEccReport, EccError> {
+    match t {
+        1 => ecc_correct_page(data, code),
+        t => bch(t).correct_page(data, code),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

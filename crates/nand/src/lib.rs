@@ -21,6 +21,7 @@
 //!
 //! [`blockdev::BlockDevice`] is the disk-like interface every FTL and cache implements.
 
+pub mod bch;
 pub mod blockdev;
 pub mod cgroup;
 mod device;

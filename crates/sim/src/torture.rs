@@ -304,6 +304,8 @@ pub struct TortureReport {
     pub recovery: RecoveryCounts,
     /// Whether the medium was formatted with ECC codes, and the bit flip rate of reads.
     pub ecc: bool,
+    /// The code (`SEC-DED`, `BCH-T`; `none`), as `fms format` names it.
+    pub ecc_code: String,
     pub bitflip_rate: f64,
     /// Re-reads allowed per read (`FmsConfig::read_retries`, `--read-retries`).
     pub max_read_retries: u8,
@@ -320,8 +322,9 @@ pub struct ReadCounts {
     pub ecc_corrected_bits: u64,
     pub read_retries: u64,
     pub uncorrectable_reads: u64,
-    /// 512-byte chunks read with three or more flips (`nand::Counters::overflipped_chunks`):
-    /// beyond SEC-DED, which takes an odd count for one flip and "corrects" it.
+    /// 512-byte chunks read with more flips than the medium's code corrects
+    /// (`nand::Counters::overflipped_chunks`): three or more for SEC-DED, which takes an odd
+    /// count for one flip and "corrects" it; t + 1 or more for BCH-t.
     pub overflipped_chunks: u64,
 }
 
@@ -346,7 +349,7 @@ impl ReadCounts {
     fn beyond_ecc(&self) -> Option<String> {
         (self.overflipped_chunks > 0).then(|| {
             format!(
-                "(this run read {} chunk(s) with 3 or more flipped bits, beyond what SEC-DED corrects)",
+                "(this run read {} chunk(s) with more flipped bits than the code corrects)",
                 self.overflipped_chunks
             )
         })
@@ -1726,6 +1729,7 @@ pub fn run_with_progress(
         index_moves: base.index_moves,
         recovery: recovery.into_inner().unwrap(),
         ecc: lay.ecc,
+        ecc_code: ftl::fms::layout::ecc_name(lay.ecc_t),
         bitflip_rate: cfg.bitflip_rate,
         max_read_retries: cfg.fms.read_retries,
         reads: reads.into_inner().unwrap(),

@@ -97,8 +97,15 @@ pub struct FormatArgs {
     /// not MLC's (which need 4 bits per 512). Headers and spare records carry CRCs, not
     /// codes. NAND devices whose spare area holds the codes (e.g. mlc2-2g, slc-large-1g;
     /// not the 16-byte spares of nandsim-256m). Later commands take it from the image.
+    /// For MLC-class rates use --ecc-bits.
     #[arg(long)]
     pub ecc: bool,
+    /// ECC with a code that corrects T bits per 512 bytes (implies --ecc): 1 is the
+    /// SEC-DED code above; 2 to 8 a BCH code (ceil(13·T/8) bytes per 512 in the spare
+    /// area: 7 for T = 4, which 2 Gb MLC parts ask; mlc2-2g's 64-byte spare holds up to
+    /// T = 6 on its 2 KiB pages).
+    #[arg(long, value_name = "T", value_parser = clap::value_parser!(u8).range(1..=8))]
+    pub ecc_bits: Option<u8>,
     /// Format an image that already holds an FMS (its data is lost; erase counts carry
     /// over). Without it such an image is refused, as `nand format` refuses an existing
     /// file.
@@ -120,6 +127,8 @@ pub struct FormatReport {
     pub bad_segments: usize,
     /// Whether data pages carry ECC codes (`--ecc`).
     pub ecc: bool,
+    /// The code: `none`, `SEC-DED` or `BCH-T` (`--ecc-bits T`).
+    pub ecc_code: String,
     /// Device time the format took (erasing every good segment, writing the headers).
     pub format_time_s: f64,
 }
@@ -237,7 +246,8 @@ fn format(a: FormatArgs) -> Result<()> {
     let nand = open_image(&a.image, true)?;
     let geo = nand.geometry().clone();
     let cfg = FmsConfig {
-        ecc: a.ecc,
+        ecc: a.ecc || a.ecc_bits.is_some(),
+        ecc_strength: a.ecc_bits.unwrap_or(1),
         ..config("cat", bs)?
     };
     let reserve = cfg.reserve_segments();
@@ -273,6 +283,7 @@ fn format(a: FormatArgs) -> Result<()> {
             .filter(|s| s.state == SegState::Bad)
             .count(),
         ecc: fms.layout().ecc,
+        ecc_code: ftl::fms::layout::ecc_name(fms.layout().ecc_t),
         format_time_s: fms.nand().clock_s(),
     };
     if let Some(p) = &a.report.csv {
@@ -288,7 +299,11 @@ fn format(a: FormatArgs) -> Result<()> {
         output::bytes(bs as u64),
         r.blocks_per_segment,
         output::bytes(r.capacity_bytes),
-        if r.ecc { ", with ECC" } else { "" }
+        if r.ecc {
+            format!(", with ECC ({})", r.ecc_code)
+        } else {
+            String::new()
+        }
     );
     // Where the rest of the medium goes (docs/format/fms.md, Mount step 0).
     let seg_bytes = geo.pages_per_block as u64 * geo.page_size as u64;

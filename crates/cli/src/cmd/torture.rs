@@ -97,6 +97,10 @@ pub struct TortureArgs {
     /// Format the FMS with ECC codes in the data pages' spare areas (`fms format --ecc`).
     #[arg(long)]
     pub ecc: bool,
+    /// ECC correcting T bits per 512 bytes (implies --ecc; `fms format --ecc-bits`): 1
+    /// SEC-DED, 2 to 8 BCH.
+    #[arg(long, value_name = "T", value_parser = clap::value_parser!(u8).range(1..=8))]
+    pub ecc_bits: Option<u8>,
     /// Probability that a bit read comes back flipped (transient), in every run and every
     /// mount. Without --ecc a flipped data bit reaches the reader and is a violation.
     #[arg(long, default_value_t = 0.0, value_name = "P")]
@@ -217,7 +221,8 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
         );
     }
     c.bitflip_rate = a.bitflip_rate;
-    c.fms.ecc = a.ecc;
+    c.fms.ecc = a.ecc || a.ecc_bits.is_some();
+    c.fms.ecc_strength = a.ecc_bits.unwrap_or(1);
     c.fms.read_retries = a.read_retries;
     let t = &a.trace_input;
     match &a.trace {
@@ -389,7 +394,7 @@ fn print_table(r: &TortureReport) -> Result<()> {
             "ecc",
             format!(
                 "{}, bit flip rate {}, up to {} re-reads",
-                if r.ecc { "on" } else { "off" },
+                if r.ecc { r.ecc_code.as_str() } else { "off" },
                 r.bitflip_rate,
                 r.max_read_retries
             ),

@@ -54,7 +54,51 @@ pub const TRIM_ENTRY: usize = 12;
 /// [`ECC_SPARE_OFFSET`] (`fms format --ecc`; spare mode only).
 pub const FEATURE_ECC: u32 = 1;
 /// The feature bits this version reads; a medium with others is refused at mount.
-pub const FEATURES_KNOWN: u32 = FEATURE_ECC;
+pub const FEATURES_KNOWN: u32 = FEATURE_ECC | FEATURE_BCH_MASK;
+/// Features bits 4..8, with [`FEATURE_ECC`]: the strength of the code, bits corrected per
+/// 512 bytes, when it is a BCH code (2..=8; `nand::bch`); 0 for the SEC-DED code (stop 21;
+/// zero before). A reader from before stop 21 refuses such a medium (an unknown bit)
+/// rather than reading BCH codes as SEC-DED ones.
+pub const FEATURE_BCH_SHIFT: u32 = 4;
+/// The bits of the BCH strength in the features word.
+pub const FEATURE_BCH_MASK: u32 = 0xF << FEATURE_BCH_SHIFT;
+
+/// The features word of a medium whose pages carry codes of strength `t` (0: none).
+pub fn features_of(t: u8) -> u32 {
+    match t {
+        0 => 0,
+        1 => FEATURE_ECC,
+        t => FEATURE_ECC | (t as u32) << FEATURE_BCH_SHIFT,
+    }
+}
+
+/// The code strength a features word records (0: no ECC), or `Err` for a BCH field
+/// without the ECC bit, or a strength of 1 or above 8 in it.
+pub fn ecc_strength_of(features: u32) -> Result<u8, String> {
+    let bch = (features & FEATURE_BCH_MASK) >> FEATURE_BCH_SHIFT;
+    match (features & FEATURE_ECC != 0, bch) {
+        (false, 0) => Ok(0),
+        (true, 0) => Ok(1),
+        (true, t) if t >= 2 && t <= nand::ecc::MAX_STRENGTH as u32 => Ok(t as u8),
+        (ecc, t) => Err(format!(
+            "features {features:#x}: BCH strength {t}{}",
+            if ecc {
+                " (known: 2 to 8)"
+            } else {
+                " without the ECC bit"
+            }
+        )),
+    }
+}
+
+/// "SEC-DED" or "BCH-t" for a code of strength `t` (1..=8), "none" for 0.
+pub fn ecc_name(t: u8) -> String {
+    match t {
+        0 => "none".into(),
+        1 => "SEC-DED".into(),
+        t => format!("BCH-{t}"),
+    }
+}
 /// Spare offset of a slot page's first ECC code byte (after the bad-block marker and the
 /// 15-byte record or page mark).
 pub const ECC_SPARE_OFFSET: usize = SPARE_RECORD;
@@ -127,6 +171,9 @@ pub struct Layout {
     page_slots: Option<u64>,
     /// Spare mode: slot pages carry ECC codes ([`FEATURE_ECC`]).
     pub ecc: bool,
+    /// The code's strength, bits corrected per 512 bytes (`nand::ecc::code_bytes`): 0
+    /// without ECC, 1 SEC-DED, 2..=8 BCH ([`FEATURE_BCH_SHIFT`]).
+    pub ecc_t: u8,
 }
 
 impl Layout {
@@ -249,6 +296,7 @@ impl Layout {
                     .then(|| geo.page_size.trailing_zeros()),
                 page_slots: None,
                 ecc: false,
+                ecc_t: 0,
             }
             .derived())
         } else {
@@ -289,19 +337,31 @@ impl Layout {
                     .then(|| geo.page_size.trailing_zeros()),
                 page_slots: None,
                 ecc: false,
+                ecc_t: 0,
             }
             .derived())
         }
     }
 
-    /// The layout with ECC codes in the slot pages' spare areas ([`FEATURE_ECC`]) when
-    /// `on`: spare mode only, with pages of whole 512-byte chunks and a spare area that
-    /// holds the record area and 3 code bytes per chunk.
-    pub fn with_ecc(self, on: bool, geo: &Geometry) -> Result<Layout, DevError> {
-        if !on {
-            return Ok(Layout { ecc: false, ..self });
+    /// The layout with ECC codes of strength `t` (bits corrected per 512 bytes: 1 SEC-DED,
+    /// 2..=8 BCH; 0 = none) in the slot pages' spare areas ([`FEATURE_ECC`]): spare mode
+    /// only, with pages of whole 512-byte chunks and a spare area that holds the record
+    /// area and the page's codes.
+    pub fn with_ecc(self, t: u8, geo: &Geometry) -> Result<Layout, DevError> {
+        if t == 0 {
+            return Ok(Layout {
+                ecc: false,
+                ecc_t: 0,
+                ..self
+            });
         }
         let cfg = |m: String| Err(DevError::config(m));
+        if t > nand::ecc::MAX_STRENGTH {
+            return cfg(format!(
+                "ecc: strength {t} bits per 512 bytes; this flashkit knows 1 (SEC-DED) to {} (BCH)",
+                nand::ecc::MAX_STRENGTH
+            ));
+        }
         if self.mode != RecordMode::Spare {
             return cfg("ecc: the FMS keeps ECC codes in the spare area, and this device (nop = 0) has its records in segment headers; ECC needs a NAND device (nop >= 1)".into());
         }
@@ -312,22 +372,28 @@ impl Layout {
                 nand::ecc::ECC_CHUNK
             ));
         }
-        let need = ECC_SPARE_OFFSET + self.ecc_bytes();
+        let with = Layout {
+            ecc: true,
+            ecc_t: t,
+            ..self
+        };
+        let need = ECC_SPARE_OFFSET + with.ecc_bytes();
         if (geo.spare_size as usize) < need {
             return cfg(format!(
-                "ecc: the {}-byte spare area cannot hold the {ECC_SPARE_OFFSET}-byte record area and {} code bytes ({} per {}-byte chunk); this needs a spare area of at least {need} bytes",
+                "ecc: the {}-byte spare area cannot hold the {ECC_SPARE_OFFSET}-byte record area and {} code bytes ({} per {}-byte chunk for {}); this needs a spare area of at least {need} bytes",
                 geo.spare_size,
-                self.ecc_bytes(),
-                nand::ecc::ECC_BYTES,
-                nand::ecc::ECC_CHUNK
+                with.ecc_bytes(),
+                nand::ecc::code_bytes(t),
+                nand::ecc::ECC_CHUNK,
+                ecc_name(t),
             ));
         }
-        Ok(Layout { ecc: true, ..self })
+        Ok(with)
     }
 
     /// ECC code bytes of one page.
     pub fn ecc_bytes(&self) -> usize {
-        self.page_size as usize / nand::ecc::ECC_CHUNK * nand::ecc::ECC_BYTES
+        self.page_size as usize / nand::ecc::ECC_CHUNK * nand::ecc::code_bytes(self.ecc_t)
     }
 
     /// The layout with its derived fields set from the others.

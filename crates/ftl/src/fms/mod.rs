@@ -89,6 +89,12 @@ pub struct FmsConfig {
     /// Format only: every data page carries a SEC-DED code of its data in its spare area
     /// (spare mode; `docs/fms.md`, "Bit flips and ECC"). A mount takes it from the medium.
     pub ecc: bool,
+    /// Format only, with `ecc`: the bits the code corrects per 512 bytes: 1 is the SEC-DED
+    /// code (3 code bytes a chunk; the only one before stop 21), 2..=8 a BCH code
+    /// (`nand::bch`, ceil(13·t / 8) bytes a chunk; 4 is what 2 Gb MLC parts ask). The
+    /// spare area must hold 16 bytes and the codes of a page. A mount takes it from the
+    /// medium. Default 1.
+    pub ecc_strength: u8,
     /// Reads of a structure that fails its checksum or its ECC, after the first, before it
     /// counts as torn or the read fails (the model's bit flips are transient, as read
     /// disturb and most real flips are): 2 by default.
@@ -103,6 +109,17 @@ pub struct FmsConfig {
     /// (`wear_threshold`) the smaller of the two applies. `None`: always wrap in place
     /// (before stop 20). Default: 8.
     pub index_wear_gap: Option<u32>,
+}
+
+/// The flips in one 512-byte chunk from which a read is beyond a code of strength `t`
+/// (`Nand::set_overflip_at`): 3 for SEC-DED (and without a code), whose two flips are
+/// detected; t + 1 for BCH, which may miscorrect from there.
+pub(crate) fn overflip_at(t: u8) -> u32 {
+    if t <= 1 {
+        3
+    } else {
+        t as u32 + 1
+    }
 }
 
 impl Default for FmsConfig {
@@ -128,6 +145,7 @@ impl Default for FmsConfig {
             adaptive_threshold: 1.5,
             logical_blocks: None,
             ecc: false,
+            ecc_strength: 1,
             read_retries: 2,
             index_wear_gap: Some(8),
         }
@@ -151,6 +169,13 @@ impl FmsConfig {
         }
         if self.hot_half_life.is_some_and(|h| h.is_nan() || h <= 0.0) {
             return bad("hot_half_life: must be > 0");
+        }
+        if !(1..=nand::ecc::MAX_STRENGTH).contains(&self.ecc_strength) {
+            return bad(&format!(
+                "ecc_strength: {} bits per 512 bytes; must be 1 (SEC-DED) to {} (BCH)",
+                self.ecc_strength,
+                nand::ecc::MAX_STRENGTH
+            ));
         }
         Ok(())
     }
@@ -495,6 +520,8 @@ impl Fms {
             wear,
             adaptive,
         } = Sizing::new(nand.geometry(), &cfg, good, recorded)?;
+        let mut nand = nand;
+        nand.set_overflip_at(overflip_at(lay.ecc_t));
         let segments = lay.segments as usize;
         let cfg = FmsConfig {
             logical_blocks: cfg.logical_blocks.or(recorded),
@@ -858,13 +885,14 @@ impl Fms {
                     break 'pages;
                 }
                 let (data, spare) = page.split_at_mut(ps);
-                let rep = match nand::ecc::ecc_correct_page(data, &spare[code.clone()]) {
-                    Ok(rep) => rep,
-                    Err(e) => {
-                        r = Err(DevError::config(format!("ecc: {e}")));
-                        break 'pages;
-                    }
-                };
+                let rep =
+                    match nand::ecc::correct_page_t(self.lay.ecc_t, data, &spare[code.clone()]) {
+                        Ok(rep) => rep,
+                        Err(e) => {
+                            r = Err(DevError::config(format!("ecc: {e}")));
+                            break 'pages;
+                        }
+                    };
                 self.stats.ecc_corrected_bits += rep.corrected_bits as u64;
                 if rep.uncorrectable_chunks == 0 {
                     break;
@@ -921,7 +949,7 @@ impl Fms {
             self.nand.read(p0 + k as u64, 0, &mut page)?;
             let (data, spare) = page.split_at_mut(ps);
             codes.extend_from_slice(&spare[code.clone()]);
-            nand::ecc::ecc_correct_page(data, &spare[code.clone()])
+            nand::ecc::correct_page_t(self.lay.ecc_t, data, &spare[code.clone()])
                 .map_err(|e| DevError::config(format!("ecc: {e}")))?;
             b[k * ps..(k + 1) * ps].copy_from_slice(data);
         }
@@ -1385,8 +1413,12 @@ impl Fms {
                     let c = self.lay.ecc_bytes();
                     sp[layout::ECC_SPARE_OFFSET - 1..].copy_from_slice(&codes[k * c..(k + 1) * c]);
                 }
-                None => nand::ecc::ecc_compute_page(page, &mut sp[layout::ECC_SPARE_OFFSET - 1..])
-                    .map_err(|e| NandError::config(format!("ecc: {e}")))?,
+                None => nand::ecc::compute_page_t(
+                    self.lay.ecc_t,
+                    page,
+                    &mut sp[layout::ECC_SPARE_OFFSET - 1..][..self.lay.ecc_bytes()],
+                )
+                .map_err(|e| NandError::config(format!("ecc: {e}")))?,
             }
             self.nand
                 .program(p0 + k as u64, 0, Data::Bytes(page), Some((1, sp)))?;
@@ -1602,7 +1634,7 @@ impl Fms {
             erase_seq: self.erase_seq,
             time_ms: self.nand.clock_ps() / 1_000_000_000,
             format_id: self.format_id,
-            features: if self.lay.ecc { layout::FEATURE_ECC } else { 0 },
+            features: layout::features_of(self.lay.ecc_t),
         };
         self.erase_seq = self.erase_seq.saturating_add(1);
         let first = self.nand.geometry().first_page(seg);

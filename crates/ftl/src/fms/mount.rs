@@ -31,8 +31,8 @@ use nand::blockdev::{DevError, DevResult};
 use nand::{BadState, Nand};
 
 use super::layout::{
-    IndexEntry, Layout, Record, RecordMode, SegHeader, TrimList, ENTRY, FEATURES_KNOWN,
-    FEATURE_ECC, INDEX_ENTRY, PAD_RECORD, SEG_HEADER, TRIM_LIST_LBN,
+    ecc_name, ecc_strength_of, IndexEntry, Layout, Record, RecordMode, SegHeader, TrimList, ENTRY,
+    FEATURES_KNOWN, INDEX_ENTRY, PAD_RECORD, SEG_HEADER, TRIM_LIST_LBN,
 };
 use super::trims::{ListSlot, Tomb};
 use super::{Fms, FmsConfig, IndexLog, SegState, Tail, NONE};
@@ -177,18 +177,20 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                 h.block_size, h.slots, lay.block_size
             )));
         }
-        refuse_unknown(seg, &h)?;
-        let ecc = h.features & FEATURE_ECC != 0;
-        if !any_header && ecc {
-            lay = f.lay.clone().with_ecc(true, &geo).map_err(|e| {
+        let t = refuse_unknown(seg, &h)?;
+        if !any_header && t > 0 {
+            lay = f.lay.clone().with_ecc(t, &geo).map_err(|e| {
                 DevError::corrupt(format!("segment {seg}: header says ECC, but {e}"))
             })?;
             f.lay = lay.clone();
             f.cfg.ecc = true;
-        } else if ecc != lay.ecc {
+            f.cfg.ecc_strength = t;
+            f.nand.set_overflip_at(super::overflip_at(t));
+        } else if t != lay.ecc_t {
             return Err(DevError::corrupt(format!(
-                "segment {seg}: formatted {} ECC, unlike the segments before it",
-                if ecc { "with" } else { "without" }
+                "segment {seg}: formatted {}, unlike the segments before it ({})",
+                with_ecc(t),
+                with_ecc(lay.ecc_t)
             )));
         }
         any_header = true;
@@ -291,14 +293,15 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             continue;
         }
         // Its records are read like a good segment's: the same features, or a refusal.
-        refuse_unknown(seg, &h)?;
+        let t = refuse_unknown(seg, &h)?;
         if h.kind != 0 {
             continue;
         }
-        if (h.features & FEATURE_ECC != 0) != lay.ecc {
+        if t != lay.ecc_t {
             return Err(DevError::corrupt(format!(
-                "segment {seg} (grown bad): formatted {} ECC, unlike the good segments",
-                if lay.ecc { "without" } else { "with" }
+                "segment {seg} (grown bad): formatted {}, unlike the good segments ({})",
+                with_ecc(t),
+                with_ecc(lay.ecc_t)
             )));
         }
         if log.as_ref().is_some_and(|l| l.retired.contains(&seg)) {
@@ -635,7 +638,17 @@ pub(super) fn read_until(
 /// or a feature bit it does not know. Both come only from a newer format (the header's
 /// checksum holds), so the mount refuses, naming the segment, rather than take the
 /// segment for something else or erase it.
-fn refuse_unknown(seg: u32, h: &SegHeader) -> DevResult<()> {
+/// "without ECC", or "with ECC (BCH-4)" for a code of strength `t`.
+fn with_ecc(t: u8) -> String {
+    match t {
+        0 => "without ECC".into(),
+        t => format!("with ECC ({})", ecc_name(t)),
+    }
+}
+
+/// Refuse a header of a kind or with features this version does not know; otherwise the
+/// strength of the ECC its features record (0: none).
+fn refuse_unknown(seg: u32, h: &SegHeader) -> DevResult<u8> {
     if h.kind > 1 {
         return Err(DevError::corrupt(format!(
             "segment {seg}: header kind {} is unknown (0 data, 1 index): written by a newer version",
@@ -648,7 +661,11 @@ fn refuse_unknown(seg: u32, h: &SegHeader) -> DevResult<()> {
             h.features, FEATURES_KNOWN
         )));
     }
-    Ok(())
+    ecc_strength_of(h.features).map_err(|e| {
+        DevError::corrupt(format!(
+            "segment {seg}: header {e}: written by a newer version, or corrupt"
+        ))
+    })
 }
 
 /// Read a segment header (see [`read_until`]): erased, or one that decodes, or the last

@@ -32,7 +32,8 @@ impl Sizing {
         recorded: Option<u64>,
     ) -> DevResult<Sizing> {
         cfg.validate()?;
-        let lay = Layout::new(geo, cfg.block_size)?.with_ecc(cfg.ecc, geo)?;
+        let lay = Layout::new(geo, cfg.block_size)?
+            .with_ecc(if cfg.ecc { cfg.ecc_strength } else { 0 }, geo)?;
         let segments = lay.segments as usize;
         // A physical slot number is `seg << slot_bits | slot`: shifts, not divisions by
         // the (often odd) slot count, on every lookup. Numbers past `slots` are unused.

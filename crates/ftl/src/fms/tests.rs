@@ -2509,6 +2509,78 @@ fn ecc_corrects_one_flip_and_reads_two_again() {
     assert_eq!(buf[2048 + 700] ^ data[3][2048 + 700], 1 << 5);
 }
 
+/// With a BCH code of strength 4 (`ecc_strength`), four bits cleared for good in one
+/// 512-byte chunk (beyond SEC-DED, which would fail or miscorrect the read) read back
+/// corrected, on every read and after a remount, which takes the strength from the
+/// headers; the codes sit where docs/format/fms.md puts them (7 bytes per 512 at spare 16),
+/// and an erased page's are erased; a fifth bit is reported uncorrectable, never returned.
+#[test]
+fn bch_corrects_four_bits_a_chunk_for_good() {
+    let spec = shrunk("slc-large-1g", 24, 16);
+    let cfg = FmsConfig {
+        block_size: 4096,
+        ecc: true,
+        ecc_strength: 4,
+        ..FmsConfig::default()
+    };
+    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    assert_eq!((f.lay.ecc_t, f.lay.ecc_bytes()), (4, 28));
+    let data: Vec<Vec<u8>> = (0..8u32)
+        .map(|l| (0..4096u32).map(|i| (i * 7 + l * 31) as u8).collect())
+        .collect();
+    for (l, d) in data.iter().enumerate() {
+        f.write_block(l as u32, Some(d)).unwrap();
+    }
+    f.flush().unwrap();
+    let p = page_of(&f, 3);
+    let mut sp = [0u8; 64];
+    f.nand.read(p, 2048, &mut sp).unwrap();
+    let mut code = [0u8; 28];
+    nand::ecc::compute_page_t(4, &data[3][..2048], &mut code).unwrap();
+    assert_eq!(sp[16..44], code);
+    assert!(sp[44..].iter().all(|&b| b == 0xFF));
+    let mut erased = [0u8; 28];
+    nand::ecc::compute_page_t(4, &[0xFF; 2048], &mut erased).unwrap();
+    assert!(erased.iter().all(|&b| b == 0xFF));
+    // Clear four set bits of chunk 1 (bytes 512..1024) of block 3's first page, for good:
+    // the lowest set bit of four bytes in a row, in one program (NOP 4).
+    let d = &data[3];
+    let at = (512..1020usize)
+        .find(|&c| d[c..c + 4].iter().all(|&b| b != 0))
+        .unwrap();
+    let less: Vec<u8> = d[at..at + 4].iter().map(|&b| b & (b - 1)).collect();
+    f.nand.program_bytes(p, at as u32, &less).unwrap();
+    let mut buf = vec![0u8; 4096];
+    f.read_block(3, Some(&mut buf)).unwrap();
+    assert_eq!(buf, data[3]);
+    assert_eq!(f.stats().ecc_corrected_bits, 4);
+    assert_eq!(f.stats().read_retries, 0);
+    let nd = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+    let mut f = Fms::mount(
+        nd,
+        FmsConfig {
+            ecc: false,
+            ..cfg.clone()
+        },
+    )
+    .unwrap();
+    assert_eq!(f.lay.ecc_t, 4);
+    assert_eq!(f.cfg.ecc_strength, 4);
+    f.read_block(3, Some(&mut buf)).unwrap();
+    assert_eq!(buf, data[3]);
+    // A fifth: beyond the code, and reported so.
+    let col = (at + 4..1024usize).find(|&c| d[c] != 0).unwrap();
+    let b = d[col];
+    let high = 1u8 << (7 - b.leading_zeros());
+    let mut now = [0u8; 1];
+    f.nand.read(p, col as u32, &mut now).unwrap();
+    f.nand
+        .program_bytes(p, col as u32, &[now[0] & !high])
+        .unwrap();
+    let e = f.read_block(3, Some(&mut buf)).unwrap_err();
+    assert!(matches!(e, DevError::Uncorrectable { .. }), "{e:?}");
+}
+
 /// Two bits cleared for good in one chunk (a real double error): every read finds it
 /// uncorrectable, and after `read_retries` more reads the read fails with
 /// `Uncorrectable` naming the block's first sector; it never returns wrong data. The
@@ -2598,6 +2670,18 @@ fn unknown_features_and_mixed_ecc_are_refused() {
     );
     let e = with(fresh(), 0, 0, false, &mut hdr).unwrap();
     assert!(e.contains("segment 1") && e.contains("without ECC"), "{e}");
+    // Another code's strength (BCH-4 among SEC-DED segments), or a BCH field without the
+    // ECC bit (stop 21).
+    let e = with(fresh(), layout::features_of(4), 0, false, &mut hdr).unwrap();
+    assert!(
+        e.contains("segment 1") && e.contains("with ECC (BCH-4)"),
+        "{e}"
+    );
+    let e = with(fresh(), 4 << layout::FEATURE_BCH_SHIFT, 0, false, &mut hdr).unwrap();
+    assert!(
+        e.contains("segment 1") && e.contains("without the ECC bit"),
+        "{e}"
+    );
     // A kind other than data and index (spec conformance check, stop 19: it was taken
     // for a data segment).
     let e = with(fresh(), layout::FEATURE_ECC, 2, false, &mut hdr).unwrap();

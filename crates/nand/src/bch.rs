@@ -339,7 +339,10 @@ impl Bch {
         {
             match self.correct(chunk.try_into().expect("exact chunk"), stored) {
                 BchOutcome::Clean => {}
-                BchOutcome::Corrected { bits } => report.corrected_bits += bits,
+                BchOutcome::Corrected { bits } => {
+                    report.corrected_bits += bits;
+                    report.most_in_a_chunk = report.most_in_a_chunk.max(bits);
+                }
                 BchOutcome::Uncorrectable => report.uncorrectable_chunks += 1,
             }
         }
@@ -515,6 +518,7 @@ mod tests {
         let r = b.correct_page(&mut page, &code).unwrap();
         assert_eq!(r.corrected_bits, 3);
         assert_eq!(r.uncorrectable_chunks, 1);
+        assert_eq!(r.most_in_a_chunk, 2);
         assert_eq!(page[..1024], orig[..1024]);
         assert_eq!(page[1536..], orig[1536..]);
         assert!(b.correct_page(&mut page[..100], &code).is_err());

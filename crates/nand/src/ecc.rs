@@ -114,6 +114,9 @@ pub struct PageEccReport {
     /// Number of chunks with an uncorrectable (≥ 2 bit) error; their data
     /// is left as read.
     pub uncorrectable_chunks: u32,
+    /// The most bits corrected in one chunk (how close the page came to its code's
+    /// limit: what scrubbing decides on).
+    pub most_in_a_chunk: u32,
 }
 
 /// Byte parity flag in [`ECC_TABLE`] entries.
@@ -297,6 +300,7 @@ pub fn ecc_correct_page(data: &mut [u8], code: &[u8]) -> Result<PageEccReport, E
             EccOutcome::Clean => {}
             EccOutcome::Corrected { .. } | EccOutcome::CodeCorrected => {
                 report.corrected_bits += 1;
+                report.most_in_a_chunk = 1;
             }
             EccOutcome::Uncorrectable => report.uncorrectable_chunks += 1,
         }
@@ -603,7 +607,8 @@ mod tests {
             report,
             PageEccReport {
                 corrected_bits: 2,
-                uncorrectable_chunks: 1
+                uncorrectable_chunks: 1,
+                most_in_a_chunk: 1,
             }
         );
         assert_eq!(page[..2 * ECC_CHUNK], orig[..2 * ECC_CHUNK]);

@@ -326,6 +326,9 @@ pub struct ReadCounts {
     /// (`nand::Counters::overflipped_chunks`): three or more for SEC-DED, which takes an odd
     /// count for one flip and "corrects" it; t + 1 or more for BCH-t.
     pub overflipped_chunks: u64,
+    /// Blocks moved because a read corrected many flips in one chunk (scrubbing,
+    /// `FmsConfig::scrub_threshold`).
+    pub scrubbed: u64,
 }
 
 impl ReadCounts {
@@ -335,6 +338,7 @@ impl ReadCounts {
         self.read_retries += f.stats().read_retries;
         self.uncorrectable_reads += f.stats().uncorrectable_reads;
         self.overflipped_chunks += f.nand().counters().overflipped_chunks;
+        self.scrubbed += f.stats().scrubbed;
     }
 
     fn add(&mut self, o: &ReadCounts) {
@@ -343,6 +347,7 @@ impl ReadCounts {
         self.read_retries += o.read_retries;
         self.uncorrectable_reads += o.uncorrectable_reads;
         self.overflipped_chunks += o.overflipped_chunks;
+        self.scrubbed += o.scrubbed;
     }
 
     /// Appended to a violation of a run whose reads went beyond the code's strength.

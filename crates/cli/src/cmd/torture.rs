@@ -101,6 +101,11 @@ pub struct TortureArgs {
     /// SEC-DED, 2 to 8 BCH.
     #[arg(long, value_name = "T", value_parser = clap::value_parser!(u8).range(1..=8))]
     pub ecc_bits: Option<u8>,
+    /// Move a block whose read corrected at least N bits in one 512-byte chunk at the next
+    /// flush (scrubbing; 0 = never). Default: three quarters of the code's strength,
+    /// rounded up (1 for SEC-DED, 3 for --ecc-bits 4).
+    #[arg(long, value_name = "N")]
+    pub scrub_threshold: Option<u8>,
     /// Probability that a bit read comes back flipped (transient), in every run and every
     /// mount. Without --ecc a flipped data bit reaches the reader and is a violation.
     #[arg(long, default_value_t = 0.0, value_name = "P")]
@@ -223,6 +228,7 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
     c.bitflip_rate = a.bitflip_rate;
     c.fms.ecc = a.ecc || a.ecc_bits.is_some();
     c.fms.ecc_strength = a.ecc_bits.unwrap_or(1);
+    c.fms.scrub_threshold = a.scrub_threshold;
     c.fms.read_retries = a.read_retries;
     let t = &a.trace_input;
     match &a.trace {
@@ -402,12 +408,13 @@ fn print_table(r: &TortureReport) -> Result<()> {
         .add(
             "reads",
             format!(
-                "{} bits flipped, {} corrected by ECC, {} re-reads, {} uncorrectable, {} chunks with 3+ flips",
+                "{} bits flipped, {} corrected by ECC, {} re-reads, {} uncorrectable, {} chunks beyond the code, {} blocks scrubbed",
                 output::count(r.reads.bitflips),
                 output::count(r.reads.ecc_corrected_bits),
                 output::count(r.reads.read_retries),
                 output::count(r.reads.uncorrectable_reads),
-                output::count(r.reads.overflipped_chunks)
+                output::count(r.reads.overflipped_chunks),
+                output::count(r.reads.scrubbed)
             ),
         )
         .add("violations", output::count(r.violations))

@@ -352,6 +352,79 @@ impl Fms {
         r
     }
 
+    /// The bits corrected in one chunk from which a read queues its block for scrubbing
+    /// (`FmsConfig::scrub_threshold`; `u32::MAX`: never).
+    pub(super) fn scrub_at(&self) -> u32 {
+        match self.cfg.scrub_threshold {
+            Some(0) => u32::MAX,
+            Some(n) => n as u32,
+            None => (3 * self.lay.ecc_t as u32).div_ceil(4).max(1),
+        }
+    }
+
+    /// Scrubbing: move each block a read found near its code's limit (queued by
+    /// `read_slot_ecc`) as the cleaner moves blocks, with fresh codes and its record's
+    /// region, update count and time unchanged: to its region's stream with DAC, the
+    /// read-only stream for read-only data, otherwise the cold stream when the
+    /// redistribution separates hot from cold (a block that sat long enough to gather
+    /// flips) and the one stream when it does not. A block written, trimmed or moved since
+    /// its read is skipped. The new copy's record beats the old one by its sequence number,
+    /// so a cut anywhere leaves one of the two (docs/fms.md, "Scrubbing"). Blocks not
+    /// moved when an error stops the run stay queued.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn scrub_pending(&mut self) -> DevResult<()> {
+        let pending = std::mem::take(&mut self.scrub);
+        for (k, &(lbn, phys)) in pending.iter().enumerate() {
+            let i = lbn as usize;
+            if self.blocks[i].map != phys {
+                continue;
+            }
+            let r = self.ensure_space().and_then(|()| {
+                // The cleaning may have moved it (with fresh codes).
+                if self.blocks[i].map != phys {
+                    return Ok(false);
+                }
+                let b = &self.blocks[i];
+                let stream = if b.readonly && self.cfg.readonly_separation {
+                    (self.cfg.streams() - 1) as u8
+                } else if self.cfg.regions > 1 {
+                    b.region
+                } else if self.cfg.redistribution.separates() {
+                    1
+                } else {
+                    0
+                };
+                let m = Moving {
+                    phys,
+                    lbn,
+                    updates: b.updates as u32,
+                    stream,
+                    region: b.region,
+                    last_write_ps: b.write_ps,
+                    hot_degree: 0.0,
+                };
+                self.copy_out(std::slice::from_ref(&m), None).map(|()| true)
+            });
+            match r {
+                Ok(moved) => {
+                    // Counted as scrubbed, not among the cleaner's copies.
+                    self.stats.scrubbed += moved as u64;
+                    self.stats.blocks_copied -= moved as u64;
+                }
+                Err(e) => {
+                    self.scrub = pending[k..].to_vec();
+                    return Err(e);
+                }
+            }
+        }
+        // The moves' own reads queued the old copies again: nothing left to do there.
+        let mut left = std::mem::take(&mut self.scrub);
+        left.retain(|&(lbn, phys)| self.blocks[lbn as usize].map == phys);
+        self.scrub = left;
+        Ok(())
+    }
+
     /// Copy `moving[k]` to its stream (or `forced`), in order. In header mode consecutive blocks bound for
     /// the same segment are copied as a run: their data slot by slot, then all their
     /// entries in one program (a cut in between leaves copies without entries, which mount

@@ -109,6 +109,12 @@ pub struct FmsConfig {
     /// (`wear_threshold`) the smaller of the two applies. `None`: always wrap in place
     /// (before stop 20). Default: 8.
     pub index_wear_gap: Option<u32>,
+    /// Storage mode with ECC: a block whose read corrected at least this many bits in one
+    /// 512-byte chunk is moved (rewritten with fresh codes, as the cleaner moves blocks)
+    /// at the next flush, before more flips add up past the code ([`FmsStats::scrubbed`]).
+    /// `None` (the default): three quarters of the code's strength, rounded up, as MTD's
+    /// `bitflip_threshold` has it (1 for SEC-DED, 3 for BCH-4); `Some(0)`: never.
+    pub scrub_threshold: Option<u8>,
 }
 
 /// The flips in one 512-byte chunk from which a read is beyond a code of strength `t`
@@ -146,6 +152,7 @@ impl Default for FmsConfig {
             logical_blocks: None,
             ecc: false,
             ecc_strength: 1,
+            scrub_threshold: None,
             read_retries: 2,
             index_wear_gap: Some(8),
         }
@@ -327,6 +334,9 @@ pub struct FmsStats {
     pub unreadable_copies: u64,
     /// Data reads that failed with `Uncorrectable` after every retry.
     pub uncorrectable_reads: u64,
+    /// Blocks moved because a read corrected as many bits in one chunk as
+    /// `FmsConfig::scrub_threshold` says (scrubbing).
+    pub scrubbed: u64,
 }
 
 /// The Flash Memory Server.
@@ -423,6 +433,9 @@ pub struct Fms {
     /// while the cleaner copies a block it cannot read ([`Fms::read_unreadable`]), so the
     /// copy keeps the source's codes and stays uncorrectable where the source was.
     ecc_override: Option<Vec<u8>>,
+    /// Blocks to scrub at the next flush: (logical block, the copy whose read found the
+    /// flips). A block written or moved since is left alone.
+    scrub: Vec<(u32, u32)>,
 }
 
 impl Fms {
@@ -480,6 +493,7 @@ impl Fms {
             mount_report: self.mount_report.clone(),
             dac_means: self.dac_means.clone(),
             ecc_override: self.ecc_override.clone(),
+            scrub: self.scrub.clone(),
         })
     }
 
@@ -550,6 +564,7 @@ impl Fms {
             },
             dac_means: Box::new([0; 8]),
             ecc_override: None,
+            scrub: Vec::new(),
             adaptive,
             hot: HotDegree::new(if keeps_hot { n } else { 0 }, half_life),
             indexed: used.is_some() || aged.is_some() || sums.is_some() || wear.is_some(),
@@ -877,6 +892,7 @@ impl Fms {
         let mut page = std::mem::take(&mut self.page_buf);
         page.resize(raw, 0);
         let mut r = Ok(());
+        let mut most = 0;
         'pages: for k in 0..self.lay.pages_per_slot as usize {
             let mut tries = 0;
             loop {
@@ -895,6 +911,7 @@ impl Fms {
                     };
                 self.stats.ecc_corrected_bits += rep.corrected_bits as u64;
                 if rep.uncorrectable_chunks == 0 {
+                    most = most.max(rep.most_in_a_chunk);
                     break;
                 }
                 if tries >= self.cfg.read_retries {
@@ -920,6 +937,12 @@ impl Fms {
         }
         self.page_buf = page;
         r?;
+        if most > 0 && most >= self.scrub_at() {
+            let lbn = self.rev[phys as usize];
+            if lbn != NONE && !self.scrub.contains(&(lbn, phys)) {
+                self.scrub.push((lbn, phys));
+            }
+        }
         if self.lay.pages_per_slot > 1 {
             self.torn_reads_as_trimmed(p0, b)?;
         }
@@ -1827,8 +1850,11 @@ impl BlockDevice for Fms {
         // trim's list); only the store may buffer (image files), so flush syncs it. Trim
         // lists an operation that failed left waiting are written first, and blocks left
         // in a segment a failed program retired (an operation that failed before moving
-        // them) move.
+        // them) move; so do blocks whose reads found them near their code's limit.
         self.write_trims()?;
+        if !self.scrub.is_empty() {
+            self.scrub_pending()?;
+        }
         if !self.retiring.is_empty() || self.index_stale {
             self.repair()?;
         }

@@ -2581,6 +2581,63 @@ fn bch_corrects_four_bits_a_chunk_for_good() {
     assert!(matches!(e, DevError::Uncorrectable { .. }), "{e:?}");
 }
 
+/// Scrubbing: a read that corrects as many bits in one chunk as the threshold (3 of
+/// BCH-4's 4 by default) queues its block, and the next flush moves it with fresh codes:
+/// it then reads with nothing to correct, here and after a remount, with its update count
+/// unchanged. Fewer flips, or `scrub_threshold: Some(0)`, move nothing.
+#[test]
+fn reads_near_the_codes_limit_scrub_their_block() {
+    let run = |flips: usize, threshold: Option<u8>| {
+        let spec = shrunk("slc-large-1g", 24, 16);
+        let cfg = FmsConfig {
+            block_size: 4096,
+            ecc: true,
+            ecc_strength: 4,
+            scrub_threshold: threshold,
+            ..FmsConfig::default()
+        };
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        let data: Vec<u8> = (0..4096u32).map(|i| (i * 13 + 5) as u8 | 1).collect();
+        f.write_block(2, Some(&data)).unwrap();
+        f.write_block(2, Some(&data)).unwrap();
+        f.flush().unwrap();
+        let before = (f.blocks[2].map, f.blocks[2].updates);
+        let p = page_of(&f, 2);
+        let less: Vec<u8> = data[600..600 + flips]
+            .iter()
+            .map(|&b| b & (b - 1))
+            .collect();
+        f.nand.program_bytes(p, 600, &less).unwrap();
+        let mut buf = vec![0u8; 4096];
+        f.read_block(2, Some(&mut buf)).unwrap();
+        assert_eq!(buf, data);
+        assert_eq!(f.stats().ecc_corrected_bits, flips as u64);
+        f.flush().unwrap();
+        let moved = f.blocks[2].map != before.0;
+        assert_eq!(f.stats().scrubbed, moved as u64);
+        assert_eq!(f.blocks[2].updates, before.1, "a scrub is no update");
+        assert_eq!(f.stats().blocks_copied, 0, "nor a cleaner's copy");
+        f.read_block(2, Some(&mut buf)).unwrap();
+        assert_eq!(buf, data);
+        let corrected = f.stats().ecc_corrected_bits;
+        let nd = Nand::open(spec, f.into_nand().into_store()).unwrap();
+        let mut f = Fms::mount(nd, cfg).unwrap();
+        f.read_block(2, Some(&mut buf)).unwrap();
+        assert_eq!(buf, data);
+        assert_eq!(f.blocks[2].updates, before.1);
+        (moved, corrected, f.stats().ecc_corrected_bits)
+    };
+    // Three flips: moved (the move reads them once more); the read after it and the
+    // remount's find nothing to correct.
+    assert_eq!(run(3, None), (true, 6, 0));
+    // Two: under the threshold; every read corrects them again.
+    assert_eq!(run(2, None), (false, 4, 2));
+    // Off.
+    assert_eq!(run(3, Some(0)), (false, 6, 3));
+    // A threshold of 1 moves a block with one.
+    assert!(run(1, Some(1)).0);
+}
+
 /// Two bits cleared for good in one chunk (a real double error): every read finds it
 /// uncorrectable, and after `read_retries` more reads the read fails with
 /// `Uncorrectable` naming the block's first sector; it never returns wrong data. The

@@ -715,10 +715,9 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
 
     // Mount time: remount the medium and measure the device time it takes.
     let mut nand = fms.into_nand();
-    let m0 = nand.clock_ps();
     nand.set_faults(Default::default());
     let mounted = Fms::mount(nand, fcfg.clone()).context("remount")?;
-    let mount_time_s = (mounted.nand().clock_ps() - m0) as f64 / 1e12;
+    let mount_time_s = mounted.mount_time_ps() as f64 / 1e12;
     let spare_reads = mounted.nand().counters().spare_reads - spare0;
 
     let written_bytes = trace_info

@@ -407,7 +407,7 @@ fn info(a: InfoArgs) -> Result<()> {
         wear_max: wear.max,
         wear_mean: wear.mean,
         wear_stddev: wear.stddev,
-        mount_time_s: fms.nand().clock_s(),
+        mount_time_s: fms.mount_time_ps() as f64 / 1e12,
         ram_bytes: fms.ram_bytes(),
         torn_records: fms.mount_report().torn_records,
         stale_live_copies: fms.mount_report().stale_live_copies,

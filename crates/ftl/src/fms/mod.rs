@@ -391,6 +391,16 @@ pub struct Fms {
     trims: trims::Trims,
     /// What the mount that made this FMS found to repair or skip (zero after a format).
     mount_report: MountReport,
+    /// Where this FMS's session time starts on the device clock: 0 after a format; after a
+    /// mount, the clock when the mount began plus the jump to the medium's newest time. The
+    /// write clock (`write_clock`) counts the session's writes, so the age unit
+    /// (`Fms::age_unit`: device time per device-write) reads the session's time, the mount's
+    /// reads included, not the time restored from the medium.
+    epoch_ps: u64,
+    /// The device time of the mount that made this FMS and the newest time it found on
+    /// the medium ([`Fms::mount_time_ps`], [`Fms::medium_time_ps`]; zero after a format).
+    mount_ps: u64,
+    medium_ps: u64,
     /// DAC with [`AgeRule::RegionAverage`]: each region's average stamp, taken at the start
     /// of the last cleaning (zeros before the first).
     dac_means: Box<[u64; 8]>,
@@ -453,6 +463,9 @@ impl Fms {
             read_pages: self.read_pages.clone(),
             trims: self.trims.clone(),
             mount_report: self.mount_report.clone(),
+            epoch_ps: self.epoch_ps,
+            mount_ps: self.mount_ps,
+            medium_ps: self.medium_ps,
             dac_means: self.dac_means.clone(),
             ecc_override: self.ecc_override.clone(),
         })
@@ -578,6 +591,9 @@ impl Fms {
             victim: NONE,
             trims: trims::Trims::default(),
             mount_report: MountReport::default(),
+            epoch_ps: 0,
+            mount_ps: 0,
+            medium_ps: 0,
             cfg,
         })
     }
@@ -665,6 +681,19 @@ impl Fms {
     /// What the mount that made this FMS found to repair or skip on the medium.
     pub fn mount_report(&self) -> &MountReport {
         &self.mount_report
+    }
+    /// Device time the mount that made this FMS spent on the medium (its reads, and its
+    /// repairs), picoseconds; the clock's jump to the medium's newest time
+    /// ([`Fms::medium_time_ps`]) is not part of it. 0 after a format.
+    pub fn mount_time_ps(&self) -> u64 {
+        self.mount_ps
+    }
+    /// The newest device time the mount that made this FMS found on the medium (segment
+    /// headers, header-mode entries; times beyond [`layout::MAX_MEDIUM_TIME_MS`] are not
+    /// believed), picoseconds: the device clock went on from there, so that ages continue
+    /// across mounts. 0 after a format.
+    pub fn medium_time_ps(&self) -> u64 {
+        self.medium_ps
     }
     pub fn stats(&self) -> &FmsStats {
         &self.stats

@@ -343,6 +343,17 @@ fn a_worn_out_image_says_so_and_stays_readable() {
     let info: serde_json::Value =
         serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
     assert!(info["bad_segments"].as_u64().unwrap() > 0, "{info}");
+    // Its lifetime as `fms info` tells it: every bad segment grew bad in use, the
+    // most-erased segment has used its life up, and no spare segment is left.
+    assert_eq!(info["endurance"], 3, "{info}");
+    assert_eq!(info["factory_bad_segments"], 0, "{info}");
+    assert_eq!(info["grown_bad_segments"], info["bad_segments"], "{info}");
+    assert_eq!(
+        info["good_segments"].as_u64().unwrap() + info["bad_segments"].as_u64().unwrap(),
+        8,
+        "{info}"
+    );
+    assert!(info["life_used"].as_f64().unwrap() >= 1.0, "{info}");
     let out = flashkit(["fms", "read", img, "--length", "100000"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(out.stdout == data, "read back differs");
@@ -1070,4 +1081,67 @@ fn format_explains_the_capacity() {
         out.contains("0 bad, 7 kept in reserve") && !out.contains("--block-size"),
         "{out}"
     );
+}
+
+/// `fms info` tells the medium's lifetime: the device's endurance, erase counts (the
+/// contract's wear_* keys), life used, good and bad segments, the reserve and the spare
+/// segments left before the capacity can no longer be kept.
+#[test]
+fn info_reports_endurance_life_and_spare_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("n.img");
+    let img = img.to_str().unwrap();
+    run_ok(&[
+        "nand",
+        "format",
+        img,
+        "--device",
+        "nandsim-256m",
+        "--blocks",
+        "32",
+        "--bad-blocks",
+        "3,7",
+    ]);
+    let nand: serde_json::Value =
+        serde_json::from_str(&run_ok(&["nand", "info", img, "--json"])).unwrap();
+    run_ok(&["fms", "format", img, "--block-size", "512"]);
+    let input = dir.path().join("in.bin");
+    std::fs::write(&input, pattern(150_000, 3)).unwrap();
+    for _ in 0..6 {
+        run_ok(&["fms", "write", img, "--input", input.to_str().unwrap()]);
+    }
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+    assert_eq!(info["endurance"], nand["endurance"], "{info}");
+    let endurance = info["endurance"].as_f64().unwrap();
+    let (max, mean) = (
+        info["wear_max"].as_f64().unwrap(),
+        info["wear_mean"].as_f64().unwrap(),
+    );
+    assert!(
+        max > 1.0 && info["wear_stddev"].as_f64().is_some(),
+        "{info}"
+    );
+    assert_eq!(info["life_used"].as_f64().unwrap(), max / endurance);
+    assert_eq!(info["life_used_mean"].as_f64().unwrap(), mean / endurance);
+    assert_eq!(info["good_segments"], 30, "{info}");
+    assert_eq!(info["factory_bad_segments"], 2, "{info}");
+    assert_eq!(info["grown_bad_segments"], 0, "{info}");
+    assert_eq!(info["bad_segments"], 2, "{info}");
+    // The reserve `fms format` names; the capacity fills the rest but the reserve, so
+    // spare: the reserve less the index and one segment to clean into.
+    assert_eq!(info["reserve_segments"], 7, "{info}");
+    assert_eq!(info["spare_segments"], 5, "{info}");
+    let text = run_ok(&["fms", "info", img]);
+    for needle in [
+        format!(
+            "endurance       {} erase cycles: life used ",
+            nand["endurance"]
+        ),
+        "bad segments    2 factory, 0 grown; 5 more may go bad before the capacity can no \
+         longer be kept (7 in reserve)"
+            .to_string(),
+    ] {
+        assert!(text.contains(&needle), "{needle:?} not in:\n{text}");
+    }
 }

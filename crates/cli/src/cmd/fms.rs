@@ -344,6 +344,29 @@ pub struct FmsInfo {
     pub wear_max: u32,
     pub wear_mean: f64,
     pub wear_stddev: f64,
+    /// Erase cycles the device is specified for (its preset's or device file's).
+    pub endurance: u32,
+    /// Life used: the most-erased good segment's count over `endurance` (a fraction; 1
+    /// when that segment has reached it), and the mean count's.
+    pub life_used: f64,
+    pub life_used_mean: f64,
+    /// Segments whose erase block is good, factory-bad, and grown bad (failed or worn out
+    /// in use); the two bad counts add up to `bad_segments`.
+    pub good_segments: usize,
+    pub factory_bad_segments: usize,
+    pub grown_bad_segments: usize,
+    /// Segments kept out of the exported capacity (the index, the cleaner's high-water
+    /// mark, one active segment per stream of this command's policy), as `fms format`
+    /// says.
+    pub reserve_segments: u64,
+    /// Good segments that may still go bad before the exported capacity can no longer be
+    /// kept: beyond those its blocks fill, the index and one to clean into
+    /// (`Fms::spare_segments`).
+    pub spare_segments: u64,
+    /// The newest device time recorded on the medium (segment headers; header-mode
+    /// entries): the device clock goes on from there (docs/format/fms.md, Mount step 7).
+    pub medium_time_s: f64,
+    /// Device time the mount itself took (reading every header and record).
     pub mount_time_s: f64,
     pub ram_bytes: u64,
     /// What the mount found to repair or skip (`ftl::fms::MountReport`): all zero after a
@@ -383,6 +406,8 @@ fn info(a: InfoArgs) -> Result<()> {
             .filter(|&i| segs[i].state != SegState::Bad && !bad(i))
             .map(|i| segs[i].erase_count),
     );
+    let endurance = fms.nand().spec().endurance;
+    let bad_blocks = super::nand::bad_lists(fms.nand());
     let r = FmsInfo {
         image: a.image.display().to_string(),
         block_size: fms.layout().block_size,
@@ -407,6 +432,15 @@ fn info(a: InfoArgs) -> Result<()> {
         wear_max: wear.max,
         wear_mean: wear.mean,
         wear_stddev: wear.stddev,
+        endurance,
+        life_used: wear.max as f64 / endurance as f64,
+        life_used_mean: wear.mean / endurance as f64,
+        good_segments: (0..segs.len()).filter(|&i| !bad(i)).count(),
+        factory_bad_segments: bad_blocks.factory.len(),
+        grown_bad_segments: bad_blocks.grown.len(),
+        reserve_segments: fms.config().reserve_segments(),
+        spare_segments: fms.spare_segments(),
+        medium_time_s: fms.medium_time_ps() as f64 / 1e12,
         mount_time_s: fms.mount_time_ps() as f64 / 1e12,
         ram_bytes: fms.ram_bytes(),
         torn_records: fms.mount_report().torn_records,
@@ -468,6 +502,30 @@ fn info(a: InfoArgs) -> Result<()> {
             format!(
                 "min {} / mean {:.2} / max {} / stddev {:.2}",
                 r.wear_min, r.wear_mean, r.wear_max, r.wear_stddev
+            ),
+        )
+        .add(
+            "endurance",
+            format!(
+                "{} erase cycles: life used {:.1} % (most-erased segment), {:.1} % on average",
+                r.endurance,
+                r.life_used * 100.0,
+                r.life_used_mean * 100.0
+            ),
+        )
+        .add(
+            "bad segments",
+            format!(
+                "{} factory, {} grown; {} more may go bad before the capacity can no longer \
+                 be kept ({} in reserve)",
+                r.factory_bad_segments, r.grown_bad_segments, r.spare_segments, r.reserve_segments
+            ),
+        )
+        .add(
+            "device time",
+            format!(
+                "{:.3} s recorded on the medium (the device clock goes on from there)",
+                r.medium_time_s
             ),
         )
         .add(

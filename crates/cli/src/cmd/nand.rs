@@ -142,12 +142,13 @@ pub struct InfoReport {
     pub grown_bad_blocks: Vec<u32>,
 }
 
-struct BadLists {
-    factory: Vec<u32>,
-    grown: Vec<u32>,
+/// An image's bad blocks, factory and grown, ascending.
+pub(crate) struct BadLists {
+    pub factory: Vec<u32>,
+    pub grown: Vec<u32>,
 }
 
-fn bad_lists(nand: &Nand) -> BadLists {
+pub(crate) fn bad_lists(nand: &Nand) -> BadLists {
     let mut l = BadLists {
         factory: Vec::new(),
         grown: Vec::new(),

@@ -695,6 +695,18 @@ impl Fms {
     pub fn medium_time_ps(&self) -> u64 {
         self.medium_ps
     }
+    /// Good segments that may still go bad before the exported capacity can no longer be
+    /// kept: those beyond the segments the logical blocks fill, the index segment and one
+    /// segment of room for the cleaner to copy into (0 at that point: once the medium is
+    /// full, writes fail `WornOut`). After a default format, the reserve
+    /// ([`FmsConfig::reserve_segments`]) less those two.
+    pub fn spare_segments(&self) -> u64 {
+        let good = (0..self.lay.segments)
+            .filter(|&s| !self.nand.is_bad(s))
+            .count() as u64;
+        let data = self.logical.div_ceil(self.lay.slots as u64);
+        good.saturating_sub(data + 2)
+    }
     pub fn stats(&self) -> &FmsStats {
         &self.stats
     }

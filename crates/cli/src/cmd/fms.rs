@@ -26,11 +26,20 @@ pub enum FmsCmd {
     /// Mount an FMS image and report its tables (capacity, segments, wear, mount time).
     Info(InfoArgs),
     /// Write bytes from a file (or stdin) at a byte offset.
+    ///
+    /// `--json` prints what was written and what it cost the device (blocks, flash
+    /// writes, erasures, device time) on stdout instead of the one-line summary on stderr.
     Write(WriteArgs),
     /// Read bytes at a byte offset to a file (or stdout).
+    ///
+    /// `--json` prints what was read and its device time on stdout, so it needs `--output
+    /// FILE` for the data.
     Read(ReadArgs),
     /// Discard bytes at a byte offset: they read as zeros from then on (whole blocks are
     /// unmapped and their space reclaimed; parts of blocks are rewritten with zeros).
+    ///
+    /// `--json` prints the blocks trimmed and the cost on stdout instead of the one-line
+    /// summary on stderr.
     Trim(TrimArgs),
 }
 
@@ -145,6 +154,10 @@ pub struct WriteArgs {
     pub input: Option<PathBuf>,
     #[command(flatten)]
     pub mount: MountArgs,
+    // `--json`: what was written and what it cost the device (on stdout, instead of the
+    // one-line summary on stderr).
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
 
 #[derive(Args, Debug)]
@@ -156,11 +169,16 @@ pub struct ReadArgs {
     /// Bytes to read.
     #[arg(long)]
     pub length: String,
-    /// File to write the bytes to; `-` or nothing for stdout.
+    /// File to write the bytes to; `-` or nothing for stdout (not with `--json`, whose
+    /// report goes to stdout).
     #[arg(long)]
     pub output: Option<PathBuf>,
     #[command(flatten)]
     pub mount: MountArgs,
+    // `--json`: what was read (the report on stdout; the data must then go to
+    // `--output FILE`, not to stdout, where the two would mix).
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
 
 #[derive(Args, Debug)]
@@ -174,6 +192,10 @@ pub struct TrimArgs {
     pub length: String,
     #[command(flatten)]
     pub mount: MountArgs,
+    // `--json`: what was trimmed and what it cost the device (on stdout, instead of the
+    // one-line summary on stderr).
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
 
 fn config(policy: &str, block_size: u32) -> Result<FmsConfig> {
@@ -209,6 +231,106 @@ pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
     })?;
     let cfg = m.apply(config(&m.policy, h.block_size)?)?;
     Fms::mount(nand, cfg).with_context(|| format!("{}: mount", path.display()))
+}
+
+/// The FMS's counters and the device clock when a command's mount ended, to report what
+/// the command's own reads, writes and trims cost.
+struct Spent {
+    stats: ftl::fms::FmsStats,
+    clock_ps: u64,
+}
+
+/// What a command's reads, writes or trims cost the device (`fms write|read|trim
+/// --json`), the mount's own reads apart.
+#[derive(Serialize, Debug)]
+pub struct IoCost {
+    /// Logical blocks written by the command (a partial block's rewrite included).
+    pub user_writes: u64,
+    /// Logical blocks read by the command.
+    pub user_reads: u64,
+    /// Blocks programmed: the user writes, the cleaner's copies and trim lists (the
+    /// contract's `flash_writes`, as `sim` counts it).
+    pub flash_writes: u64,
+    pub blocks_copied: u64,
+    pub erasures: u64,
+    /// Device time of the command's I/O (the mount's is `mount_time_s`).
+    pub device_time_s: f64,
+    pub mount_time_s: f64,
+    /// The device clock when the command ended (virtual device time). Each mount resumes
+    /// it from the newest time on the medium (docs/format/fms.md, Mount step 7), so it
+    /// keeps growing across commands.
+    pub device_clock_s: f64,
+}
+
+impl Spent {
+    fn since_mount(f: &Fms) -> Spent {
+        Spent {
+            stats: f.stats().clone(),
+            clock_ps: f.nand().clock_ps(),
+        }
+    }
+
+    fn cost(&self, f: &Fms) -> IoCost {
+        let (a, b) = (&self.stats, f.stats());
+        let clock = f.nand().clock_ps();
+        IoCost {
+            user_writes: b.user_writes - a.user_writes,
+            user_reads: b.user_reads - a.user_reads,
+            flash_writes: b.flash_writes() - a.flash_writes(),
+            blocks_copied: b.blocks_copied - a.blocks_copied,
+            erasures: b.erasures - a.erasures,
+            device_time_s: clock.saturating_sub(self.clock_ps) as f64 / 1e12,
+            mount_time_s: f.mount_time_ps() as f64 / 1e12,
+            device_clock_s: clock as f64 / 1e12,
+        }
+    }
+}
+
+/// `flashkit fms write --json`.
+#[derive(Serialize, Debug)]
+pub struct WriteReport {
+    pub image: String,
+    /// Byte offset written at.
+    pub offset: u64,
+    pub bytes_written: u64,
+    #[serde(flatten)]
+    pub cost: IoCost,
+}
+
+/// `flashkit fms read --json`.
+#[derive(Serialize, Debug)]
+pub struct ReadReport {
+    pub image: String,
+    pub offset: u64,
+    pub bytes_read: u64,
+    /// Where the bytes went.
+    pub output: String,
+    #[serde(flatten)]
+    pub cost: IoCost,
+}
+
+/// `flashkit fms trim --json`.
+#[derive(Serialize, Debug)]
+pub struct TrimReport {
+    pub image: String,
+    pub offset: u64,
+    pub bytes_trimmed: u64,
+    /// Logical blocks that were mapped and no longer are (whole blocks in the range; the
+    /// parts of blocks at its ends are rewritten with zeros, and count in `user_writes`).
+    pub blocks_trimmed: u64,
+    #[serde(flatten)]
+    pub cost: IoCost,
+}
+
+/// Print a command's report as `--json` and/or `--csv` asks; false when neither did.
+fn report<T: Serialize>(args: &ReportArgs, r: &T) -> Result<bool> {
+    if let Some(p) = &args.csv {
+        output::write_csv(p, std::slice::from_ref(r))?;
+    }
+    if args.json {
+        output::print_json(r)?;
+    }
+    Ok(args.json)
 }
 
 fn format(a: FormatArgs) -> Result<()> {
@@ -610,6 +732,11 @@ fn read_ahead(input: &mut dyn Read, limit: u64, name: &str) -> Result<(Box<dyn R
 
 fn write(a: WriteArgs) -> Result<()> {
     const CHUNK: usize = 1 << 20;
+    let mut inputs = vec![(a.image.as_path(), "image being written")];
+    if let Some(p) = a.input.as_deref().filter(|p| *p != Path::new("-")) {
+        inputs.push((p, "input"));
+    }
+    super::common::refuse_csv_over(&a.report, &inputs)?;
     let lba = sector_offset(&a.offset)?;
     let start = lba * SECTOR as u64;
     // A regular file's length is known before anything is written; it is then streamed.
@@ -641,6 +768,7 @@ fn write(a: WriteArgs) -> Result<()> {
         }
     };
     let mut fms = mount(&a.image, &a.mount, Access::Write)?;
+    let spent = Spent::since_mount(&fms);
     let cap = fms.capacity_bytes();
     let room = cap.saturating_sub(start);
     let too_big = |n: String| {
@@ -706,14 +834,32 @@ fn write(a: WriteArgs) -> Result<()> {
     }
     fms.flush()
         .with_context(|| format!("{}: write", a.image.display()))?;
-    eprintln!("wrote {done} bytes at offset {start}");
+    let r = WriteReport {
+        image: a.image.display().to_string(),
+        offset: start,
+        bytes_written: done,
+        cost: spent.cost(&fms),
+    };
+    if !report(&a.report, &r)? {
+        eprintln!("wrote {done} bytes at offset {start}");
+    }
     Ok(())
 }
 
 fn read(a: ReadArgs) -> Result<()> {
+    let to_stdout = a.output.as_deref().is_none_or(|p| p == Path::new("-"));
+    if a.report.json && to_stdout {
+        bail!("--json: the data goes to stdout, where the report would mix with it; give --output FILE");
+    }
+    let mut inputs = vec![(a.image.as_path(), "image being read")];
+    if let Some(p) = a.output.as_deref().filter(|_| !to_stdout) {
+        inputs.push((p, "output"));
+    }
+    super::common::refuse_csv_over(&a.report, &inputs)?;
     let lba = sector_offset(&a.offset)?;
     let len = parse_size(&a.length).map_err(|e| anyhow!("--length: {e}"))?;
     let mut fms = mount(&a.image, &a.mount, Access::Inspect)?;
+    let spent = Spent::since_mount(&fms);
     let sectors = len.div_ceil(SECTOR as u64);
     if lba + sectors > fms.sectors() {
         bail!(
@@ -758,6 +904,14 @@ fn read(a: ReadArgs) -> Result<()> {
     if let Some(s) = staged {
         s.commit().with_context(|| out_name.clone())?;
     }
+    let r = ReadReport {
+        image: a.image.display().to_string(),
+        offset: lba * SECTOR as u64,
+        bytes_read: len,
+        output: out_name,
+        cost: spent.cost(&fms),
+    };
+    report(&a.report, &r)?;
     Ok(())
 }
 
@@ -767,7 +921,9 @@ fn trim(a: TrimArgs) -> Result<()> {
     if len % SECTOR as u64 != 0 {
         bail!("--length: {len} is not a multiple of {SECTOR} bytes");
     }
+    super::common::refuse_csv_over(&a.report, &[(&a.image, "image being trimmed")])?;
     let mut fms = mount(&a.image, &a.mount, Access::Write)?;
+    let spent = Spent::since_mount(&fms);
     let sectors = len / SECTOR as u64;
     if lba + sectors > fms.sectors() {
         bail!(
@@ -777,6 +933,11 @@ fn trim(a: TrimArgs) -> Result<()> {
             fms.capacity_bytes()
         );
     }
+    // The logical blocks the range touches, and how many of them are mapped.
+    let per_block = (fms.layout().block_size as usize / SECTOR) as u64;
+    let touched = (lba / per_block) as u32..(lba + sectors).div_ceil(per_block) as u32;
+    let mapped = |f: &Fms| touched.clone().filter(|&l| f.lookup(l).is_some()).count() as u64;
+    let mapped_before = mapped(&fms);
     let mut at = lba;
     let end = lba + sectors;
     while at < end {
@@ -787,6 +948,15 @@ fn trim(a: TrimArgs) -> Result<()> {
     }
     fms.flush()
         .with_context(|| format!("{}: trim", a.image.display()))?;
-    eprintln!("trimmed {len} bytes at offset {}", lba * SECTOR as u64);
+    let r = TrimReport {
+        image: a.image.display().to_string(),
+        offset: lba * SECTOR as u64,
+        bytes_trimmed: len,
+        blocks_trimmed: mapped_before.saturating_sub(mapped(&fms)),
+        cost: spent.cost(&fms),
+    };
+    if !report(&a.report, &r)? {
+        eprintln!("trimmed {len} bytes at offset {}", r.offset);
+    }
     Ok(())
 }

@@ -304,6 +304,14 @@ pub struct FmsStats {
     pub uncorrectable_reads: u64,
 }
 
+impl FmsStats {
+    /// Blocks programmed: user writes, the cleaner's (and wear levelling's) copies, and
+    /// trim-list slots (the contract's `flash_writes`).
+    pub fn flash_writes(&self) -> u64 {
+        self.user_writes + self.blocks_copied + self.trim_lists
+    }
+}
+
 /// The Flash Memory Server.
 pub struct Fms {
     nand: Nand,

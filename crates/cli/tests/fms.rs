@@ -343,6 +343,17 @@ fn a_worn_out_image_says_so_and_stays_readable() {
     let info: serde_json::Value =
         serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
     assert!(info["bad_segments"].as_u64().unwrap() > 0, "{info}");
+    // Its lifetime as `fms info` tells it: every bad segment grew bad in use, the
+    // most-erased segment has used its life up, and no spare segment is left.
+    assert_eq!(info["endurance"], 3, "{info}");
+    assert_eq!(info["factory_bad_segments"], 0, "{info}");
+    assert_eq!(info["grown_bad_segments"], info["bad_segments"], "{info}");
+    assert_eq!(
+        info["good_segments"].as_u64().unwrap() + info["bad_segments"].as_u64().unwrap(),
+        8,
+        "{info}"
+    );
+    assert!(info["life_used"].as_f64().unwrap() >= 1.0, "{info}");
     let out = flashkit(["fms", "read", img, "--length", "100000"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(out.stdout == data, "read back differs");
@@ -1168,4 +1179,236 @@ fn ecc_bits_format_a_bch_medium() {
     let o = flashkit(["fms", "format", s, "--ecc-bits", "9", "--force"]);
     assert!(!o.status.success());
     assert!(text(&o.stderr).contains("'9' for '--ecc-bits"));
+}
+
+/// `fms info` tells the medium's lifetime: the device's endurance, erase counts (the
+/// contract's wear_* keys), life used, good and bad segments, the reserve and the spare
+/// segments left before the capacity can no longer be kept.
+#[test]
+fn info_reports_endurance_life_and_spare_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("n.img");
+    let img = img.to_str().unwrap();
+    run_ok(&[
+        "nand",
+        "format",
+        img,
+        "--device",
+        "nandsim-256m",
+        "--blocks",
+        "32",
+        "--bad-blocks",
+        "3,7",
+    ]);
+    let nand: serde_json::Value =
+        serde_json::from_str(&run_ok(&["nand", "info", img, "--json"])).unwrap();
+    run_ok(&["fms", "format", img, "--block-size", "512"]);
+    let input = dir.path().join("in.bin");
+    std::fs::write(&input, pattern(150_000, 3)).unwrap();
+    for _ in 0..6 {
+        run_ok(&["fms", "write", img, "--input", input.to_str().unwrap()]);
+    }
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+    assert_eq!(info["endurance"], nand["endurance"], "{info}");
+    let endurance = info["endurance"].as_f64().unwrap();
+    let (max, mean) = (
+        info["wear_max"].as_f64().unwrap(),
+        info["wear_mean"].as_f64().unwrap(),
+    );
+    assert!(
+        max > 1.0 && info["wear_stddev"].as_f64().is_some(),
+        "{info}"
+    );
+    assert_eq!(info["life_used"].as_f64().unwrap(), max / endurance);
+    assert_eq!(info["life_used_mean"].as_f64().unwrap(), mean / endurance);
+    assert_eq!(info["good_segments"], 30, "{info}");
+    assert_eq!(info["factory_bad_segments"], 2, "{info}");
+    assert_eq!(info["grown_bad_segments"], 0, "{info}");
+    assert_eq!(info["bad_segments"], 2, "{info}");
+    // The reserve `fms format` names; the capacity fills the rest but the reserve, so
+    // spare: the reserve less the index and one segment to clean into.
+    assert_eq!(info["reserve_segments"], 7, "{info}");
+    assert_eq!(info["spare_segments"], 5, "{info}");
+    let text = run_ok(&["fms", "info", img]);
+    for needle in [
+        format!(
+            "endurance       {} erase cycles: life used ",
+            nand["endurance"]
+        ),
+        "bad segments    2 factory, 0 grown; 5 more may go bad before the capacity can no \
+         longer be kept (7 in reserve)"
+            .to_string(),
+    ] {
+        assert!(text.contains(&needle), "{needle:?} not in:\n{text}");
+    }
+}
+
+/// Each command is a new process whose device clock starts at 0; the mount moves it to
+/// the newest time on the medium, so time goes on across commands instead of restarting
+/// (cost-benefit, CAT and DAC ages mean something across `fms write`s). On the Intel
+/// card each entry carries its write's time, so the next command resumes within a write
+/// of where the last one ended; in spare mode (nandsim) only segment headers carry a time,
+/// and it resumes at the newest of them.
+#[test]
+fn the_device_clock_goes_on_across_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.bin");
+    std::fs::write(&input, pattern(100_000, 5)).unwrap();
+    let input = input.to_str().unwrap();
+    for (device, blocks, bs) in [
+        ("intel-series2plus-24m", "12", "4KiB"),
+        ("nandsim-256m", "24", "1KiB"),
+    ] {
+        let img = dir.path().join(format!("{device}.img"));
+        let img = img.to_str().unwrap();
+        fms_image(img, device, blocks, bs);
+        let info = |what: &str| -> serde_json::Value {
+            let i: serde_json::Value =
+                serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+            assert!(i["medium_time_s"].as_f64().is_some(), "{what}: {i}");
+            i
+        };
+        let write = || -> serde_json::Value {
+            serde_json::from_str(&run_ok(&["fms", "write", img, "--input", input, "--json"]))
+                .unwrap()
+        };
+        let formatted = info("formatted")["medium_time_s"].as_f64().unwrap();
+        let (mut medium, mut clock) = (formatted, 0.0);
+        let header_mode = device.starts_with("intel");
+        for round in 0..8 {
+            let w = write();
+            let end = w["device_clock_s"].as_f64().unwrap();
+            let spent = w["device_time_s"].as_f64().unwrap();
+            // This command's clock went on from the medium's time, not from 0 (its mount's
+            // reads before it found that time are within it).
+            assert!(
+                end >= medium + spent - 1e-9,
+                "{device} round {round}: ended at {end} s, the medium said {medium} s ({w})"
+            );
+            let now = info("written")["medium_time_s"].as_f64().unwrap();
+            assert!(
+                now >= medium && now <= end,
+                "{device} round {round}: {now} after {medium}, ended {end}"
+            );
+            if header_mode {
+                // The newest entry is the last write's (ms; a 4 KiB program on the card
+                // takes 31 ms): the next command starts about where this one ended.
+                assert!(end > clock, "{device} round {round}: {end} after {clock}");
+                assert!(end - now < 0.1, "{device} round {round}: {now} vs {end}");
+            }
+            (medium, clock) = (now, end);
+        }
+        // Spare mode too has moved on from the format's time: the cleaner's headers.
+        assert!(medium > formatted, "{device}: {medium}");
+    }
+}
+
+/// `fms write|read|trim --json` and `nand format --json` print one JSON object on stdout
+/// (the one-line summaries on stderr go); `fms read --json` needs `--output FILE`, the
+/// data and the report cannot share stdout.
+#[test]
+fn write_read_trim_and_nand_format_print_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("j.img");
+    let img = img.to_str().unwrap();
+    let o = ok(flashkit([
+        "nand",
+        "format",
+        img,
+        "--device",
+        "nandsim-256m",
+        "--blocks",
+        "32",
+        "--bad-blocks",
+        "5",
+        "--json",
+    ]));
+    let n = json(&o);
+    assert_eq!(n["blocks"], 32, "{n}");
+    assert_eq!(n["page_size"], 512, "{n}");
+    assert_eq!(n["factory_bad_blocks"], serde_json::json!([5]), "{n}");
+    assert_eq!(n["capacity_bytes"].as_u64().unwrap(), 32 * 32 * 512, "{n}");
+    run_ok(&["fms", "format", img, "--block-size", "1KiB"]);
+    let input = dir.path().join("in.bin");
+    std::fs::write(&input, pattern(20_000, 7)).unwrap();
+    let o = ok(flashkit([
+        "fms",
+        "write",
+        img,
+        "--offset",
+        "2048",
+        "--input",
+        input.to_str().unwrap(),
+        "--json",
+    ]));
+    assert!(o.stderr.is_empty(), "{}", text(&o.stderr));
+    let w = json(&o);
+    assert_eq!(w["offset"], 2048, "{w}");
+    assert_eq!(w["bytes_written"], 20_000, "{w}");
+    // 20 000 bytes from 2 KiB: blocks 2..=21, the last one partly (read, then written).
+    assert_eq!(w["user_writes"], 20, "{w}");
+    assert_eq!(w["flash_writes"], 20, "{w}");
+    for key in ["blocks_copied", "erasures"] {
+        assert_eq!(w[key], 0, "{key}: {w}");
+    }
+    for key in ["device_time_s", "mount_time_s", "device_clock_s"] {
+        assert!(w[key].as_f64().unwrap() > 0.0, "{key}: {w}");
+    }
+    // The read's report: the data to the file, the report to stdout.
+    let back = dir.path().join("back.bin");
+    let o = ok(flashkit([
+        "fms",
+        "read",
+        img,
+        "--offset",
+        "2048",
+        "--length",
+        "20000",
+        "--output",
+        back.to_str().unwrap(),
+        "--json",
+    ]));
+    let r = json(&o);
+    assert_eq!(
+        std::fs::read(&back).unwrap(),
+        std::fs::read(&input).unwrap()
+    );
+    assert_eq!(r["bytes_read"], 20_000, "{r}");
+    assert_eq!(r["user_reads"], 20, "{r}");
+    assert_eq!(r["output"], back.to_str().unwrap(), "{r}");
+    assert_eq!(r["user_writes"], 0, "{r}");
+    fails_with_all(
+        flashkit(["fms", "read", img, "--length", "512", "--json"]),
+        &["--json", "--output FILE"],
+    );
+    // Trim 8 KiB from 1 KiB: blocks 1..=8; block 1 was never written.
+    let o = ok(flashkit([
+        "fms", "trim", img, "--offset", "1024", "--length", "8192", "--json",
+    ]));
+    assert!(o.stderr.is_empty(), "{}", text(&o.stderr));
+    let t = json(&o);
+    assert_eq!(t["bytes_trimmed"], 8192, "{t}");
+    assert_eq!(t["blocks_trimmed"], 7, "{t}");
+    assert_eq!(t["user_writes"], 0, "{t}");
+    // A spare-mode trim programs its tombstones into a trim list.
+    assert_eq!(t["flash_writes"], 1, "{t}");
+    // --csv too, as every report.
+    let csv = dir.path().join("t.csv");
+    run_ok(&[
+        "fms",
+        "trim",
+        img,
+        "--offset",
+        "0",
+        "--length",
+        "1024",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    let c = std::fs::read_to_string(&csv).unwrap();
+    assert!(
+        c.starts_with("image,offset,bytes_trimmed,blocks_trimmed,"),
+        "{c}"
+    );
 }

@@ -705,8 +705,8 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
     let wear = nand::WearStats::of(counts.into_iter());
     let erasures = s1.erasures - s0.erasures;
     let copied = s1.blocks_copied - s0.blocks_copied;
-    let lists = s1.trim_lists - s0.trim_lists;
     let user = s1.user_writes - s0.user_writes;
+    let flash_writes = s1.flash_writes() - s0.flash_writes();
     let slots = fms.layout().slots;
     let device_time_s = busy_ps as f64 / 1e12;
     let greedy_share = fms.greedy_share();
@@ -715,10 +715,9 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
 
     // Mount time: remount the medium and measure the device time it takes.
     let mut nand = fms.into_nand();
-    let m0 = nand.clock_ps();
     nand.set_faults(Default::default());
     let mounted = Fms::mount(nand, fcfg.clone()).context("remount")?;
-    let mount_time_s = (mounted.nand().clock_ps() - m0) as f64 / 1e12;
+    let mount_time_s = mounted.mount_time_ps() as f64 / 1e12;
     let spare_reads = mounted.nand().counters().spare_reads - spare0;
 
     let written_bytes = trace_info
@@ -752,15 +751,15 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         user_writes: user,
         // Spare mode programs a trim-list slot for each list's worth of blocks a trace
         // trims (header mode clears live bits, counted nowhere here).
-        flash_writes: user + copied + lists,
+        flash_writes,
         write_amplification: if user > 0 {
-            (user + copied + lists) as f64 / user as f64
+            flash_writes as f64 / user as f64
         } else {
             0.0
         },
         host_bytes_written: host_bytes,
         byte_write_amplification: if host_bytes > 0 {
-            (user + copied + lists) as f64 * bs as f64 / host_bytes as f64
+            flash_writes as f64 * bs as f64 / host_bytes as f64
         } else {
             0.0
         },

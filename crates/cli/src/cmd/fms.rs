@@ -25,11 +25,20 @@ pub enum FmsCmd {
     /// Mount an FMS image and report its tables (capacity, segments, wear, mount time).
     Info(InfoArgs),
     /// Write bytes from a file (or stdin) at a byte offset.
+    ///
+    /// `--json` prints what was written and what it cost the device (blocks, flash
+    /// writes, erasures, device time) on stdout instead of the one-line summary on stderr.
     Write(WriteArgs),
     /// Read bytes at a byte offset to a file (or stdout).
+    ///
+    /// `--json` prints what was read and its device time on stdout, so it needs `--output
+    /// FILE` for the data.
     Read(ReadArgs),
     /// Discard bytes at a byte offset: they read as zeros from then on (whole blocks are
     /// unmapped and their space reclaimed; parts of blocks are rewritten with zeros).
+    ///
+    /// `--json` prints the blocks trimmed and the cost on stdout instead of the one-line
+    /// summary on stderr.
     Trim(TrimArgs),
 }
 
@@ -153,6 +162,10 @@ pub struct WriteArgs {
     pub input: Option<PathBuf>,
     #[command(flatten)]
     pub mount: MountArgs,
+    // `--json`: what was written and what it cost the device (on stdout, instead of the
+    // one-line summary on stderr).
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
 
 #[derive(Args, Debug)]
@@ -164,11 +177,16 @@ pub struct ReadArgs {
     /// Bytes to read.
     #[arg(long)]
     pub length: String,
-    /// File to write the bytes to; `-` or nothing for stdout.
+    /// File to write the bytes to; `-` or nothing for stdout (not with `--json`, whose
+    /// report goes to stdout).
     #[arg(long)]
     pub output: Option<PathBuf>,
     #[command(flatten)]
     pub mount: MountArgs,
+    // `--json`: what was read (the report on stdout; the data must then go to
+    // `--output FILE`, not to stdout, where the two would mix).
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
 
 #[derive(Args, Debug)]
@@ -182,6 +200,10 @@ pub struct TrimArgs {
     pub length: String,
     #[command(flatten)]
     pub mount: MountArgs,
+    // `--json`: what was trimmed and what it cost the device (on stdout, instead of the
+    // one-line summary on stderr).
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
 
 fn config(policy: &str, block_size: u32) -> Result<FmsConfig> {
@@ -217,6 +239,106 @@ pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
     })?;
     let cfg = m.apply(config(&m.policy, h.block_size)?)?;
     Fms::mount(nand, cfg).with_context(|| format!("{}: mount", path.display()))
+}
+
+/// The FMS's counters and the device clock when a command's mount ended, to report what
+/// the command's own reads, writes and trims cost.
+struct Spent {
+    stats: ftl::fms::FmsStats,
+    clock_ps: u64,
+}
+
+/// What a command's reads, writes or trims cost the device (`fms write|read|trim
+/// --json`), the mount's own reads apart.
+#[derive(Serialize, Debug)]
+pub struct IoCost {
+    /// Logical blocks written by the command (a partial block's rewrite included).
+    pub user_writes: u64,
+    /// Logical blocks read by the command.
+    pub user_reads: u64,
+    /// Blocks programmed: the user writes, the cleaner's copies and trim lists (the
+    /// contract's `flash_writes`, as `sim` counts it).
+    pub flash_writes: u64,
+    pub blocks_copied: u64,
+    pub erasures: u64,
+    /// Device time of the command's I/O (the mount's is `mount_time_s`).
+    pub device_time_s: f64,
+    pub mount_time_s: f64,
+    /// The device clock when the command ended (virtual device time). Each mount resumes
+    /// it from the newest time on the medium (docs/format/fms.md, Mount step 7), so it
+    /// keeps growing across commands.
+    pub device_clock_s: f64,
+}
+
+impl Spent {
+    fn since_mount(f: &Fms) -> Spent {
+        Spent {
+            stats: f.stats().clone(),
+            clock_ps: f.nand().clock_ps(),
+        }
+    }
+
+    fn cost(&self, f: &Fms) -> IoCost {
+        let (a, b) = (&self.stats, f.stats());
+        let clock = f.nand().clock_ps();
+        IoCost {
+            user_writes: b.user_writes - a.user_writes,
+            user_reads: b.user_reads - a.user_reads,
+            flash_writes: b.flash_writes() - a.flash_writes(),
+            blocks_copied: b.blocks_copied - a.blocks_copied,
+            erasures: b.erasures - a.erasures,
+            device_time_s: clock.saturating_sub(self.clock_ps) as f64 / 1e12,
+            mount_time_s: f.mount_time_ps() as f64 / 1e12,
+            device_clock_s: clock as f64 / 1e12,
+        }
+    }
+}
+
+/// `flashkit fms write --json`.
+#[derive(Serialize, Debug)]
+pub struct WriteReport {
+    pub image: String,
+    /// Byte offset written at.
+    pub offset: u64,
+    pub bytes_written: u64,
+    #[serde(flatten)]
+    pub cost: IoCost,
+}
+
+/// `flashkit fms read --json`.
+#[derive(Serialize, Debug)]
+pub struct ReadReport {
+    pub image: String,
+    pub offset: u64,
+    pub bytes_read: u64,
+    /// Where the bytes went.
+    pub output: String,
+    #[serde(flatten)]
+    pub cost: IoCost,
+}
+
+/// `flashkit fms trim --json`.
+#[derive(Serialize, Debug)]
+pub struct TrimReport {
+    pub image: String,
+    pub offset: u64,
+    pub bytes_trimmed: u64,
+    /// Logical blocks that were mapped and no longer are (whole blocks in the range; the
+    /// parts of blocks at its ends are rewritten with zeros, and count in `user_writes`).
+    pub blocks_trimmed: u64,
+    #[serde(flatten)]
+    pub cost: IoCost,
+}
+
+/// Print a command's report as `--json` and/or `--csv` asks; false when neither did.
+fn report<T: Serialize>(args: &ReportArgs, r: &T) -> Result<bool> {
+    if let Some(p) = &args.csv {
+        output::write_csv(p, std::slice::from_ref(r))?;
+    }
+    if args.json {
+        output::print_json(r)?;
+    }
+    Ok(args.json)
 }
 
 fn format(a: FormatArgs) -> Result<()> {
@@ -358,6 +480,29 @@ pub struct FmsInfo {
     pub wear_max: u32,
     pub wear_mean: f64,
     pub wear_stddev: f64,
+    /// Erase cycles the device is specified for (its preset's or device file's).
+    pub endurance: u32,
+    /// Life used: the most-erased good segment's count over `endurance` (a fraction; 1
+    /// when that segment has reached it), and the mean count's.
+    pub life_used: f64,
+    pub life_used_mean: f64,
+    /// Segments whose erase block is good, factory-bad, and grown bad (failed or worn out
+    /// in use); the two bad counts add up to `bad_segments`.
+    pub good_segments: usize,
+    pub factory_bad_segments: usize,
+    pub grown_bad_segments: usize,
+    /// Segments kept out of the exported capacity (the index, the cleaner's high-water
+    /// mark, one active segment per stream of this command's policy), as `fms format`
+    /// says.
+    pub reserve_segments: u64,
+    /// Good segments that may still go bad before the exported capacity can no longer be
+    /// kept: beyond those its blocks fill, the index and one to clean into
+    /// (`Fms::spare_segments`).
+    pub spare_segments: u64,
+    /// The newest device time recorded on the medium (segment headers; header-mode
+    /// entries): the device clock goes on from there (docs/format/fms.md, Mount step 7).
+    pub medium_time_s: f64,
+    /// Device time the mount itself took (reading every header and record).
     pub mount_time_s: f64,
     pub ram_bytes: u64,
     /// What the mount found to repair or skip (`ftl::fms::MountReport`): all zero after a
@@ -397,6 +542,8 @@ fn info(a: InfoArgs) -> Result<()> {
             .filter(|&i| segs[i].state != SegState::Bad && !bad(i))
             .map(|i| segs[i].erase_count),
     );
+    let endurance = fms.nand().spec().endurance;
+    let bad_blocks = super::nand::bad_lists(fms.nand());
     let r = FmsInfo {
         image: a.image.display().to_string(),
         block_size: fms.layout().block_size,
@@ -421,7 +568,16 @@ fn info(a: InfoArgs) -> Result<()> {
         wear_max: wear.max,
         wear_mean: wear.mean,
         wear_stddev: wear.stddev,
-        mount_time_s: fms.nand().clock_s(),
+        endurance,
+        life_used: wear.max as f64 / endurance as f64,
+        life_used_mean: wear.mean / endurance as f64,
+        good_segments: (0..segs.len()).filter(|&i| !bad(i)).count(),
+        factory_bad_segments: bad_blocks.factory.len(),
+        grown_bad_segments: bad_blocks.grown.len(),
+        reserve_segments: fms.config().reserve_segments(),
+        spare_segments: fms.spare_segments(),
+        medium_time_s: fms.medium_time_ps() as f64 / 1e12,
+        mount_time_s: fms.mount_time_ps() as f64 / 1e12,
         ram_bytes: fms.ram_bytes(),
         torn_records: fms.mount_report().torn_records,
         stale_live_copies: fms.mount_report().stale_live_copies,
@@ -482,6 +638,30 @@ fn info(a: InfoArgs) -> Result<()> {
             format!(
                 "min {} / mean {:.2} / max {} / stddev {:.2}",
                 r.wear_min, r.wear_mean, r.wear_max, r.wear_stddev
+            ),
+        )
+        .add(
+            "endurance",
+            format!(
+                "{} erase cycles: life used {:.1} % (most-erased segment), {:.1} % on average",
+                r.endurance,
+                r.life_used * 100.0,
+                r.life_used_mean * 100.0
+            ),
+        )
+        .add(
+            "bad segments",
+            format!(
+                "{} factory, {} grown; {} more may go bad before the capacity can no longer \
+                 be kept ({} in reserve)",
+                r.factory_bad_segments, r.grown_bad_segments, r.spare_segments, r.reserve_segments
+            ),
+        )
+        .add(
+            "device time",
+            format!(
+                "{:.3} s recorded on the medium (the device clock goes on from there)",
+                r.medium_time_s
             ),
         )
         .add(
@@ -566,6 +746,11 @@ fn read_ahead(input: &mut dyn Read, limit: u64, name: &str) -> Result<(Box<dyn R
 
 fn write(a: WriteArgs) -> Result<()> {
     const CHUNK: usize = 1 << 20;
+    let mut inputs = vec![(a.image.as_path(), "image being written")];
+    if let Some(p) = a.input.as_deref().filter(|p| *p != Path::new("-")) {
+        inputs.push((p, "input"));
+    }
+    super::common::refuse_csv_over(&a.report, &inputs)?;
     let lba = sector_offset(&a.offset)?;
     let start = lba * SECTOR as u64;
     // A regular file's length is known before anything is written; it is then streamed.
@@ -597,6 +782,7 @@ fn write(a: WriteArgs) -> Result<()> {
         }
     };
     let mut fms = mount(&a.image, &a.mount, Access::Write)?;
+    let spent = Spent::since_mount(&fms);
     let cap = fms.capacity_bytes();
     let room = cap.saturating_sub(start);
     let too_big = |n: String| {
@@ -662,14 +848,32 @@ fn write(a: WriteArgs) -> Result<()> {
     }
     fms.flush()
         .with_context(|| format!("{}: write", a.image.display()))?;
-    eprintln!("wrote {done} bytes at offset {start}");
+    let r = WriteReport {
+        image: a.image.display().to_string(),
+        offset: start,
+        bytes_written: done,
+        cost: spent.cost(&fms),
+    };
+    if !report(&a.report, &r)? {
+        eprintln!("wrote {done} bytes at offset {start}");
+    }
     Ok(())
 }
 
 fn read(a: ReadArgs) -> Result<()> {
+    let to_stdout = a.output.as_deref().is_none_or(|p| p == Path::new("-"));
+    if a.report.json && to_stdout {
+        bail!("--json: the data goes to stdout, where the report would mix with it; give --output FILE");
+    }
+    let mut inputs = vec![(a.image.as_path(), "image being read")];
+    if let Some(p) = a.output.as_deref().filter(|_| !to_stdout) {
+        inputs.push((p, "output"));
+    }
+    super::common::refuse_csv_over(&a.report, &inputs)?;
     let lba = sector_offset(&a.offset)?;
     let len = parse_size(&a.length).map_err(|e| anyhow!("--length: {e}"))?;
     let mut fms = mount(&a.image, &a.mount, Access::Inspect)?;
+    let spent = Spent::since_mount(&fms);
     let sectors = len.div_ceil(SECTOR as u64);
     if lba + sectors > fms.sectors() {
         bail!(
@@ -714,6 +918,14 @@ fn read(a: ReadArgs) -> Result<()> {
     if let Some(s) = staged {
         s.commit().with_context(|| out_name.clone())?;
     }
+    let r = ReadReport {
+        image: a.image.display().to_string(),
+        offset: lba * SECTOR as u64,
+        bytes_read: len,
+        output: out_name,
+        cost: spent.cost(&fms),
+    };
+    report(&a.report, &r)?;
     Ok(())
 }
 
@@ -723,7 +935,9 @@ fn trim(a: TrimArgs) -> Result<()> {
     if len % SECTOR as u64 != 0 {
         bail!("--length: {len} is not a multiple of {SECTOR} bytes");
     }
+    super::common::refuse_csv_over(&a.report, &[(&a.image, "image being trimmed")])?;
     let mut fms = mount(&a.image, &a.mount, Access::Write)?;
+    let spent = Spent::since_mount(&fms);
     let sectors = len / SECTOR as u64;
     if lba + sectors > fms.sectors() {
         bail!(
@@ -733,6 +947,11 @@ fn trim(a: TrimArgs) -> Result<()> {
             fms.capacity_bytes()
         );
     }
+    // The logical blocks the range touches, and how many of them are mapped.
+    let per_block = (fms.layout().block_size as usize / SECTOR) as u64;
+    let touched = (lba / per_block) as u32..(lba + sectors).div_ceil(per_block) as u32;
+    let mapped = |f: &Fms| touched.clone().filter(|&l| f.lookup(l).is_some()).count() as u64;
+    let mapped_before = mapped(&fms);
     let mut at = lba;
     let end = lba + sectors;
     while at < end {
@@ -743,6 +962,15 @@ fn trim(a: TrimArgs) -> Result<()> {
     }
     fms.flush()
         .with_context(|| format!("{}: trim", a.image.display()))?;
-    eprintln!("trimmed {len} bytes at offset {}", lba * SECTOR as u64);
+    let r = TrimReport {
+        image: a.image.display().to_string(),
+        offset: lba * SECTOR as u64,
+        bytes_trimmed: len,
+        blocks_trimmed: mapped_before.saturating_sub(mapped(&fms)),
+        cost: spent.cost(&fms),
+    };
+    if !report(&a.report, &r)? {
+        eprintln!("trimmed {len} bytes at offset {}", r.offset);
+    }
     Ok(())
 }

@@ -15,14 +15,16 @@ use crate::output::{self, Fields, ReportArgs};
 #[derive(Subcommand, Debug)]
 pub enum NandCmd {
     /// Create an erased NAND image file for a device.
-    Format(FormatArgs),
+    ///
+    /// `--json` describes the new image as `nand info --json` does.
+    Format(Box<FormatArgs>),
     /// Show an image's device, erase-count summary and bad blocks.
     Info(InfoArgs),
 }
 
 pub fn run(cmd: NandCmd) -> Result<()> {
     match cmd {
-        NandCmd::Format(a) => format(a),
+        NandCmd::Format(a) => format(*a),
         NandCmd::Info(a) => info(a),
     }
 }
@@ -51,6 +53,10 @@ pub struct FormatArgs {
     /// Seed for --bad-fraction.
     #[arg(long, value_name = "S", default_value_t = 0, requires = "bad_fraction")]
     pub seed: u64,
+    // `--json`: the new image as `nand info --json` describes it (device, geometry,
+    // timing, endurance, bad blocks), instead of the one-line summary.
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
 
 fn format(a: FormatArgs) -> Result<()> {
@@ -65,6 +71,7 @@ fn format(a: FormatArgs) -> Result<()> {
             bail!("--bad-fraction: must be between 0 and 1, got {f}");
         }
     }
+    super::common::refuse_csv_over(&a.report, &[(&a.image, "image being created")])?;
     if !a.force && a.image.exists() {
         bail!(
             "{} already exists; pass --force to overwrite it",
@@ -77,6 +84,13 @@ fn format(a: FormatArgs) -> Result<()> {
         nand.mark_factory_bad_seeded(f, a.seed)?;
     }
     nand.sync()?;
+    let r = info_report(&a.image, &nand);
+    if let Some(path) = &a.report.csv {
+        output::write_csv(path, std::slice::from_ref(&r))?;
+    }
+    if a.report.json {
+        return output::print_json(&r);
+    }
     let g = &spec.geometry;
     let bad = bad_lists(&nand);
     let mut out = std::io::stdout().lock();
@@ -142,12 +156,13 @@ pub struct InfoReport {
     pub grown_bad_blocks: Vec<u32>,
 }
 
-struct BadLists {
-    factory: Vec<u32>,
-    grown: Vec<u32>,
+/// An image's bad blocks, factory and grown, ascending.
+pub(crate) struct BadLists {
+    pub factory: Vec<u32>,
+    pub grown: Vec<u32>,
 }
 
-fn bad_lists(nand: &Nand) -> BadLists {
+pub(crate) fn bad_lists(nand: &Nand) -> BadLists {
     let mut l = BadLists {
         factory: Vec::new(),
         grown: Vec::new(),

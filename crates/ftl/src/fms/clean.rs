@@ -133,7 +133,9 @@ impl Fms {
     }
 
     pub(super) fn age_unit(&self) -> f64 {
-        let now = self.nand.clock_ps() as f64;
+        // The time of this session (since the format or mount), as the write clock counts
+        // its writes: a mount restores the clock from the medium, not the write clock.
+        let now = self.nand.clock_ps().saturating_sub(self.epoch_ps) as f64;
         let device_writes = self.write_clock as f64 / self.logical as f64;
         if device_writes > 0.0 {
             now / device_writes

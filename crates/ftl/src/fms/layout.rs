@@ -428,6 +428,25 @@ impl Layout {
     }
 }
 
+/// The largest device time, in milliseconds, that mount believes when it finds one in a
+/// segment header or a header-mode entry: half the device clock's range (`u64::MAX / 2`
+/// picoseconds, 106.7 days). A time beyond it is taken for foreign or corrupt and ignored,
+/// so that it can neither overflow the conversion to picoseconds, nor push the clock
+/// towards its end (where it saturates), nor make every other segment look ancient by
+/// months. Real media stay far below: the clock counts device time (busy time, plus the
+/// idle time a simulated trace's arrivals give), and an entry's 32-bit time saturates at
+/// 49.7 days.
+pub const MAX_MEDIUM_TIME_MS: u64 = u64::MAX / 2 / MS_PS;
+
+/// Picoseconds per millisecond, the unit of the times on flash.
+const MS_PS: u64 = 1_000_000_000;
+
+/// A device time read from the medium (milliseconds) as the device clock's picoseconds,
+/// or `None` when it is beyond [`MAX_MEDIUM_TIME_MS`] (foreign or corrupt).
+pub fn medium_time_ps(ms: u64) -> Option<u64> {
+    (ms <= MAX_MEDIUM_TIME_MS).then(|| ms * MS_PS)
+}
+
 /// The segment header (64 bytes at the start of every segment).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SegHeader {

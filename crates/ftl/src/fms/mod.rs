@@ -339,6 +339,15 @@ pub struct FmsStats {
     pub scrubbed: u64,
 }
 
+impl FmsStats {
+    /// Blocks programmed: user writes, the cleaner's (and wear levelling's) copies,
+    /// scrubbing's moves (storage mode only) and trim-list slots (the contract's
+    /// `flash_writes`).
+    pub fn flash_writes(&self) -> u64 {
+        self.user_writes + self.blocks_copied + self.scrubbed + self.trim_lists
+    }
+}
+
 /// The Flash Memory Server.
 pub struct Fms {
     nand: Nand,
@@ -426,6 +435,16 @@ pub struct Fms {
     trims: trims::Trims,
     /// What the mount that made this FMS found to repair or skip (zero after a format).
     mount_report: MountReport,
+    /// Where this FMS's session time starts on the device clock: 0 after a format; after a
+    /// mount, the clock when the mount began plus the jump to the medium's newest time. The
+    /// write clock (`write_clock`) counts the session's writes, so the age unit
+    /// (`Fms::age_unit`: device time per device-write) reads the session's time, the mount's
+    /// reads included, not the time restored from the medium.
+    epoch_ps: u64,
+    /// The device time of the mount that made this FMS and the newest time it found on
+    /// the medium ([`Fms::mount_time_ps`], [`Fms::medium_time_ps`]; zero after a format).
+    mount_ps: u64,
+    medium_ps: u64,
     /// DAC with [`AgeRule::RegionAverage`]: each region's average stamp, taken at the start
     /// of the last cleaning (zeros before the first).
     dac_means: Box<[u64; 8]>,
@@ -491,6 +510,9 @@ impl Fms {
             read_pages: self.read_pages.clone(),
             trims: self.trims.clone(),
             mount_report: self.mount_report.clone(),
+            epoch_ps: self.epoch_ps,
+            mount_ps: self.mount_ps,
+            medium_ps: self.medium_ps,
             dac_means: self.dac_means.clone(),
             ecc_override: self.ecc_override.clone(),
             scrub: self.scrub.clone(),
@@ -620,6 +642,9 @@ impl Fms {
             victim: NONE,
             trims: trims::Trims::default(),
             mount_report: MountReport::default(),
+            epoch_ps: 0,
+            mount_ps: 0,
+            medium_ps: 0,
             cfg,
         })
     }
@@ -707,6 +732,31 @@ impl Fms {
     /// What the mount that made this FMS found to repair or skip on the medium.
     pub fn mount_report(&self) -> &MountReport {
         &self.mount_report
+    }
+    /// Device time the mount that made this FMS spent on the medium (its reads, and its
+    /// repairs), picoseconds; the clock's jump to the medium's newest time
+    /// ([`Fms::medium_time_ps`]) is not part of it. 0 after a format.
+    pub fn mount_time_ps(&self) -> u64 {
+        self.mount_ps
+    }
+    /// The newest device time the mount that made this FMS found on the medium (segment
+    /// headers, header-mode entries; times beyond [`layout::MAX_MEDIUM_TIME_MS`] are not
+    /// believed), picoseconds: the device clock went on from there, so that ages continue
+    /// across mounts. 0 after a format.
+    pub fn medium_time_ps(&self) -> u64 {
+        self.medium_ps
+    }
+    /// Good segments that may still go bad before the exported capacity can no longer be
+    /// kept: those beyond the segments the logical blocks fill, the index segment and one
+    /// segment of room for the cleaner to copy into (0 at that point: once the medium is
+    /// full, writes fail `WornOut`). After a default format, the reserve
+    /// ([`FmsConfig::reserve_segments`]) less those two.
+    pub fn spare_segments(&self) -> u64 {
+        let good = (0..self.lay.segments)
+            .filter(|&s| !self.nand.is_bad(s))
+            .count() as u64;
+        let data = self.logical.div_ceil(self.lay.slots as u64);
+        good.saturating_sub(data + 2)
     }
     pub fn stats(&self) -> &FmsStats {
         &self.stats

@@ -31,8 +31,8 @@ use nand::blockdev::{DevError, DevResult};
 use nand::{BadState, Nand};
 
 use super::layout::{
-    ecc_name, ecc_strength_of, IndexEntry, Layout, Record, RecordMode, SegHeader, TrimList, ENTRY,
-    FEATURES_KNOWN, INDEX_ENTRY, PAD_RECORD, SEG_HEADER, TRIM_LIST_LBN,
+    ecc_name, ecc_strength_of, medium_time_ps, IndexEntry, Layout, Record, RecordMode, SegHeader,
+    TrimList, ENTRY, FEATURES_KNOWN, INDEX_ENTRY, PAD_RECORD, SEG_HEADER, TRIM_LIST_LBN,
 };
 use super::trims::{ListSlot, Tomb};
 use super::{Fms, FmsConfig, IndexLog, SegState, Tail, NONE};
@@ -99,6 +99,19 @@ impl MountReport {
     }
 }
 
+/// Header mode: a segment's creation time from its header's (`created`, the time of
+/// its erase) and the oldest entry time in it (`oldest_ms`): the later of the two. A
+/// segment may wait in the free list after its erase; if only user writes filled it, its
+/// oldest entry is the first write, made when it opened; a copy made by the cleaner or a
+/// wear swap carries its block's older time, and the header's is kept.
+fn opened_ms(created: &mut Option<u64>, oldest_ms: u32) {
+    if let (Some(c), Some(t)) = (created.as_mut(), medium_time_ps(oldest_ms as u64)) {
+        if oldest_ms != u32::MAX {
+            *c = (*c).max(t);
+        }
+    }
+}
+
 /// The first segment header that decodes, scanning good segments in order.
 pub(super) fn probe(nand: &mut Nand) -> DevResult<Option<SegHeader>> {
     let mut hdr = [0u8; SEG_HEADER];
@@ -116,6 +129,7 @@ pub(super) fn probe(nand: &mut Nand) -> DevResult<Option<SegHeader>> {
 }
 
 pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
+    let clock0 = nand.clock_ps();
     let mut recorded = None;
     if cfg.logical_blocks.is_none() {
         if let Some(h) = probe(&mut nand)? {
@@ -137,7 +151,13 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         lists: Vec::new(),
         entries: vec![0u8; slots as usize * ENTRY],
         torn: 0,
+        newest_ms: 0,
+        oldest_ms: u32::MAX,
     };
+    // Each segment's header time (device clock; `None`: no header of this format, or a
+    // time beyond `MAX_MEDIUM_TIME_MS`): its creation time, and in spare mode its blocks'
+    // last-write time.
+    let mut hdr_ps: Vec<Option<u64>> = vec![None; lay.segments as usize];
     let mut any_header = false;
     let mut index_seg: Option<(u32, u64)> = None;
     // Kind-1 segments older than the index segment (dirty, but with a known count).
@@ -178,6 +198,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             )));
         }
         let t = refuse_unknown(seg, &h)?;
+        hdr_ps[si] = medium_time_ps(h.time_ms);
         if !any_header && t > 0 {
             lay = f.lay.clone().with_ecc(t, &geo).map_err(|e| {
                 DevError::corrupt(format!("segment {seg}: header says ECC, but {e}"))
@@ -219,6 +240,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             continue;
         }
         let last_used = read_records(&mut f, seg, &mut found)?;
+        opened_ms(&mut hdr_ps[si], found.oldest_ms);
         let (next, torn) = first_free(&mut f, seg, last_used)?;
         f.segs[si].next = next;
         // Slots from `next` on are taken for erased unread; the first write into them
@@ -292,6 +314,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         if !ours(&h) {
             continue;
         }
+        hdr_ps[seg as usize] = medium_time_ps(h.time_ms);
         // Its records are read like a good segment's: the same features, or a refusal.
         let t = refuse_unknown(seg, &h)?;
         if h.kind != 0 {
@@ -309,6 +332,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             continue;
         }
         read_records(&mut f, seg, &mut found)?;
+        opened_ms(&mut hdr_ps[seg as usize], found.oldest_ms);
         read_grown.push(seg);
     }
 
@@ -318,6 +342,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         stale_live,
         lists,
         torn,
+        newest_ms,
         ..
     } = found;
     f.mount_report.torn_records = torn;
@@ -327,6 +352,24 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     }
     f.mount_report.grown_bad_read = read_grown.len() as u64;
     read_trim_lists(&mut f, &lists, &best)?;
+
+    // The device clock goes on from the newest time on the medium (headers, and in header
+    // mode entries), so that ages continue across mounts (docs/format/fms.md, Mount step
+    // 7). A header written below (a new index segment) carries the resumed time.
+    let newest = hdr_ps
+        .iter()
+        .flatten()
+        .copied()
+        .chain(medium_time_ps(newest_ms as u64))
+        .max()
+        .unwrap_or(0);
+    let jump = newest.saturating_sub(f.nand.clock_ps());
+    f.nand.advance_clock_to(newest);
+    f.medium_ps = newest;
+    // A block or segment whose time is unknown (spare records carry none; a dirty
+    // segment's header was lost; a time beyond the bound) gets this one: young, not
+    // ancient.
+    let resumed = f.nand.clock_ps();
 
     // Translation table.
     for (lbn, b) in best.into_iter().enumerate() {
@@ -342,11 +385,19 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         f.rev[b.phys as usize] = l;
         let seg = f.split(b.phys).0 as usize;
         f.segs[seg].valid += 1;
+        // Header mode: the entry's time of the block's last user write (32-bit
+        // milliseconds, within the bound). Spare mode: the header time of the segment
+        // holding the block, which was written after it (a lower bound; for a copy made by
+        // the cleaner, the copy's time).
+        let t = match lay.mode {
+            RecordMode::Header => medium_time_ps(b.rec.time_ms as u64),
+            RecordMode::Spare => hdr_ps[seg],
+        };
+        let t = t.unwrap_or(resumed);
         f.blocks[lbn].updates = b.rec.updates;
         f.update_sum += b.rec.updates as u64;
         f.mapped += 1;
         f.blocks[lbn].region = b.rec.region.min(f.cfg.regions - 1);
-        let t = b.rec.time_ms as u64 * 1_000_000_000;
         f.blocks[lbn].write_ps = t;
         f.blocks[lbn].region_ps = t;
         f.blocks[lbn].readonly |= b.rec.readonly;
@@ -492,10 +543,12 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         }
     }
 
-    let now = f.nand.clock_ps();
+    // A segment was created when its header was written. Its last invalidation is not
+    // recorded: taken as its creation, as the running FMS has it for a segment none of
+    // whose blocks was superseded since it opened.
     for (i, s) in f.segs.iter_mut().enumerate() {
-        s.created_ps = now;
-        s.last_inval_ps = now;
+        s.created_ps = hdr_ps[i].unwrap_or(resumed);
+        s.last_inval_ps = s.created_ps;
         if matches!(s.state, SegState::Free | SegState::Dirty) {
             f.free.push_back(i as u32);
         }
@@ -503,6 +556,13 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     f.mount_report.dirty_segments =
         f.segs.iter().filter(|s| s.state == SegState::Dirty).count() as u64;
     f.rebuild_used();
+    // The mount's own device time: the clock's jump to the medium's time is not spent.
+    let end = f.nand.clock_ps();
+    f.mount_ps = end.saturating_sub(clock0).saturating_sub(jump);
+    // The session's time, as the age unit reads it, is the clock's since the device was
+    // opened, the jump aside: the mount's reads count, as they did before the clock
+    // resumed from the medium.
+    f.epoch_ps = clock0.saturating_add(jump);
     Ok(f)
 }
 
@@ -821,6 +881,11 @@ struct Found {
     entries: Vec<u8>,
     /// Slots whose record did not decode.
     torn: u64,
+    /// The newest time of a record that decoded (header-mode entries; spare records carry
+    /// none), milliseconds.
+    newest_ms: u32,
+    /// The oldest such time in the segment last read (`u32::MAX`: none).
+    oldest_ms: u32,
 }
 
 /// Read the records of segment `seg` into `found`: the newest per block, superseded copies
@@ -832,7 +897,11 @@ fn read_records(f: &mut Fms, seg: u32, found: &mut Found) -> DevResult<Option<u3
         lists,
         entries,
         torn,
+        newest_ms,
+        oldest_ms,
     } = found;
+    *oldest_ms = u32::MAX;
+    let timed = f.lay.mode == RecordMode::Header;
     let logical = f.logical;
     let slot_bits = f.slot_bits;
     let mut last_used: Option<u32> = None;
@@ -842,6 +911,10 @@ fn read_records(f: &mut Fms, seg: u32, found: &mut Found) -> DevResult<Option<u3
             *torn += 1;
             return Ok(());
         };
+        if timed {
+            *newest_ms = (*newest_ms).max(r.time_ms);
+            *oldest_ms = (*oldest_ms).min(r.time_ms);
+        }
         if r.lbn == TRIM_LIST_LBN {
             lists.push(((seg << slot_bits) | slot, r.seq));
             return Ok(());

@@ -3100,3 +3100,182 @@ fn an_unreadable_block_is_copied_and_stays_unreadable() {
     g.read_block(6, Some(&mut buf)).unwrap();
     assert_eq!(buf, data[5]);
 }
+
+/// Time survives a remount (a new process's device starts its clock at 0): the mount
+/// moves the clock to the newest time on the medium, and each segment's creation time and
+/// each block's last-write time come from the medium, so ages go on instead of all
+/// restarting at the mount. Header mode (the Intel card: header and entry times) and spare
+/// mode (nandsim: header times only); a second mount rebuilds the same times.
+#[test]
+fn a_remount_resumes_the_clock_and_keeps_the_ages() {
+    const PHASE_PS: u64 = 10_000_000_000_000; // 10 s of idle device time
+    for (spec, mode) in [
+        (shrunk("intel-series2plus-24m", 24, 8), RecordMode::Header),
+        (shrunk("nandsim-256m", 24, 32), RecordMode::Spare),
+    ] {
+        let cfg = FmsConfig {
+            block_size: 1024,
+            ..FmsConfig::default()
+        };
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        assert_eq!(f.lay.mode, mode);
+        let n = f.logical as u32;
+        let data = vec![0x5Au8; 1024];
+        // Phase 1 fills the medium; phase 2, 10 s later, rewrites it (the cleaner erases
+        // segments and writes new headers).
+        for lbn in 0..n {
+            f.write_block(lbn, Some(&data)).unwrap();
+        }
+        let phase2 = f.nand.clock_ps() + PHASE_PS;
+        f.nand.advance_clock_to(phase2);
+        for lbn in 0..n / 2 {
+            f.write_block(lbn, Some(&data)).unwrap();
+        }
+        f.flush().unwrap();
+        let before = f.nand.clock_ps();
+        let running: Vec<Seg> = f.segs.clone();
+        let written: Vec<u64> = f.blocks.iter().map(|b| b.write_ps).collect();
+
+        let mut nd = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+        // The newest header time on the medium.
+        let mut hdr = vec![0u8; SEG_HEADER];
+        let newest_header = (0..spec.geometry.blocks)
+            .filter_map(|s| {
+                nd.read(spec.geometry.first_page(s), 0, &mut hdr).unwrap();
+                SegHeader::decode(&hdr).ok().flatten()
+            })
+            .map(|h| h.time_ms * 1_000_000_000)
+            .max()
+            .unwrap();
+        assert!(
+            newest_header >= phase2,
+            "{mode:?}: the cleaner wrote no header in phase 2"
+        );
+        let nd = Nand::open(spec.clone(), nd.into_store()).unwrap();
+        assert_eq!(nd.clock_ps(), 0);
+        let g = Fms::mount(nd, cfg.clone()).unwrap();
+        let what = format!("{mode:?}");
+        assert!(
+            g.nand.clock_ps() >= newest_header,
+            "{what}: clock behind the headers"
+        );
+        assert!(g.medium_time_ps() >= newest_header && g.medium_time_ps() <= before);
+        assert!(g.mount_time_ps() > 0 && g.mount_time_ps() < g.nand.clock_ps());
+        if mode == RecordMode::Header {
+            // The entries carry the last writes' times (milliseconds, taken as a write
+            // starts; a 1 KiB program on the card takes 7.7 ms).
+            assert!(
+                before - g.medium_time_ps() < 100_000_000_000,
+                "{what}: {before} vs {}",
+                g.medium_time_ps()
+            );
+        }
+        // Segment ages: from the headers (and the first entries), never later than the
+        // running FMS's, and not all the mount's time.
+        let now = g.nand.clock_ps();
+        let mut old = 0;
+        let mut young = 0;
+        for (i, (s, r)) in g.segs.iter().zip(&running).enumerate() {
+            if !matches!(s.state, SegState::Used | SegState::Active) {
+                continue;
+            }
+            assert_eq!(s.last_inval_ps, s.created_ps, "{what}: segment {i}");
+            assert!(
+                s.created_ps < now,
+                "{what}: segment {i} created at the mount"
+            );
+            // (The running FMS stamps a segment when it opens, the medium when it was
+            // erased or first written: at most a write earlier or later.)
+            assert!(
+                s.created_ps <= r.created_ps + 100_000_000_000,
+                "{what}: segment {i}: {} vs running {}",
+                s.created_ps,
+                r.created_ps
+            );
+            if s.created_ps < phase2 {
+                old += 1;
+            } else {
+                young += 1;
+            }
+        }
+        assert!(
+            old > 0 && young > 0,
+            "{what}: {old} old, {young} young segments"
+        );
+        if mode == RecordMode::Header {
+            for (i, s) in g.segs.iter().enumerate() {
+                if s.state == SegState::Used && running[i].created_ps >= phase2 {
+                    assert!(
+                        s.created_ps >= phase2 - 1_000_000_000,
+                        "{what}: segment {i}"
+                    );
+                }
+            }
+        }
+        // Block times: the entries' (header mode), the holding segment's header time
+        // (spare mode): a block of phase 1 stays older than one of phase 2.
+        let (w1, w2) = (g.blocks[n as usize - 1].write_ps, g.blocks[0].write_ps);
+        assert!(w1 < phase2 && w1 <= written[n as usize - 1], "{what}: {w1}");
+        if mode == RecordMode::Header {
+            assert_eq!(w2 / 1_000_000_000, written[0] / 1_000_000_000, "{what}");
+        }
+        assert!(w2 >= w1, "{what}: {w2} < {w1}");
+        // A second mount rebuilds the same tables and the same times.
+        let times = |f: &Fms| -> Vec<(u64, u64)> {
+            f.segs
+                .iter()
+                .map(|s| (s.created_ps, s.last_inval_ps))
+                .collect()
+        };
+        let (d1, t1) = (g.tables_digest(), times(&g));
+        let h = reopened(g, &spec, &cfg);
+        assert_eq!(h.tables_digest(), d1, "{what}");
+        assert_eq!(times(&h), t1, "{what}");
+    }
+}
+
+/// A time beyond `MAX_MEDIUM_TIME_MS` in a header (a foreign or corrupt medium) is not
+/// believed: the clock does not jump to it (nor saturate, nor overflow), and the segment
+/// takes the time the clock resumed at, not one in the future or the distant past.
+#[test]
+fn a_giant_header_time_is_not_believed() {
+    let spec = shrunk("nandsim-256m", 16, 32);
+    let cfg = FmsConfig {
+        block_size: 1024,
+        ..FmsConfig::default()
+    };
+    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    f.nand.advance_clock_to(5_000_000_000_000);
+    for lbn in 0..20 {
+        f.write_block(lbn, Some(&[1u8; 1024])).unwrap();
+    }
+    f.flush().unwrap();
+    // Rewrite a free segment's header with a giant time (erase it first).
+    let seg = *f.free.back().unwrap();
+    let mut nd = f.into_nand();
+    let first = spec.geometry.first_page(seg);
+    let mut hdr = vec![0u8; SEG_HEADER];
+    nd.read(first, 0, &mut hdr).unwrap();
+    let mut h = SegHeader::decode(&hdr).unwrap().unwrap();
+    for giant in [layout::MAX_MEDIUM_TIME_MS + 1, u64::MAX] {
+        h.time_ms = giant;
+        nd.erase(seg).unwrap();
+        nd.program(first, 0, Data::Bytes(&h.encode()), None)
+            .unwrap();
+        let g = Fms::mount(
+            Nand::open(spec.clone(), nd.into_store()).unwrap(),
+            cfg.clone(),
+        )
+        .unwrap();
+        // (Spare mode, no cleaning yet: the newest time on the medium is the format's.)
+        assert!(
+            g.nand.clock_ps() < 1_000_000_000_000,
+            "{}",
+            g.nand.clock_ps()
+        );
+        assert!(g.medium_time_ps() < 1_000_000_000_000);
+        assert!(g.segs.iter().all(|s| s.created_ps <= g.nand.clock_ps()));
+        assert!(g.segs[seg as usize].created_ps >= g.medium_time_ps());
+        nd = g.into_nand();
+    }
+}

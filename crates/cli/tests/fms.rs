@@ -324,10 +324,11 @@ fn a_worn_out_image_says_so_and_stays_readable() {
     ]);
     run_ok(&["fms", "format", img, "--block-size", "4KiB"]);
     let input = dir.path().join("in.bin");
-    let data = pattern(100_000, 9);
-    std::fs::write(&input, &data).unwrap();
-    let mut err = None;
-    for _ in 0..40 {
+    // Each rewrite with other bytes, so that what a failed one wrote shows.
+    let (mut err, mut data, mut before) = (None, Vec::new(), Vec::new());
+    for i in 0..40 {
+        before = std::mem::replace(&mut data, pattern(100_000, 9 + i));
+        std::fs::write(&input, &data).unwrap();
         let out = flashkit(["fms", "write", img, "--input", input.to_str().unwrap()]);
         if !out.status.success() {
             err = Some(text(&out.stderr));
@@ -338,6 +339,18 @@ fn a_worn_out_image_says_so_and_stays_readable() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(
         err.starts_with(&format!("flashkit: {img}: write: device worn out")),
+        "{err}"
+    );
+    // It says how much of the input reached the medium; the reads below show it did.
+    let written: usize = match err.split("; the first ").nth(1) {
+        Some(rest) => rest.split(' ').next().unwrap().parse().unwrap(),
+        None => {
+            assert!(err.contains("nothing was written"), "{err}");
+            0
+        }
+    };
+    assert!(
+        err.contains("nothing after it was written") || written == 0,
         "{err}"
     );
     let info: serde_json::Value =
@@ -356,7 +369,17 @@ fn a_worn_out_image_says_so_and_stays_readable() {
     assert!(info["life_used"].as_f64().unwrap() >= 1.0, "{info}");
     let out = flashkit(["fms", "read", img, "--length", "100000"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(out.stdout == data, "read back differs");
+    assert!(
+        out.stdout[..written] == data[..written],
+        "the bytes said written"
+    );
+    let next = (written / 4096 + 1) * 4096;
+    if next < data.len() {
+        assert!(
+            out.stdout[next..] == before[next..],
+            "the bytes after the failed block"
+        );
+    }
 }
 
 /// While a process writes an image (it holds the image's lock), another command is refused

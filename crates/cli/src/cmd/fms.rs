@@ -74,6 +74,11 @@ pub struct MountArgs {
     /// times beyond it, instead of erasing it in place (`none`: always in place) [default: 8]
     #[arg(long, value_name = "N|none")]
     pub index_wear_gap: Option<String>,
+    /// With ECC: move a block whose read corrected at least N bits in one 512-byte chunk
+    /// at the next flush (scrubbing; 0 = never). Default: three quarters of the code's
+    /// strength, rounded up (1 for SEC-DED, 3 for BCH-4).
+    #[arg(long, value_name = "N")]
+    pub scrub_threshold: Option<u8>,
 }
 
 impl MountArgs {
@@ -87,6 +92,7 @@ impl MountArgs {
             read_retries: self.read_retries,
             wear_threshold: self.wear_threshold,
             index_wear_gap,
+            scrub_threshold: self.scrub_threshold,
             ..cfg
         })
     }
@@ -517,6 +523,8 @@ pub struct FmsInfo {
     pub mount_dirty_segments: u64,
     /// Whether data pages carry ECC codes (`fms format --ecc`).
     pub ecc: bool,
+    /// The code: `none`, `SEC-DED` or `BCH-T` (`fms format --ecc-bits T`).
+    pub ecc_code: String,
     /// Reads the mount made again because a header, record, index entry or trim list
     /// failed its checksum, or a page did not read erased (a power cut's traces, or flips).
     pub read_retries: u64,
@@ -586,6 +594,7 @@ fn info(a: InfoArgs) -> Result<()> {
         index_lost: u64::from(fms.mount_report().index_lost),
         mount_dirty_segments: fms.mount_report().dirty_segments,
         ecc: fms.layout().ecc,
+        ecc_code: ftl::fms::layout::ecc_name(fms.layout().ecc_t),
         read_retries: fms.stats().read_retries,
         mount_paths: fms.mount_report().counts(),
     };
@@ -611,9 +620,13 @@ fn info(a: InfoArgs) -> Result<()> {
         .add(
             "ecc",
             if r.ecc {
-                "SEC-DED, 3 bytes per 512 in the spare area"
+                format!(
+                    "{}, {} bytes per 512 in the spare area",
+                    r.ecc_code,
+                    nand::ecc::code_bytes(fms.layout().ecc_t)
+                )
             } else {
-                "none"
+                "none".to_string()
             },
         )
         .add(
@@ -815,6 +828,7 @@ fn write(a: WriteArgs) -> Result<()> {
     let mut input = input.take(len);
     let mut buf = vec![0u8; CHUNK];
     let (mut at, mut done) = (lba, 0u64);
+    let per_block = (fms.layout().block_size as usize / SECTOR) as u64;
     while done < len {
         let want = (len - done).min(CHUNK as u64) as usize;
         let mut got = 0;
@@ -838,8 +852,22 @@ fn write(a: WriteArgs) -> Result<()> {
                 .with_context(|| format!("{}: read", a.image.display()))?;
             buf[got..secs * SECTOR].copy_from_slice(&last[tail..]);
         }
-        fms.write(at, secs as u32, Some(&buf[..secs * SECTOR]))
-            .with_context(|| format!("{}: write", a.image.display()))?;
+        // One FMS block at a time, so that a write that fails can say how much of the
+        // input reached the medium: everything before the block it failed in.
+        let mut k = 0usize;
+        while k < secs {
+            let lba = at + k as u64;
+            let n = (secs - k).min((per_block - lba % per_block) as usize);
+            if let Err(e) = fms.write(lba, n as u32, Some(&buf[k * SECTOR..(k + n) * SECTOR])) {
+                return Err(partial_write(
+                    &a.image,
+                    e,
+                    start,
+                    done + (k * SECTOR) as u64,
+                ));
+            }
+            k += n;
+        }
         at += secs as u64;
         done += got as u64;
         if got < want {
@@ -858,6 +886,28 @@ fn write(a: WriteArgs) -> Result<()> {
         eprintln!("wrote {done} bytes at offset {start}");
     }
     Ok(())
+}
+
+/// The one-line error of an `fms write` that failed after `written` bytes of its input
+/// (from byte `start` of the device) reached the medium: they stay written (each block
+/// write is durable when it returns), the block the write failed in may hold its old or
+/// its new content, and nothing after it was written.
+fn partial_write(
+    image: &Path,
+    e: nand::blockdev::DevError,
+    start: u64,
+    written: u64,
+) -> anyhow::Error {
+    if written == 0 {
+        return anyhow!("{}: write: {e}; nothing was written", image.display());
+    }
+    anyhow!(
+        "{}: write: {e}; the first {written} bytes (offsets {start}..{}) were written, the \
+         block at offset {} may hold its old or its new data, nothing after it was written",
+        image.display(),
+        start + written,
+        start + written
+    )
 }
 
 fn read(a: ReadArgs) -> Result<()> {

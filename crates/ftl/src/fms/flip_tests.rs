@@ -329,33 +329,40 @@ fn a_spare_record_one_bit_from_valid_is_reported_not_corrected() {
 }
 
 /// A write torn in the last slot a segment holds, whose record a cut left one bit from
-/// valid over torn data (made here by hand: the write, then half the bits of its data
-/// and one bit of its record set back, as a cut in its one program can leave them): not
-/// taken by the remount that finds it (the block reads its older, acknowledged copy), and
-/// not after the FMS has written later slots of the same segment, handing the torn
-/// record's sequence number out again.
+/// valid over torn data: a real cut (`TornMode::Partial`) in the write's one program
+/// tears the page, and its record is then set to what the same write, run again
+/// without the cut, programmed, one bit short (a subset of the bits it clears, as the
+/// cut model allows). The remount that finds it does not take it (the block reads its
+/// older, acknowledged copy), nor does one after the FMS has written later slots of
+/// the same segment, handing the torn record's sequence number out again.
 #[test]
 fn a_torn_record_one_bit_from_valid_is_not_taken() {
     let (_, spec, cfg) = media().remove(1);
     let bs = cfg.block_size as usize;
+    let new = content(3, 9, bs);
+    // The write without the cut: where it goes and the record it programs.
     let (mut f, data) = written(&spec, &cfg, 12);
     let seq = f.seq;
-    let new = content(3, 9, bs);
     f.write_block(3, Some(&new)).unwrap();
     let (seg, slot, ppn, col) = record_at(&f, 3);
     assert_eq!(f.segs[seg as usize].next, slot + 1, "the last slot written");
+    let mut whole = [0u8; SPARE_RECORD - 1];
+    f.nand.read(ppn, col, &mut whole).unwrap();
+    assert_eq!(Record::decode_spare(&whole).map(|r| r.seq), Some(seq));
+    // The same write, cut.
+    let (mut f, _) = written(&spec, &cfg, 12);
+    f.nand.set_faults(nand::FaultPlan {
+        power_cut_at: Some(1),
+        torn: nand::TornMode::Partial,
+        seed: 3,
+        ..nand::FaultPlan::default()
+    });
+    assert!(f.write_block(3, Some(&new)).is_err());
     let mut store = f.into_nand().into_store();
     let mut page = vec![0u8; bs];
     store.read(ppn, 0, &mut page).unwrap();
-    for (i, b) in page.iter_mut().enumerate() {
-        if i % 2 == 0 {
-            *b |= 0x5A;
-        }
-    }
-    store.write(ppn, 0, &page).unwrap();
-    let mut rec = [0u8; SPARE_RECORD - 1];
-    store.read(ppn, col, &mut rec).unwrap();
-    assert_eq!(Record::decode_spare(&rec).map(|r| r.seq), Some(seq));
+    assert!(page != new, "the data is torn");
+    let mut rec = whole;
     let zero = (0..8 * rec.len())
         .find(|&b| rec[b / 8] & (1 << (b % 8)) == 0)
         .unwrap();

@@ -153,6 +153,11 @@ def checkpoint(binary, img, model, scratch, tag, stop="", unknown=()):
     for ik, rk in COMPARE:
         if ik in fi and fi[ik] != rep[rk]:
             diffs.append("%s: info %s, reader %s" % (ik, fi[ik], rep[rk]))
+    # Bits flipped for good (fms.md, Mount steps 1 and 2): `fms info --json` lists them,
+    # and leaves a key out when its list is empty.
+    for key in ("corrected_headers", "corrected_entries", "flipped_records"):
+        if len(fi.get(key, [])) != rep[key]:
+            diffs.append("%s: info %s, reader %s" % (key, fi.get(key, []), rep[key]))
     if abs(fi["wear_mean"] - rep["erase_mean"]) > 1e-6:
         diffs.append("wear_mean: info %s, reader %s" % (fi["wear_mean"], rep["erase_mean"]))
     length = rep["logical_blocks"] * rep["block_size"]
@@ -399,6 +404,11 @@ def mutations(m, rng):
                 o = 64 + 24 * k + 20
                 m.seg_put(g, o, bytes([m.seg_get(g, o, 1)[0] & 0x0F]) + m.seg_get(g, o + 1, 3))
             out.append(("header: entry of lbn %d torn (crc bits cleared)" % lbn, torn_entry))
+
+            def flip_entry(m, g=g, k=k):
+                o = 64 + 24 * k + 9
+                m.seg_put(g, o, bytes([m.seg_get(g, o, 1)[0] ^ 0x10]))
+            out.append(("header: entry of lbn %d, a sequence bit flipped (corrected)" % lbn, flip_entry))
             stale = [(g2, k2) for g2 in data_segs for k2, kind, r in recs[g2]
                      if kind == "block" and not r["live"] and (g2, k2) != f.mapping.get(r["lbn"])]
             if stale:
@@ -413,6 +423,12 @@ def mutations(m, rng):
                 p = spare_rec_page(f, g, k)
                 m.put(p, 12, bytes([m.get(p, 12, 1, True)[0] & 0x0F]), True)
             out.append(("spare: record of lbn %d torn (crc bits cleared)" % lbn, torn_rec))
+
+            def flip_rec(m, g=g, k=k):
+                p = spare_rec_page(f, g, k)
+                m.put(p, 2, bytes([m.get(p, 2, 1, True)[0] ^ 0x04]), True)
+            out.append(("spare: record of lbn %d, a block-number bit flipped (reported, torn)" % lbn,
+                        flip_rec))
 
             def pad_rec(m, g=g, k=k):
                 m.put(spare_rec_page(f, g, k), 1, bytes(15), True)
@@ -493,8 +509,12 @@ def mutations(m, rng):
     if closed:
         g = pick(closed)
         out.append(("header of used seg %d erased (dirty)" % g, lambda m, g=g: m.seg_put(g, 0, b"\xff" * 64)))
-        out.append(("header of used seg %d: crc bits cleared (unreadable)" % g,
+        out.append(("header of used seg %d: crc bits cleared (unreadable unless one bit)" % g,
                     lambda m, g=g: m.seg_put(g, 60, bytes([m.seg_get(g, 60, 1)[0] & 0x0F]))))
+        out.append(("header of used seg %d: an erase-count bit flipped (corrected)" % g,
+                    lambda m, g=g: m.seg_put(g, 9, bytes([m.seg_get(g, 9, 1)[0] ^ 0x40]))))
+        out.append(("header of used seg %d: two bits flipped (dirty)" % g,
+                    lambda m, g=g: m.seg_put(g, 24, bytes([m.seg_get(g, 24, 1)[0] ^ 0x11]))))
         out.append(("header of used seg %d: version 2, valid crc" % g, lambda m, g=g: m.header(g, version=2)))
         out.append(("header of used seg %d: kind 2, valid crc" % g, lambda m, g=g: m.header(g, kind=2)))
         out.append(("header of used seg %d: ECC bit toggled, valid crc" % g,
@@ -807,7 +827,23 @@ def invalid_inputs(binary, scratch):
     variant("bad-version", lambda b: setb(b, 16, 2))
     variant("bad-header-crc", lambda b: setb(b, 200, 1))
     variant("truncated-data", lambda b: b[:len(b) - 1])
-    variant("block-table-crc", lambda b: setb(b, 4096 + 12 * 3, b[4096 + 12 * 3] ^ 1))
+    # A corrupt block-table entry is no invalid input since stop 21: the block is taken as
+    # grown bad, by the reader and by flashkit, which says so on stderr.
+    b = bytearray(good)
+    b[4096 + 12 * 3] ^= 1
+    p = os.path.join(scratch, "inv-block-table-crc.img")
+    with open(p, "wb") as f:
+        f.write(b)
+    r = reader.NandImage(p)
+    if r.repaired != [3] or r.state[3] != 2 or r.erase_count[3] != max(r.erase_count):
+        raise Fail("block-table-crc: the reader did not take block 3 as grown bad")
+    r.mm.close()
+    out = subprocess.run([binary, "fms", "info", p, "--json"], capture_output=True, text=True)
+    if out.returncode != 0 or "block table entry 3 corrupt" not in out.stderr:
+        raise Fail("block-table-crc: fms info: exit %d, stderr %r" % (out.returncode, out.stderr))
+    if json.loads(out.stdout).get("bad_segments", 0) < 1:
+        raise Fail("block-table-crc: fms info does not count block 3 bad")
+    os.unlink(p)
     img = reader.NandImage(base)
     seg1 = img.data_off + img.ppb * img.raw_page  # segment 1's header, file bytes inverted
 

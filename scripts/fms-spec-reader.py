@@ -139,15 +139,21 @@ class NandImage:
             raise SpecError("truncated: %d bytes, the geometry needs %d" % (size, end))
         self.state = []
         self.erase_count = []
+        # A corrupt entry (checksum, unknown state) costs its block, not the image: the
+        # block is taken as grown bad (2) with the largest valid erase count (nand-image.md,
+        # "Opening an image", step 9).
+        self.repaired = []
         for b in range(self.blocks):
             e = self.mm[4096 + 12 * b: 4096 + 12 * b + 12]
             cnt, st, c = struct.unpack("<3I", e)
-            if crc32c(e[0:8]) != c:
-                raise SpecError("block table entry %d corrupt" % b)
-            if st > 2:
-                raise SpecError("block table entry %d: unknown state %d" % (b, st))
+            if crc32c(e[0:8]) != c or st > 2:
+                self.repaired.append(b)
+                st = 2
             self.state.append(st)
             self.erase_count.append(cnt)
+        valid = [n for b, n in enumerate(self.erase_count) if b not in self.repaired]
+        for b in self.repaired:
+            self.erase_count[b] = max(valid) if valid else 0
 
     # medium bytes (file bytes inverted)
     def page_data(self, ppn, col=0, n=None):
@@ -247,6 +253,48 @@ def decode_seg_header(b):
                 reserved=b[52:60])
 
 
+def one_bit_from(b, decode):
+    """fms.md, Mount steps 1 and 2: what `decode` gives for `b` with exactly one of its
+    bits flipped, or None when no flip or more than one decodes."""
+    w = bytearray(b)
+    found = None
+    for bit in range(len(b) * 8):
+        w[bit // 8] ^= 1 << (bit % 8)
+        d = decode(bytes(w))
+        w[bit // 8] ^= 1 << (bit % 8)
+        if d is not None:
+            if found is not None:
+                return None
+            found = d
+    return found
+
+
+def decode_entry(e):
+    """A header-mode entry (checksum over bytes 0..20 with byte 5 as 0xFF), or None."""
+    if e == ff(24):
+        return None
+    chk = e[0:5] + b"\xff" + e[6:20]
+    if crc32c(chk) != struct.unpack_from("<I", e, 20)[0]:
+        return None
+    lbn, region, flags, upd, seq, t = struct.unpack_from("<IBBHQI", e, 0)
+    return dict(lbn=lbn, seq=seq, live=bool(flags & 1), flags=flags, region=region, updates=upd)
+
+
+def decode_spare_record(r):
+    """A spare record: ('block' | 'trim', fields), or None."""
+    if r == ff(15):
+        return None
+    lbn = struct.unpack_from("<I", r, 0)[0]
+    seq = int.from_bytes(r[4:9], "little")
+    crc = struct.unpack_from("<I", r, 11)[0]
+    c = crc32c(r[0:11])
+    if c == crc:
+        return ("block", dict(lbn=lbn, seq=seq, meta=r[9], updates=r[10]))
+    if c ^ TRIM_XOR == crc and lbn == TRIM_LIST_LBN:
+        return ("trim", dict(seq=seq, meta=r[9], updates=r[10]))
+    return None
+
+
 class Fms:
     def __init__(self, img, reserve=None, streams=None):
         self.img = img
@@ -300,13 +348,16 @@ class Fms:
                 e = raw[24 * k: 24 * k + 24]
                 if e == ff(24):
                     continue
-                chk = e[0:5] + b"\xff" + e[6:20]
-                if crc32c(chk) != struct.unpack_from("<I", e, 20)[0]:
-                    out.append((k, "torn", None))
-                    continue
-                lbn, region, flags, upd, seq, t = struct.unpack_from("<IBBHQI", e, 0)
-                out.append((k, "block", dict(lbn=lbn, seq=seq, live=bool(flags & 1),
-                                             flags=flags, region=region, updates=upd)))
+                rec = decode_entry(e)
+                if rec is None:
+                    # fms.md, Mount step 2: an entry one bit from a valid one naming a
+                    # block of the capacity is read corrected.
+                    rec = one_bit_from(e, decode_entry)
+                    if rec is None or rec["lbn"] >= self.logical:
+                        out.append((k, "torn", None))
+                        continue
+                    rec["corrected"] = True
+                out.append((k, "block", rec))
         else:
             base = seg * img.ppb
             for k in range(self.slots):
@@ -314,16 +365,16 @@ class Fms:
                 r = img.page_spare(last, 1, 15)
                 if r == ff(15):
                     continue
-                lbn = struct.unpack_from("<I", r, 0)[0]
-                seq = int.from_bytes(r[4:9], "little")
-                crc = struct.unpack_from("<I", r, 11)[0]
-                c = crc32c(r[0:11])
-                if c == crc:
-                    out.append((k, "block", dict(lbn=lbn, seq=seq, meta=r[9], updates=r[10])))
-                elif c ^ TRIM_XOR == crc and lbn == TRIM_LIST_LBN:
-                    out.append((k, "trim", dict(seq=seq, meta=r[9], updates=r[10])))
-                else:
-                    out.append((k, "torn", None))
+                d = decode_spare_record(r)
+                if d is not None:
+                    out.append((k, d[0], d[1]))
+                    continue
+                # fms.md, Mount step 2: torn, but one bit from a valid record (not the
+                # pad record) naming a block of the capacity or a trim list is reported.
+                fix = None if r == bytes(15) else one_bit_from(r, decode_spare_record)
+                if fix is not None and fix[0] == "block" and fix[1]["lbn"] >= self.logical:
+                    fix = None
+                out.append((k, "torn", {"flipped": fix} if fix is not None else None))
         return out
 
     def slot_data(self, seg, k, correct=False):
@@ -419,6 +470,22 @@ class Fms:
         if not good_valid:
             raise SpecError("no FMS segment header found: not an FMS medium (format it first)")
         first = hdrs[good_valid[0]]
+        # fms.md, Mount step 1: a header one bit from a valid one is read corrected when
+        # it fits the medium (kind 0 or 1, known features, the block size, slots, format
+        # number and features of the first good segment's uncorrected header).
+        self.corrected_headers = []
+        for g in range(nseg):
+            if hdrs[g] != "unreadable":
+                continue
+            h = one_bit_from(img.seg_bytes(g, 0, 64),
+                             lambda w: (lambda d: d if isinstance(d, dict) else None)(decode_seg_header(w)))
+            if (h is not None and h["kind"] <= 1 and not h["features"] & ~1
+                    and h["block_size"] == first["block_size"] and h["slots"] == first["slots"]
+                    and h["format"] == first["format"] and h["features"] == first["features"]):
+                hdrs[g] = h
+                self.corrected_headers.append(g)
+        valid = [g for g in range(nseg) if isinstance(hdrs[g], dict)]
+        good_valid = [g for g in valid if img.state[g] == 0]
         # fms.md: good segments' headers, and grown-bad segments' headers of this format
         # (block size, slots, format number), must have a known kind and known features,
         # and the first good header's ECC bit.
@@ -532,6 +599,8 @@ class Fms:
                         and g not in retired):
                     readable.append(g)
         self.torn_records = 0
+        self.corrected_entries = 0
+        self.flipped_records = 0
         used_last = {}
         best = {}          # lbn -> (seq, seg, slot, rec)
         all_blocks = []    # (lbn, seq, seg, slot, rec)
@@ -542,7 +611,10 @@ class Fms:
                 last = max(last, k)
                 if kind == "torn":
                     self.torn_records += 1
+                    self.flipped_records += rec is not None
                     continue
+                if rec.get("corrected"):
+                    self.corrected_entries += 1
                 if kind == "trim":
                     trim_slots.append((rec["seq"], g, k))
                     continue
@@ -842,6 +914,9 @@ class Fms:
             "trim_list_slots": self.trim_lists_total,
             "unreadable_trim_lists": self.unreadable_trim_lists,
             "torn_records": self.torn_records,
+            "corrected_headers": len(self.corrected_headers),
+            "corrected_entries": self.corrected_entries,
+            "flipped_records": self.flipped_records,
             "stale_live_copies": self.stale_live,
             "segments": img.blocks,
             "free_segments": self.counts["free"],

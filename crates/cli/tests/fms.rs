@@ -1435,3 +1435,57 @@ fn write_read_trim_and_nand_format_print_json() {
         "{c}"
     );
 }
+
+/// A bit flipped for good in a segment header of an image (a segment holding data): `fms
+/// read` gives the data back (the mount corrects the header; before, it took the segment
+/// for dirty and read zeros), and `fms info` names the correction, in text and JSON.
+#[test]
+fn a_header_bit_flipped_in_the_image_is_corrected_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("card.img");
+    let img = img.to_str().unwrap();
+    fms_image(img, "intel-series2plus-24m", "16", "4KiB");
+    let input = dir.path().join("in.bin");
+    let data = pattern(200_000, 5);
+    std::fs::write(&input, &data).unwrap();
+    run_ok(&["fms", "write", img, "--input", input.to_str().unwrap()]);
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+    assert!(info.get("corrected_headers").is_none(), "{info}");
+    // The image keeps page bytes inverted: find the segment headers' magic ("FSMH")
+    // that way. The first is the index segment's, the second segment 1's, which holds
+    // the first 124 KiB written.
+    let mut bytes = std::fs::read(img).unwrap();
+    let magic: Vec<u8> = b"FSMH".iter().map(|b| !b).collect();
+    let at: Vec<usize> = bytes
+        .windows(4)
+        .enumerate()
+        .filter(|(_, w)| *w == &magic[..])
+        .map(|(i, _)| i)
+        .collect();
+    assert!(at.len() >= 3, "segment headers found at {at:?}");
+    bytes[at[1] + 9] ^= 0x20; // the erase count
+    std::fs::write(img, &bytes).unwrap();
+    let back = dir.path().join("back.bin");
+    run_ok(&[
+        "fms",
+        "read",
+        img,
+        "--length",
+        &data.len().to_string(),
+        "--output",
+        back.to_str().unwrap(),
+    ]);
+    assert!(std::fs::read(&back).unwrap() == data, "the data reads back");
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+    assert_eq!(info["corrected_headers"], serde_json::json!([1]), "{info}");
+    assert_eq!(info["mount_dirty_segments"], 0, "{info}");
+    let text = run_ok(&["fms", "info", img]);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("bit flips for good")
+                && l.contains("header of segment 1 corrected")),
+        "{text}"
+    );
+}

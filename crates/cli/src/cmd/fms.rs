@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use ftl::fms::select::Policy;
-use ftl::fms::{Fms, FmsConfig, SegState};
+use ftl::fms::{Fms, FmsConfig, SegState, SlotRecord};
 use ftl::{BlockDevice, SECTOR};
 use serde::Serialize;
 
@@ -531,6 +531,16 @@ pub struct FmsInfo {
     /// `MountReport::counts`, for the text report.
     #[serde(skip)]
     pub mount_paths: [u64; 6],
+    /// Bits flipped for good that the mount found (each key present only when it found
+    /// some): segments whose header it read corrected (one bit from valid), header-mode
+    /// entries it read corrected, and spare-mode records one bit from valid that it did
+    /// not correct (counted in `torn_records`; the block named reads an older copy).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub corrected_headers: Vec<u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub corrected_entries: Vec<SlotRecord>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub flipped_records: Vec<SlotRecord>,
 }
 
 fn info(a: InfoArgs) -> Result<()> {
@@ -597,6 +607,9 @@ fn info(a: InfoArgs) -> Result<()> {
         ecc_code: ftl::fms::layout::ecc_name(fms.layout().ecc_t),
         read_retries: fms.stats().read_retries,
         mount_paths: fms.mount_report().counts(),
+        corrected_headers: fms.mount_report().corrected_headers.clone(),
+        corrected_entries: fms.mount_report().corrected_entries.clone(),
+        flipped_records: fms.mount_report().flipped_records.clone(),
     };
     if let Some(p) = &a.report.csv {
         output::write_csv(p, std::slice::from_ref(&r))?;
@@ -684,7 +697,51 @@ fn info(a: InfoArgs) -> Result<()> {
         .add("table RAM", output::bytes(r.ram_bytes))
         .add("mount found", mount_found(&r))
         .add("mount re-reads", output::count(r.read_retries));
+    if let Some(flips) = flips_found(&r) {
+        f.add("bit flips for good", flips);
+    }
     f.print()
+}
+
+/// What the mount found of bits flipped for good, or `None`: `header of segment 3
+/// corrected; record of block 7 (segment 4 slot 2) one bit from valid, not corrected:
+/// the block reads an older copy`.
+fn flips_found(r: &FmsInfo) -> Option<String> {
+    let slots = |v: &[SlotRecord]| {
+        v.iter()
+            .map(|s| format!("block {} (segment {} slot {})", s.block, s.segment, s.slot))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let plural = |n: usize, one: &str, many: &str| if n == 1 { one } else { many }.to_string();
+    let mut parts = Vec::new();
+    let h = &r.corrected_headers;
+    if !h.is_empty() {
+        let segs: Vec<String> = h.iter().map(u32::to_string).collect();
+        parts.push(format!(
+            "{} {} corrected",
+            plural(h.len(), "header of segment", "headers of segments"),
+            segs.join(", ")
+        ));
+    }
+    let e = &r.corrected_entries;
+    if !e.is_empty() {
+        parts.push(format!(
+            "{} of {} corrected",
+            plural(e.len(), "entry", "entries"),
+            slots(e)
+        ));
+    }
+    let fl = &r.flipped_records;
+    if !fl.is_empty() {
+        parts.push(format!(
+            "{} of {} one bit from valid, not corrected: {} an older copy or zeros",
+            plural(fl.len(), "record", "records"),
+            slots(fl),
+            plural(fl.len(), "the block reads", "the blocks read"),
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// The recovery paths of `counts` (in the order of [`ftl::fms::MountReport::PATHS`]) as

@@ -177,10 +177,13 @@ impl Fms {
             // is unreadable (a failed header program, or an erase that failed on a segment
             // whose header was already lost). Storage mode only: simulation mode never
             // mounts, and this read would change its device time.
-            let mut hdr = [0u8; SEG_HEADER];
-            mount::read_header(self, seg, &mut hdr)?;
-            self.segs[seg as usize].erase_count = match SegHeader::decode(&hdr) {
-                Ok(Some(h)) => h.erase_count,
+            // A corrected header counts when it is of this medium, as at mount.
+            let medium = Some((self.format_id, layout::features_of(self.lay.ecc_t)));
+            self.segs[seg as usize].erase_count = match mount::read_header(self, seg)? {
+                mount::HeaderRead::Valid(h) => h.erase_count,
+                mount::HeaderRead::Corrected(h) if mount::header_fits(&h, &self.lay, medium) => {
+                    h.erase_count
+                }
                 _ => 0,
             };
         }

@@ -42,7 +42,7 @@ use select::{AgeTransform, CbAge, Policy, SegView, SelectCtx, Selector};
 use summary::{TableSums, WearIndex};
 
 use index_log::IndexLog;
-pub use mount::MountReport;
+pub use mount::{MountReport, SlotRecord};
 pub use ram::RamEstimate;
 use ram::Sizing;
 
@@ -653,7 +653,6 @@ impl Fms {
     /// segment. Erase counts found in old FMS headers are carried over.
     pub fn format(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         let mut f = Fms::new_empty(nand, cfg, None)?;
-        let mut hdr = vec![0u8; SEG_HEADER];
         // The old headers: erase counts to carry over, and the largest format number on
         // the medium, grown-bad segments included (they keep their content), so that this
         // format's number is new to every header a mount may read.
@@ -663,8 +662,9 @@ impl Fms {
             if f.nand.is_bad(s) && !grown {
                 continue;
             }
-            mount::read_header(&mut f, s, &mut hdr)?;
-            let old = SegHeader::decode(&hdr).ok().flatten();
+            // A header one bit from valid counts (`mount::read_header`): a mount may take
+            // a grown-bad segment's corrected header for this format's.
+            let old = mount::read_header(&mut f, s)?.header();
             f.segs[s as usize].erase_count = old.map_or(0, |h| h.erase_count);
             last_format = last_format.max(old.map_or(0, |h| h.format_id));
         }
@@ -1913,5 +1913,7 @@ impl BlockDevice for Fms {
     }
 }
 
+#[cfg(test)]
+mod flip_tests;
 #[cfg(test)]
 mod tests;

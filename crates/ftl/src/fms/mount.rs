@@ -4,7 +4,11 @@
 //!
 //! * A segment whose header is valid contributes its records; one whose header is erased
 //!   or unreadable (torn erase, torn header write) is *dirty*: it is erased before reuse,
-//!   and its erase count, which was lost, is taken as the largest one known.
+//!   and its erase count, which was lost, is taken as the largest one known. A header one
+//!   bit from a valid one of this medium is read corrected (`read_header`).
+//! * A header-mode entry one bit from a valid one is read corrected (`entry_flip`); a
+//!   spare-mode record one bit from valid is torn all the same, but reported
+//!   (`spare_flip` says why it is not corrected).
 //! * For each logical block the record with the highest sequence number wins; if that
 //!   record's live flag was cleared (header mode: the block was trimmed) the block is
 //!   unmapped. In spare mode a trim list's tombstone unmaps its block when no record of
@@ -31,8 +35,9 @@ use nand::blockdev::{DevError, DevResult};
 use nand::{BadState, Nand};
 
 use super::layout::{
-    ecc_name, ecc_strength_of, medium_time_ps, IndexEntry, Layout, Record, RecordMode, SegHeader,
-    TrimList, ENTRY, FEATURES_KNOWN, INDEX_ENTRY, PAD_RECORD, SEG_HEADER, TRIM_LIST_LBN,
+    ecc_name, ecc_strength_of, medium_time_ps, one_bit_from, IndexEntry, Layout, Record,
+    RecordMode, SegHeader, TrimList, ENTRY, FEATURES_KNOWN, INDEX_ENTRY, PAD_RECORD, SEG_HEADER,
+    SPARE_RECORD, TRIM_LIST_LBN,
 };
 use super::trims::{ListSlot, Tomb};
 use super::{Fms, FmsConfig, IndexLog, SegState, Tail, NONE};
@@ -65,6 +70,30 @@ pub struct MountReport {
     /// The index log was not found (a torn erase while it was rewritten); the mount made
     /// a new one, or left it to the first write when no segment was free.
     pub index_lost: bool,
+    /// Segments whose header was one bit from a valid header of this medium, read
+    /// corrected (a bit flipped for good; `read_header` in `mount.rs` says why this is
+    /// safe): used with their blocks. The header on flash stays as it is until the segment
+    /// is next erased (cleaned, wear-levelled, or the index log wraps or moves).
+    pub corrected_headers: Vec<u32>,
+    /// Header mode: entries one bit from a valid entry, read corrected (a bit flipped for
+    /// good, or an entry program a cut stopped one bit short, after its data was
+    /// programmed whole).
+    pub corrected_entries: Vec<SlotRecord>,
+    /// Spare mode: records one bit from a valid record, most likely a bit flipped for good
+    /// in a record that was written whole. Not corrected (a cut can leave the same bits
+    /// over torn data, see `docs/format/fms.md`, Mount): counted in `torn_records` too,
+    /// and the block they name reads an older copy (or zeros). Named here so that the
+    /// loss is not silent.
+    pub flipped_records: Vec<SlotRecord>,
+}
+
+/// A slot whose record a mount found one bit from a valid record, and the block the
+/// corrected record names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SlotRecord {
+    pub segment: u32,
+    pub slot: u32,
+    pub block: u32,
 }
 
 impl MountReport {
@@ -93,9 +122,18 @@ impl MountReport {
         ]
     }
 
-    /// Whether the mount took none of the recovery paths (a clean unmount).
+    /// Whether the mount took none of the recovery paths (a clean unmount) and found no
+    /// bit flipped for good.
     pub fn is_clean(&self) -> bool {
-        self.counts().iter().all(|&n| n == 0)
+        self.counts().iter().all(|&n| n == 0) && !self.found_flips()
+    }
+
+    /// Whether the mount corrected a header or an entry, or found a spare record one bit
+    /// from valid (bits flipped for good; none of [`MountReport::PATHS`]).
+    pub fn found_flips(&self) -> bool {
+        !(self.corrected_headers.is_empty()
+            && self.corrected_entries.is_empty()
+            && self.flipped_records.is_empty())
     }
 }
 
@@ -153,6 +191,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         torn: 0,
         newest_ms: 0,
         oldest_ms: u32::MAX,
+        flips: Flips::default(),
     };
     // Each segment's header time (device clock; `None`: no header of this format, or a
     // time beyond `MAX_MEDIUM_TIME_MS`): its creation time, and in spare mode its blocks'
@@ -168,25 +207,51 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     // Segments that went bad in use (grown bad) with a readable header: their records are
     // read once the index log is known.
     let mut grown: Vec<(u32, SegHeader)> = Vec::new();
-    let mut hdr = vec![0u8; SEG_HEADER];
+    // Grown-bad segments whose header was corrected: checked once the format is known.
+    let mut grown_corrected: Vec<(u32, SegHeader)> = Vec::new();
+    // The first good segment's header that decodes without correction (looked for ahead
+    // when a corrected header comes first): what a corrected header must match.
+    let mut medium: Option<SegHeader> = None;
+    let mut looked_ahead = false;
     for seg in 0..lay.segments {
         let si = seg as usize;
         if f.nand.is_bad(seg) {
             f.segs[si].state = SegState::Bad;
             f.segs[si].next = slots;
             if f.nand.block_info(seg).bad == BadState::Grown {
-                read_header(&mut f, seg, &mut hdr)?;
-                if let Ok(Some(h)) = SegHeader::decode(&hdr) {
-                    f.segs[si].erase_count = h.erase_count;
-                    grown.push((seg, h));
+                match read_header(&mut f, seg)? {
+                    HeaderRead::Valid(h) => {
+                        f.segs[si].erase_count = h.erase_count;
+                        grown.push((seg, h));
+                    }
+                    HeaderRead::Corrected(h) => grown_corrected.push((seg, h)),
+                    HeaderRead::Erased | HeaderRead::Unreadable => {}
                 }
             }
             continue;
         }
-        read_header(&mut f, seg, &mut hdr)?;
-        let h = match SegHeader::decode(&hdr) {
-            Ok(Some(h)) => h,
-            _ => {
+        let h = match read_header(&mut f, seg)? {
+            HeaderRead::Valid(h) => {
+                medium.get_or_insert(h);
+                h
+            }
+            // A bit flipped for good (`read_header` says why a correction is safe): the
+            // segment is used as it is, its header left as it is on flash (mount writes
+            // nothing for it), until it is next erased.
+            HeaderRead::Corrected(h) => {
+                if medium.is_none() && !looked_ahead {
+                    looked_ahead = true;
+                    medium = first_valid_after(&mut f, seg)?;
+                }
+                let m = medium.map(|m| (m.format_id, m.features));
+                if !header_fits(&h, &lay, m) {
+                    f.segs[si].state = SegState::Dirty;
+                    continue;
+                }
+                f.mount_report.corrected_headers.push(seg);
+                h
+            }
+            HeaderRead::Erased | HeaderRead::Unreadable => {
                 f.segs[si].state = SegState::Dirty;
                 continue;
             }
@@ -263,6 +328,18 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         ));
     }
     f.format_id = format_id.unwrap_or(0);
+    // Corrected headers of grown-bad segments: taken when they are of this format (and
+    // then read as a valid one is), as `Fms::went_bad` does.
+    let medium = Some((f.format_id, super::layout::features_of(lay.ecc_t)));
+    for (seg, h) in grown_corrected {
+        if header_fits(&h, &lay, medium) {
+            f.segs[seg as usize].erase_count = h.erase_count;
+            f.mount_report.corrected_headers.push(seg);
+            grown.push((seg, h));
+        }
+    }
+    grown.sort_by_key(|&(seg, _)| seg);
+    f.mount_report.corrected_headers.sort_unstable();
     // A grown-bad index segment newer than the good ones: its entry program failed and a
     // power cut came before the log moved to a free segment (`Fms::move_index`). Its
     // retired entries are still readable, and the only record of them: read it, and move
@@ -343,9 +420,12 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         lists,
         torn,
         newest_ms,
+        flips,
         ..
     } = found;
     f.mount_report.torn_records = torn;
+    f.mount_report.corrected_entries = flips.corrected;
+    f.mount_report.flipped_records = flips.flipped;
     if lay.mode == RecordMode::Header {
         // (Spare-mode records have no live bit: every superseded copy reads live.)
         f.mount_report.stale_live_copies = stale_live.len() as u64;
@@ -728,17 +808,102 @@ fn refuse_unknown(seg: u32, h: &SegHeader) -> DevResult<u8> {
     })
 }
 
-/// Read a segment header (see [`read_until`]): erased, or one that decodes, or the last
-/// read's bytes when neither comes back.
-pub(super) fn read_header(f: &mut Fms, seg: u32, hdr: &mut [u8]) -> DevResult<()> {
+/// A segment header as [`read_header`] found it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum HeaderRead {
+    /// 64 bytes of `0xFF`.
+    Erased,
+    /// A header that decodes.
+    Valid(SegHeader),
+    /// No read decoded, but two reads returned the same bytes (the only read, when
+    /// `read_retries` is 0), and exactly one of their 512 bits, flipped, makes a header
+    /// that decodes: this one. The caller still checks it against the medium
+    /// ([`header_fits`]) before taking it.
+    Corrected(SegHeader),
+    /// Neither: a torn erase or header program left it, or more than one bit flipped.
+    Unreadable,
+}
+
+impl HeaderRead {
+    /// The header, read as it is or corrected.
+    pub(super) fn header(self) -> Option<SegHeader> {
+        match self {
+            HeaderRead::Valid(h) | HeaderRead::Corrected(h) => Some(h),
+            HeaderRead::Erased | HeaderRead::Unreadable => None,
+        }
+    }
+}
+
+/// Read a segment header, again while it does not decode (as [`read_until`] does), and
+/// correct a single bit flipped for good.
+///
+/// Why correcting one bit is safe under the device's fault model: a torn erase erases
+/// whole pages (the header's page is erased, or keeps the header it had), and a torn
+/// header program (after the erase that precedes every header) leaves a subset of the
+/// bits it clears; so a header one bit from a valid one is either a valid header with a
+/// bit flipped for good, or a header program that a cut stopped one bit short, which is
+/// the same as a program that completed before the cut (a case mount already handles).
+/// CRC-32C's Hamming distance (6 over 64 bytes) makes the flipped bit unique and leaves
+/// four more bits of detection: a torn header missing 2 to 4 bits is never taken for
+/// another header. Two bits are not corrected: that would leave three bits of detection
+/// and make a torn header that happens to lie two bits from a different valid one some
+/// 250 times likelier to be miscorrected, for a failure (two flips for good in one
+/// 64-byte header) much rarer than the one fixed.
+///
+/// The model's read flips are transient, so a correction needs two reads that agree: a
+/// header torn two bits short, read once with a flip on one of those bits, must not be
+/// corrected by this mount and found dirty by the next.
+pub(super) fn read_header(f: &mut Fms, seg: u32) -> DevResult<HeaderRead> {
     let first = f.nand.geometry().first_page(seg);
-    read_until(
-        f,
-        hdr,
-        |n, b| n.read(first, 0, b),
-        |b| SegHeader::decode(b).is_ok(),
-    )?;
-    Ok(())
+    let retries = f.cfg.read_retries;
+    let mut b = [0u8; SEG_HEADER];
+    let mut seen: Vec<[u8; SEG_HEADER]> = Vec::new();
+    for t in 0..=retries {
+        if t > 0 {
+            f.stats.read_retries += 1;
+        }
+        f.nand.read(first, 0, &mut b)?;
+        match SegHeader::decode(&b) {
+            Ok(None) => return Ok(HeaderRead::Erased),
+            Ok(Some(h)) => return Ok(HeaderRead::Valid(h)),
+            Err(_) => {}
+        }
+        if retries == 0 || seen.contains(&b) {
+            if let Some(h) = one_bit_from(&b, |w| SegHeader::decode(w).ok().flatten()) {
+                return Ok(HeaderRead::Corrected(h));
+            }
+        }
+        seen.push(b);
+    }
+    Ok(HeaderRead::Unreadable)
+}
+
+/// Whether a corrected header (`HeaderRead::Corrected`) belongs to this medium: a known
+/// kind and features, the configured block size and slots, and, when `medium` is known,
+/// the medium's format number and features (those of its first header that decodes
+/// without correction, or of the running FMS). A correction that does not fit is not taken (the segment is dirty, as before).
+pub(super) fn header_fits(h: &SegHeader, lay: &Layout, medium: Option<(u64, u32)>) -> bool {
+    h.kind <= 1
+        && h.features & !FEATURES_KNOWN == 0
+        && ecc_strength_of(h.features).is_ok()
+        && h.block_size == lay.block_size
+        && h.slots == lay.slots
+        && medium
+            .is_none_or(|(format_id, features)| h.format_id == format_id && h.features == features)
+}
+
+/// The first good segment after `after` whose header decodes without correction: what a
+/// corrected header met before any such one is checked against ([`header_fits`]).
+fn first_valid_after(f: &mut Fms, after: u32) -> DevResult<Option<SegHeader>> {
+    for seg in after + 1..f.lay.segments {
+        if f.nand.is_bad(seg) {
+            continue;
+        }
+        if let HeaderRead::Valid(h) = read_header(f, seg)? {
+            return Ok(Some(h));
+        }
+    }
+    Ok(None)
 }
 
 /// Read `buf.len()` bytes starting at byte `off` of the segment whose first page is `first`.
@@ -886,6 +1051,16 @@ struct Found {
     newest_ms: u32,
     /// The oldest such time in the segment last read (`u32::MAX`: none).
     oldest_ms: u32,
+    /// Records one bit from valid: corrected (header mode), or reported (spare mode).
+    flips: Flips,
+}
+
+/// Records a mount found one bit from valid ([`MountReport::corrected_entries`],
+/// [`MountReport::flipped_records`]).
+#[derive(Default)]
+struct Flips {
+    corrected: Vec<SlotRecord>,
+    flipped: Vec<SlotRecord>,
 }
 
 /// Read the records of segment `seg` into `found`: the newest per block, superseded copies
@@ -899,15 +1074,26 @@ fn read_records(f: &mut Fms, seg: u32, found: &mut Found) -> DevResult<Option<u3
         torn,
         newest_ms,
         oldest_ms,
+        flips,
     } = found;
     *oldest_ms = u32::MAX;
     let timed = f.lay.mode == RecordMode::Header;
     let logical = f.logical;
     let slot_bits = f.slot_bits;
     let mut last_used: Option<u32> = None;
-    let consider = |slot: u32, rec: Option<Record>| -> DevResult<()> {
+    let consider = |slot: u32, read: RecordRead| -> DevResult<()> {
         last_used = Some(slot);
-        let Some(r) = rec else {
+        let at = |r: Record| SlotRecord {
+            segment: seg,
+            slot,
+            block: r.lbn,
+        };
+        match read {
+            RecordRead::Corrected(r) => flips.corrected.push(at(r)),
+            RecordRead::Flipped(r) => flips.flipped.push(at(r)),
+            RecordRead::Valid(_) | RecordRead::Torn => {}
+        }
+        let Some(r) = read.record() else {
             *torn += 1;
             return Ok(());
         };
@@ -945,55 +1131,168 @@ fn read_records(f: &mut Fms, seg: u32, found: &mut Found) -> DevResult<Option<u3
     Ok(last_used)
 }
 
+/// A slot's record as [`for_each_record`] read it.
+#[derive(Clone, Copy, Debug)]
+enum RecordRead {
+    /// It decodes.
+    Valid(Record),
+    /// Header mode: one bit from a valid entry in two reads that agree, read corrected.
+    Corrected(Record),
+    /// Spare mode: one bit from a valid record in two reads that agree: torn all the same
+    /// (not corrected, see [`spare_flip`]), but reported with what it would say.
+    Flipped(Record),
+    /// Torn or foreign.
+    Torn,
+}
+
+impl RecordRead {
+    /// The record the mount takes: a valid one or a corrected entry.
+    fn record(self) -> Option<Record> {
+        match self {
+            RecordRead::Valid(r) | RecordRead::Corrected(r) => Some(r),
+            RecordRead::Flipped(_) | RecordRead::Torn => None,
+        }
+    }
+}
+
+/// Header mode: the entry one bit from `e` (see [`one_bit_from`]) when it names a block
+/// of the capacity.
+///
+/// Why this is safe: an entry is programmed in a program of its own (with the others of
+/// a cleaner's run), after its slot's data was programmed whole, so an entry one bit from
+/// a valid one is either a valid entry with a bit flipped for good or an entry program
+/// that a cut stopped one bit short, over whole data: the same as a program that
+/// completed before the cut. The decision depends on the entry's bytes alone, so every
+/// mount makes the same one, the first after the cut included (the sequence number it
+/// carries is then never handed out again). CRC-32C's distance over the 20 checksummed
+/// bytes (8) leaves six bits of detection beyond the corrected one.
+fn entry_flip(e: &[u8], logical: u64) -> Option<Record> {
+    one_bit_from(e, Record::decode_entry).filter(|r| (r.lbn as u64) < logical)
+}
+
+/// Spare mode: the record one bit from `b` (see [`one_bit_from`]) when it names a block of
+/// the capacity or a trim list. Reported, never taken.
+///
+/// Why it is not corrected: a spare record is programmed with its slot's last page, in
+/// the same program as the page's data (and, with ECC, the page's codes), so a cut that
+/// leaves the record one bit short may leave the data torn in any way. Mount cannot tell
+/// the two apart from the slot alone: ECC codes, torn with the data, can agree with torn
+/// data; and a later slot of the segment written after the record proves nothing,
+/// because the FMS goes on writing a segment after a torn record once a mount has passed
+/// (the stream's active segment continues after it), having taken the record for torn
+/// and handed its sequence number out again. A mount that then corrected it would let
+/// an unacknowledged, torn write beat an acknowledged later one of the same block whose
+/// number, counted from a gap that failed programs leave, is lower; and no record left
+/// on flash proves the number was handed out twice (the copy that took it may be cleaned
+/// away). `docs/format/fms.md` (Mount, step 2) gives the argument in full.
+fn spare_flip(b: &[u8], logical: u64) -> Option<Record> {
+    if b == PAD_RECORD {
+        return None;
+    }
+    one_bit_from(b, Record::decode_spare)
+        .filter(|r| (r.lbn as u64) < logical || r.lbn == TRIM_LIST_LBN)
+}
+
 /// Call `visit` with each slot of `seg` whose record is not erased, in slot order, and
-/// the record if it decodes (`None`: torn or foreign).
+/// what was read there. A record that neither decodes nor reads erased is read again (up
+/// to `read_retries` times); when two of those reads agree (the only read, when
+/// `read_retries` is 0), a record one bit from a valid one is corrected (header mode,
+/// [`entry_flip`]) or reported (spare mode, [`spare_flip`]). Reads agreeing leaves out
+/// the model's flips, which are transient: a torn record a flip brought one bit from
+/// valid in one read must not be taken by one mount and not by the next.
 fn for_each_record(
     f: &mut Fms,
     seg: u32,
     entries: &mut [u8],
-    mut visit: impl FnMut(u32, Option<Record>) -> DevResult<()>,
+    mut visit: impl FnMut(u32, RecordRead) -> DevResult<()>,
 ) -> DevResult<()> {
     let lay = f.lay.clone();
     let geo = f.nand.geometry();
     let (slots, page_size) = (lay.slots, geo.page_size);
     let first = geo.first_page(seg);
+    let (retries, logical) = (f.cfg.read_retries, f.logical);
     // A record read is accepted when erased, when it decodes, or when it is the pad
-    // record; otherwise read again (`read_until`) before it counts as torn.
+    // record; otherwise read again before it counts as torn.
     match lay.mode {
         RecordMode::Header => {
             read_span(&mut f.nand, &lay, first, SEG_HEADER as u64, entries)?;
             for slot in 0..slots {
                 let e = &mut entries[slot as usize * ENTRY..(slot as usize + 1) * ENTRY];
+                if all_erased(e) {
+                    continue;
+                }
+                if let Some(r) = Record::decode_entry(e) {
+                    visit(slot, RecordRead::Valid(r))?;
+                    continue;
+                }
                 // The entries came in one read; one that is neither is read again alone.
                 let off = SEG_HEADER as u64 + slot as u64 * ENTRY as u64;
-                for _ in 0..f.cfg.read_retries {
-                    if all_erased(e) || Record::decode_entry(e).is_some() {
-                        break;
+                let mut seen: Vec<[u8; ENTRY]> = Vec::new();
+                let mut got = RecordRead::Torn;
+                for t in 0..=retries {
+                    if t > 0 {
+                        f.stats.read_retries += 1;
+                        read_span(&mut f.nand, &lay, first, off, e)?;
+                        if all_erased(e) {
+                            got = RecordRead::Torn;
+                            break;
+                        }
+                        if let Some(r) = Record::decode_entry(e) {
+                            got = RecordRead::Valid(r);
+                            break;
+                        }
                     }
-                    f.stats.read_retries += 1;
-                    read_span(&mut f.nand, &lay, first, off, e)?;
+                    let w: [u8; ENTRY] = (&*e).try_into().expect("an entry");
+                    if retries == 0 || seen.contains(&w) {
+                        if let Some(r) = entry_flip(e, logical) {
+                            got = RecordRead::Corrected(r);
+                            break;
+                        }
+                    }
+                    seen.push(w);
                 }
                 if all_erased(e) {
                     continue;
                 }
-                visit(slot, Record::decode_entry(e))?;
+                visit(slot, got)?;
             }
         }
         RecordMode::Spare => {
-            let mut spare = [0u8; 15];
+            let mut spare = [0u8; SPARE_RECORD - 1];
             let pps = lay.pages_per_slot as u64;
             for slot in 0..slots {
                 let last = first + 1 + slot as u64 * pps + pps - 1;
-                read_until(
-                    f,
-                    &mut spare,
-                    |n, b| n.read(last, page_size + 1, b),
-                    |b| all_erased(b) || b == PAD_RECORD || Record::decode_spare(b).is_some(),
-                )?;
+                let mut seen: Vec<[u8; SPARE_RECORD - 1]> = Vec::new();
+                let mut flipped = None;
+                let mut got = None;
+                // As `read_until`, with the reads kept to compare (the same reads as
+                // before records were looked at for flips).
+                for t in 0..=retries {
+                    if t > 0 {
+                        f.stats.read_retries += 1;
+                    }
+                    f.nand.read(last, page_size + 1, &mut spare)?;
+                    if all_erased(&spare) || spare == PAD_RECORD {
+                        got = Some(RecordRead::Torn);
+                        break;
+                    }
+                    if let Some(r) = Record::decode_spare(&spare) {
+                        got = Some(RecordRead::Valid(r));
+                        break;
+                    }
+                    if flipped.is_none() && (retries == 0 || seen.contains(&spare)) {
+                        flipped = spare_flip(&spare, logical);
+                    }
+                    seen.push(spare);
+                }
                 if all_erased(&spare) {
                     continue;
                 }
-                visit(slot, Record::decode_spare(&spare))?;
+                let got = got.unwrap_or(match flipped {
+                    Some(r) => RecordRead::Flipped(r),
+                    None => RecordRead::Torn,
+                });
+                visit(slot, got)?;
             }
         }
     }

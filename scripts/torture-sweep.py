@@ -216,7 +216,8 @@ def run(flashkit, args, cross=False):
     # fault-free run that cannot finish, say) is a failure: nothing in this space should
     # make one.
     if (p.returncode == 1 and len(lines) == 1
-            and lines[0].startswith(("flashkit: torture: FMS: configuration:", "flashkit: torture: failures:"))):
+            and lines[0].startswith(("flashkit: torture: FMS: configuration:", "flashkit: torture: failures:",
+                                     "flashkit: --pages-per-block: the derived device keeps at most"))):
         return "refused", 0, 0, f"refused {shown} | {lines[0]}", {}
     tail = err[-600:].replace("\n", " / ")
     return "fail", 0, 0, f"FAIL rc={p.returncode} {shown} | {tail}", {}

@@ -2400,10 +2400,16 @@ fn the_mount_report_counts_what_a_cut_left() {
 /// pages (2048 + 64 bytes, NOP 4), 4 KiB blocks (two pages a slot), with blocks 0..8
 /// written with varied bytes. Returns it, its device, configuration and the data.
 fn ecc_fms(ecc: bool) -> (Fms, nand::DeviceSpec, FmsConfig, Vec<Vec<u8>>) {
+    ecc_fms_t(ecc as u8)
+}
+
+/// [`ecc_fms`] with a code of strength `t` (0: none, 1: SEC-DED, 2..=8: BCH).
+fn ecc_fms_t(t: u8) -> (Fms, nand::DeviceSpec, FmsConfig, Vec<Vec<u8>>) {
     let spec = shrunk("slc-large-1g", 24, 16);
     let cfg = FmsConfig {
         block_size: 4096,
-        ecc,
+        ecc: t > 0,
+        ecc_strength: t.max(1),
         ..FmsConfig::default()
     };
     let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
@@ -2516,22 +2522,8 @@ fn ecc_corrects_one_flip_and_reads_two_again() {
 /// and an erased page's are erased; a fifth bit is reported uncorrectable, never returned.
 #[test]
 fn bch_corrects_four_bits_a_chunk_for_good() {
-    let spec = shrunk("slc-large-1g", 24, 16);
-    let cfg = FmsConfig {
-        block_size: 4096,
-        ecc: true,
-        ecc_strength: 4,
-        ..FmsConfig::default()
-    };
-    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    let (mut f, spec, cfg, data) = ecc_fms_t(4);
     assert_eq!((f.lay.ecc_t, f.lay.ecc_bytes()), (4, 28));
-    let data: Vec<Vec<u8>> = (0..8u32)
-        .map(|l| (0..4096u32).map(|i| (i * 7 + l * 31) as u8).collect())
-        .collect();
-    for (l, d) in data.iter().enumerate() {
-        f.write_block(l as u32, Some(d)).unwrap();
-    }
-    f.flush().unwrap();
     let p = page_of(&f, 3);
     let mut sp = [0u8; 64];
     f.nand.read(p, 2048, &mut sp).unwrap();

@@ -372,7 +372,7 @@ class Bch:
                 L, B, bb, m = nn + 1 - L, T, dlt, 1
             else:
                 m += 1
-        if L > t or any(C[L + 1:]):
+        if L == 0 or L > t or any(C[L + 1:]):
             return chunk, "uncorrectable", 0
         # Chien search: error at position p iff Lambda(alpha^-p) = 0, p < n (shortened)
         lc = [(log[C[i]], i) for i in range(1, L + 1) if C[i]]
@@ -586,14 +586,17 @@ class Fms:
                 out = []
                 for c in range(img.page_size // 512):
                     ch, code = d[512 * c:512 * c + 512], codes[cb * c:cb * c + cb]
+                    nbits = 1
                     if self.bch:
-                        chunk, st, _ = self.bch.correct(ch, code)
+                        chunk, st, nbits = self.bch.correct(ch, code)
                     else:
                         chunk, st = ecc_correct(ch, code)
                     if st == "uncorrectable":
                         self.ecc_bad += 1
                     elif st == "corrected":
-                        self.ecc_corrected += 1
+                        # bits corrected (BCH: of data and code, in a chunk whose data had
+                        # some); a flip of the code alone is not counted, as for SEC-DED
+                        self.ecc_corrected += nbits
                     out.append(chunk)
                 pages[j] = b"".join(out)
         return b"".join(pages)

@@ -4,9 +4,10 @@
     fms-spec-check.py FLASHKIT_BINARY [--seeds N] [--factor F] [--only NAME] [--jobs J]
                       [--no-mutations] [--fuzz N] [--quick] [--keep] [--scratch DIR]
 
-1. Workloads: for 16 configurations (header mode on intel-series2plus-24m with 4 KiB,
+1. Workloads: for 18 configurations (header mode on intel-series2plus-24m with 4 KiB,
    1 KiB, 512 B blocks; spare mode on nandsim-256m, mlc2-2g, slc-large-1g; --ecc on
-   mlc2-2g and slc-large-1g; factory-bad blocks; low endurance until blocks wear out)
+   mlc2-2g and slc-large-1g, --ecc-bits 4 (BCH-4) on mlc2-2g, --ecc-bits 6 on slc-large-1g;
+   factory-bad blocks; low endurance until blocks wear out)
    and N seeds, random `fms write` / `fms trim` (F x the capacity written, overwrites,
    all-0xFF and all-zero blocks, partial blocks, trims larger than one trim list).  At
    three checkpoints the spec reader's (fms-spec-reader.py) whole-device dump must equal
@@ -17,7 +18,7 @@
 2. Crafted states (seed 1, unless --no-mutations): power-cut leftovers and corrupt
    structures written into a copy of the final image (live bits, torn records, pad
    records, torn trim lists, torn slots, dirty/unknown headers, grown-bad segments,
-   lost/duplicate index, ECC bit flips, ...): reader and flashkit must agree, or both
+   lost/duplicate index, ECC bit flips (BCH: 1, t, t + 1, ... bits of a chunk), ...): reader and flashkit must agree, or both
    refuse; `fms info`/`fms read` must leave the file unchanged.  Then --fuzz N randomly
    damaged copies (default 10).
 3. The docs' example tables, refused configurations, invalid inputs.
@@ -49,7 +50,8 @@ spec = importlib.util.spec_from_file_location("fms_spec_reader", os.path.join(HE
 reader = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(reader)
 
-# (name, device, nand blocks, fms block size or None for default, ecc, extra nand options)
+# (name, device, nand blocks, fms block size or None for default, ecc, extra nand options);
+# ecc: False, True (--ecc, the SEC-DED code) or an int T (--ecc-bits T, BCH-T)
 CONFIGS = [
     ("hdr-intel-4k", "intel-series2plus-24m", 12, None, False, []),
     ("hdr-intel-1k", "intel-series2plus-24m", 12, "1024", False, []),
@@ -63,6 +65,8 @@ CONFIGS = [
     ("spare-slc-2k", "slc-large-1g", 12, "2048", False, []),
     ("ecc-mlc2-4k", "mlc2-2g", 10, None, True, []),
     ("ecc-slc-2k", "slc-large-1g", 12, "2048", True, []),
+    ("bch4-mlc2-4k", "mlc2-2g", 10, None, 4, []),
+    ("bch6-slc-2k", "slc-large-1g", 12, "2048", 6, []),
     ("spare-slc-factorybad", "slc-large-1g", 14, "2048", False, ["--bad-blocks", "0,5,6"]),
     ("hdr-intel-factorybad", "intel-series2plus-24m", 12, "1024", False, ["--bad-blocks", "0,3"]),
     ("spare-nandsim-wornout", "nandsim-256m", 16, "1024", False, ["--endurance", "5"]),
@@ -107,6 +111,7 @@ COMPARE = [  # (info key, reader key)
     ("stale_live_copies", "stale_live_copies"),
     ("unreadable_trim_lists", "unreadable_trim_lists"),
     ("grown_bad_read", "grown_bad_read"), ("index_lost", "index_lost"), ("ecc", "ecc"),
+    ("ecc_code", "ecc_code"),
 ]
 
 
@@ -211,8 +216,10 @@ def run_case(binary, scratch, cfg, seed, factor):
     cmd = [binary, "fms", "format", img]
     if bsz:
         cmd += ["--block-size", bsz]
-    if ecc:
+    if ecc is True:
         cmd += ["--ecc"]
+    elif ecc:
+        cmd += ["--ecc-bits", str(ecc)]
     run(cmd)
     fi = info(binary, img)
     erases0 = nand_erases(img)
@@ -439,13 +446,46 @@ def mutations(m, rng):
                     m.put(p, 0, b"\xff" * (img.page_size + img.spare_size))
                 out.append(("spare: first page of lbn %d's slot erased (torn erase)" % lbn, erase_page))
 
-        if f.ecc:
+        if f.ecc and not f.bch:
             def flip(m, nbits, g=g, k=k):
                 p = g * img.ppb + 1 + k * f.pps
                 for a in rng.sample(range(512), nbits):
                     m.put(p, a, bytes([m.get(p, a, 1)[0] ^ (1 << rng.randrange(8))]))
-            out.append(("ECC: one bit of lbn %d's data flipped" % lbn, lambda m: flip(m, 1)))
+            out.append(("ECC: one bit of lbn %d's data flipped (corrected)" % lbn, lambda m: flip(m, 1)))
             out.append(("ECC: two bits of one chunk of lbn %d's data flipped" % lbn, lambda m: flip(m, 2)))
+        if f.bch:
+            t = f.bch_t
+            cb = f.code_bytes
+
+            def bch_flip(m, nbits, ncode=0, j=0, chunk=None, g=g, k=k):
+                """nbits distinct bits of one 512-byte chunk of page j of the slot flipped,
+                ncode of them in the chunk's code (its 13t parity bits, not the padding)."""
+                p = g * img.ppb + 1 + k * f.pps + j
+                c = rng.randrange(img.page_size // 512) if chunk is None else chunk
+                for b in rng.sample(range(4096), nbits - ncode):
+                    a = 512 * c + b // 8
+                    m.put(p, a, bytes([m.get(p, a, 1)[0] ^ (1 << b % 8)]))
+                for b in rng.sample(range(13 * t), ncode):
+                    a = 16 + cb * c + b // 8
+                    m.put(p, a, bytes([m.get(p, a, 1, True)[0] ^ (1 << b % 8)]), True)
+            last = f.pps - 1
+            for n, nc, j, what in [(1, 0, 0, "1 bit"), (2, 0, last, "2 bits"),
+                                   (t, 0, 0, "t = %d bits" % t), (t, 2, last, "t = %d bits, 2 in its code" % t),
+                                   (t + 1, 0, 0, "t + 1 = %d bits" % (t + 1)),
+                                   (t + 1, 1, last, "t + 1 = %d bits, 1 in its code" % (t + 1)),
+                                   (t + 3, 0, 0, "t + 3 = %d bits" % (t + 3)),
+                                   (2 * t + 1, 0, last, "2t + 1 = %d bits" % (2 * t + 1))]:
+                out.append(("BCH-%d: %s of one chunk of lbn %d's page %d flipped%s"
+                            % (t, what, lbn, j, " (corrected)" if n <= t else ""),
+                            lambda m, n=n, nc=nc, j=j: bch_flip(m, n, nc, j)))
+            out.append(("BCH-%d: only code bits (t = %d) of one chunk of lbn %d flipped (corrected)" % (t, t, lbn),
+                        lambda m: bch_flip(m, t, t)))
+
+            def every_chunk(m, g=g, k=k):
+                for j in range(f.pps):
+                    for c in range(img.page_size // 512):
+                        bch_flip(m, t, rng.randrange(2), j, c)
+            out.append(("BCH-%d: t bits of every chunk of lbn %d flipped (corrected)" % (t, lbn), every_chunk))
 
         def lbn_beyond(m, g=g, k=k):
             if f.mode == "header":
@@ -474,6 +514,18 @@ def mutations(m, rng):
             p = spare_rec_page(f, g, k)
             m.put(p, 12, bytes([m.get(p, 12, 1, True)[0] & 0x0F]), True)
         out.append(("spare: trim-list record at seg %d slot %d torn" % (g, k), torn_list_rec))
+        if f.ecc:
+            strength = f.bch_t or 1
+
+            def list_flips(m, nbits, g=g, k=k):
+                # in the last chunk of the slot, past the list's entries (its crc still holds)
+                p = g * img.ppb + 1 + k * f.pps + f.pps - 1
+                for a in rng.sample(range(img.page_size - 512, img.page_size), nbits):
+                    m.put(p, a, bytes([m.get(p, a, 1)[0] ^ (1 << rng.randrange(8))]))
+            out.append(("ECC: %d bit(s) of trim list seg %d slot %d flipped past its entries (corrected)"
+                        % (strength, g, k), lambda m: list_flips(m, strength)))
+            out.append(("ECC: %d bits of trim list seg %d slot %d flipped past its entries (uncorrectable: "
+                        "unreadable list)" % (strength + 1, g, k), lambda m: list_flips(m, strength + 1)))
     open_segs = [g for g in data_segs if 0 <= used[g] < f.slots - 1] or [g for g in data_segs if used[g] < f.slots - 1]
     if open_segs:
         g = pick(open_segs)
@@ -505,6 +557,14 @@ def mutations(m, rng):
                     if j < f.pps - 1:
                         m.put(p, 1, b"\x00", True)
         out.append(("slot 0 of free seg %d programmed without its record" % g, torn_slot0))
+        if f.ecc and f.mode == "spare":
+            def zero_bits(m, n, g=g):
+                # fms.md, Mount: with ECC, "erased" admits one 0 bit per 512 bytes
+                p = g * img.ppb + 1
+                for a in rng.sample(range(512), n):
+                    m.put(p, a, bytes([0xFF ^ (1 << rng.randrange(8))]))
+            out.append(("ECC: one 0 bit in slot 0 of free seg %d (still erased)" % g, lambda m: zero_bits(m, 1)))
+            out.append(("ECC: two 0 bits in one chunk of slot 0 of free seg %d (torn)" % g, lambda m: zero_bits(m, 2)))
     closed = [g for g in data_segs if used[g] >= 0 and g not in f.active.values()]
     if closed:
         g = pick(closed)
@@ -519,6 +579,11 @@ def mutations(m, rng):
         out.append(("header of used seg %d: kind 2, valid crc" % g, lambda m, g=g: m.header(g, kind=2)))
         out.append(("header of used seg %d: ECC bit toggled, valid crc" % g,
                     lambda m, g=g: m.header(g, features=f.hdrs[g]["features"] ^ 1)))
+        if f.ecc:
+            t = f.bch_t
+            for t2 in sorted({0, 2, 8} - {t}):
+                out.append(("header of used seg %d: BCH strength %d instead of %d, valid crc" % (g, t2, t),
+                            lambda m, g=g, t2=t2: m.header(g, features=f.hdrs[g]["features"] & ~0x1F0 | t2 << 4)))
         out.append(("seg %d turned grown bad (same format)" % g, lambda m, g=g: m.set_state(g, 2)))
 
         def bad_old_format(m, g=g):
@@ -577,6 +642,19 @@ def mutations(m, rng):
                         lambda m, g=g: m.header(g, kind=1, erase_seq=f.next_erase_seq)))
             out.append(("free seg %d given a kind-1 header with the index's erase sequence (tie)" % g,
                         lambda m, g=g: m.header(g, kind=1, erase_seq=f.hdrs[ix]["erase_seq"])))
+
+    # fms.md, segment header offset 48: mount refuses a BCH strength without bit 0, of 1 or
+    # above 8 (every header alike, so that only this rule refuses)
+    feats = {1: (0x11, "BCH strength 1"), 9: (0x91, "BCH strength 9"), 31: (0x1F1, "BCH strength 31"),
+             0: (0x40, "BCH strength 4 without the ECC bit")}
+    for key in ((0, 1) if not f.ecc else (9, 1) if f.bch else (31,)):
+        word, what = feats[key]
+
+        def every_header(m, word=word):
+            for g in range(img.blocks):
+                if isinstance(f.hdrs[g], dict):
+                    m.header(g, features=word)
+        out.append(("features 0x%x (%s) in every header" % (word, what), every_header))
 
     def no_capacity(m):
         for g in range(img.blocks):
@@ -662,6 +740,7 @@ def run_mutations(binary, scratch, img, name, seed):
     m0.img.mm.close()
     lines = []
     fails = 0
+    orig = None  # the unmutated image's `fms read`, for the "(corrected)" cases
     for what, fn in muts:
         m = Mut(img)
         fn(m)
@@ -689,6 +768,16 @@ def run_mutations(binary, scratch, img, name, seed):
             with open(path, "rb") as fh:
                 if fh.read() != bytes(m.b):
                     raise Fail("mutated: fms info / fms read changed the image (docs: opened read-only)")
+            if what.endswith("(corrected)"):
+                # bit flips within the code's strength: both read the data as written
+                if orig is None:
+                    orig = os.path.join(scratch, "orig.bin")
+                    run([binary, "fms", "read", img, "--length", str(rep["logical_blocks"] * rep["block_size"]),
+                         "--output", orig])
+                with open(orig, "rb") as fa, open(os.path.join(scratch, "ref.bin"), "rb") as fb:
+                    if "read_refused" in rep or fa.read() != fb.read():
+                        raise Fail("mutated: the flips were within the code's strength, but the data read "
+                                   "differs from the unmutated image's")
             lines.append("%s OK  mapped %d, free/used/active/dirty/index %d/%d/%d/%d/%d, torn %d, stale live %d, "
                          "unreadable lists %d, grown bad read %d, index lost %s%s"
                          % (tag, rep["mapped"], rep["free_segments"], rep["used_segments"], rep["active_segments"],
@@ -701,6 +790,8 @@ def run_mutations(binary, scratch, img, name, seed):
             FAILED_KINDS[re.sub(r"\d+", "N", what)] += 1
             lines.append("%s FAIL %s" % (tag, e))
     os.unlink(os.path.join(scratch, "mut.img"))
+    if orig:
+        os.unlink(orig)
     return lines, fails
 
 
@@ -784,7 +875,11 @@ def refused_configs(binary, scratch):
             ("mlc2-2g", ["--block-size", "1024"], "not a multiple of the page size"),
             ("nandsim-256m", ["--block-size", "8192"], "fewer than 2 slots per segment"),
             ("nandsim-256m", ["--ecc"], "ECC with a 16-byte spare area"),
-            ("intel-series2plus-24m", ["--ecc"], "ECC in header mode")]
+            ("intel-series2plus-24m", ["--ecc"], "ECC in header mode"),
+            ("nandsim-256m", ["--ecc-bits", "2"], "BCH with a 16-byte spare area"),
+            ("mlc2-2g", ["--ecc-bits", "8"], "BCH-8's 68 spare bytes on a 64-byte spare area"),
+            ("slc-large-1g", ["--ecc-bits", "9"], "BCH strength above 8"),
+            ("intel-series2plus-24m", ["--ecc-bits", "4"], "BCH in header mode")]
     path = os.path.join(scratch, "cfg.img")
     for dev, opts, why in rows:
         run([binary, "nand", "format", "--force", "--device", dev, "--blocks", "12", path])

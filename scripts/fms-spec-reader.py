@@ -13,7 +13,8 @@ documented byte-level invariants that are violated (ECC codes recomputed).  Two 
 fms.md does not let a reader derive from the medium: --reserve N (segments kept in
 reserve, used only when the headers record capacity 0) and --streams N (how many
 streams the index entries may name; default: any).  With ECC, a single flipped bit per
-512 bytes is corrected and an uncorrectable block is an error, as flashkit does.
+512 bytes (BCH-t: up to t) is corrected, an uncorrectable block is an error and a trim
+list holding an uncorrectable chunk is unreadable, as flashkit does.
 Any invalid input gives a one-line error on stderr and exit status 1.
 
 The mount is read-only: the repairs mount would make (clearing stale live bits,
@@ -232,6 +233,179 @@ def ecc_correct(chunk, stored):
     return chunk, "uncorrectable"
 
 
+# ---------------------------------------------------------------- BCH (fms.md, "With ECC")
+
+BCH_POLY = 0x201B  # x^13 + x^4 + x^3 + x + 1
+BCH_N = 8191       # 2^13 - 1
+
+
+def _gf_tables():
+    exp = [0] * (2 * BCH_N)
+    log = [0] * (BCH_N + 1)
+    x = 1
+    for i in range(BCH_N):
+        exp[i] = exp[i + BCH_N] = x
+        log[x] = i
+        x <<= 1
+        if x & 0x2000:
+            x ^= BCH_POLY
+    if x != 1 or len(set(exp[:BCH_N])) != BCH_N:
+        raise AssertionError("0x201B is not primitive")
+    return exp, log
+
+
+_BCH_CODES = {}
+
+
+class Bch:
+    """The shortened binary BCH code of fms.md: 512-byte messages, t = 2..8 bits."""
+
+    def __init__(self, t):
+        if not 2 <= t <= 8:
+            raise SpecError("BCH strength %d is not 2..8" % t)
+        self.t = t
+        if "gf" not in _BCH_CODES:
+            _BCH_CODES["gf"] = _gf_tables()
+        self.exp, self.log = _BCH_CODES["gf"]
+        exp, log = self.exp, self.log
+        # generator: product of the minimal polynomials of alpha^1, alpha^3, .., alpha^(2t-1)
+        g = 1  # GF(2) polynomial as an int, bit i = coefficient of x^i
+        seen = set()
+        for i in range(1, 2 * t, 2):
+            if i in seen:
+                continue
+            coset = []
+            j = i
+            while j not in coset:
+                coset.append(j)
+                j = 2 * j % BCH_N
+            seen.update(coset)
+            m = [1]  # GF(2^13) coefficients, m[k] = coefficient of x^k
+            for r in coset:
+                a = exp[r]
+                nm = [0] * (len(m) + 1)
+                for k, c in enumerate(m):
+                    nm[k + 1] ^= c                       # x * c
+                    if c:
+                        nm[k] ^= exp[log[c] + log[a]]    # a * c
+                m = nm
+            if any(c not in (0, 1) for c in m):
+                raise AssertionError("minimal polynomial not binary")
+            mp = sum(c << k for k, c in enumerate(m))
+            p = 0
+            while mp:  # g *= mp over GF(2)
+                if mp & 1:
+                    p ^= g
+                g <<= 1
+                mp >>= 1
+            g = p
+        self.deg = g.bit_length() - 1
+        if self.deg != 13 * t:
+            raise AssertionError("generator degree %d, not 13t" % self.deg)
+        self.gen = g
+        self.nbytes = (13 * t + 7) // 8
+        d = self.deg
+        mask = (1 << d) - 1
+        low = g & mask
+        tab = []
+        for v in range(256):
+            r = v << (d - 8)
+            for _ in range(8):
+                r = ((r << 1) & mask) ^ low if r >> (d - 1) else r << 1
+            tab.append(r)
+        self.tab = tab
+        self.mask = mask
+        self.n = 4096 + d  # shortened code length in bits
+        self.erased = self.remainder(ff(512))
+
+    def remainder(self, msg):
+        """m(x) x^(13t) mod g(x), msg byte 0 bit 7 the highest coefficient."""
+        d8 = self.deg - 8
+        mask = self.mask
+        tab = self.tab
+        r = 0
+        for b in msg:
+            r = ((r << 8) & mask) ^ tab[(r >> d8) ^ b]
+        return r
+
+    def code(self, chunk):
+        """The stored code bytes of a 512-byte chunk."""
+        v = (self.remainder(chunk) ^ self.erased) ^ ((1 << (8 * self.nbytes)) - 1)
+        return v.to_bytes(self.nbytes, "little")
+
+    def correct(self, chunk, stored):
+        """(data, status, bits): status 'ok', 'corrected' (`bits` bit errors, data and
+        code), 'code' (only code bits flipped) or 'uncorrectable'."""
+        r_stored = (int.from_bytes(stored, "little") ^ ((1 << (8 * self.nbytes)) - 1) ^ self.erased) & self.mask
+        e = self.remainder(chunk) ^ r_stored
+        if e == 0:
+            return chunk, "ok", 0
+        exp, log, N, t = self.exp, self.log, BCH_N, self.t
+        # syndromes S_i = e(alpha^i), i = 1..2t (e is the received word mod g)
+        bits = [j for j in range(self.deg) if (e >> j) & 1]
+        S = [0] * (2 * t + 1)
+        for i in range(1, 2 * t + 1):
+            s = 0
+            for j in bits:
+                s ^= exp[(i * j) % N]
+            S[i] = s
+
+        def mul(a, b):
+            return exp[log[a] + log[b]] if a and b else 0
+        # Berlekamp-Massey
+        C = [1] + [0] * (2 * t)
+        B = [1] + [0] * (2 * t)
+        L, m, bb = 0, 1, 1
+        for nn in range(2 * t):
+            dlt = S[nn + 1]
+            for i in range(1, L + 1):
+                dlt ^= mul(C[i], S[nn + 1 - i])
+            if dlt == 0:
+                m += 1
+                continue
+            coef = exp[log[dlt] - log[bb] + N]
+            T = C[:]
+            for i in range(2 * t + 1 - m):
+                if B[i]:
+                    C[i + m] ^= mul(coef, B[i])
+            if 2 * L <= nn:
+                L, B, bb, m = nn + 1 - L, T, dlt, 1
+            else:
+                m += 1
+        if L == 0 or L > t or any(C[L + 1:]):
+            return chunk, "uncorrectable", 0
+        # Chien search: error at position p iff Lambda(alpha^-p) = 0, p < n (shortened)
+        lc = [(log[C[i]], i) for i in range(1, L + 1) if C[i]]
+        pos = []
+        for p in range(self.n):
+            s = 1
+            for lg, i in lc:
+                s ^= exp[(lg - i * p) % N]
+            if s == 0:
+                pos.append(p)
+                if len(pos) == L:
+                    break
+        if len(pos) != L:
+            return chunk, "uncorrectable", 0
+        c = bytearray(chunk)
+        data_bits = 0
+        for p in pos:
+            if p >= self.deg:
+                q = 4095 - (p - self.deg)   # message bit index from byte 0 bit 7
+                c[q >> 3] ^= 0x80 >> (q & 7)
+                data_bits += 1
+        if data_bits == 0:
+            return chunk, "code", L
+        return bytes(c), "corrected", L
+
+
+def bch(t):
+    c = _BCH_CODES.get(t)
+    if c is None:
+        c = _BCH_CODES[t] = Bch(t)
+    return c
+
+
 # ---------------------------------------------------------------- FMS
 
 SEG_MAGIC = 0x484D5346
@@ -239,6 +413,19 @@ TRIM_LIST_LBN = 0xFFFFFFFE
 TRIM_XOR = 0x5452494D
 TRIM_MAGIC = 0x544D5346
 INDEX_MAGIC = 0x1DE5
+
+
+def features_error(f):
+    """fms.md, segment header offset 48: None when mount accepts the features word, else
+    why not (bit 0 ECC; bits 4..8, with bit 0, the BCH strength 2..8; other bits zero)."""
+    if f & ~0x1F1:
+        return "has unknown feature bits 0x%x" % (f & ~0x1F1)
+    t = (f >> 4) & 0x1F
+    if t and not f & 1:
+        return "has a BCH strength (%d) without the ECC bit" % t
+    if t == 1 or t > 8:
+        return "has BCH strength %d (not 2..8)" % t
+    return None
 
 
 def decode_seg_header(b):
@@ -377,9 +564,14 @@ class Fms:
                 out.append((k, "torn", {"flipped": fix} if fix is not None else None))
         return out
 
+    def chunk_code(self, chunk):
+        """The stored code of a 512-byte chunk: SEC-DED or BCH-t (fms.md, "With ECC")."""
+        return self.bch.code(chunk) if self.bch else smartmedia_ecc(chunk)
+
     def slot_data(self, seg, k, correct=False):
         """A slot's data bytes.  With `correct` on an ECC medium, each 512-byte chunk is
-        checked against its code (spare bytes 16 + 3c) and a single flipped bit is
+        checked against its code (spare bytes 16 + c per chunk, c = 3 for SEC-DED,
+        ceil(13t/8) for BCH-t) and up to 1 (SEC-DED) or t (BCH) flipped bits are
         corrected; the result's `ecc_bad` counts uncorrectable chunks."""
         img = self.img
         self.ecc_bad = 0
@@ -388,15 +580,23 @@ class Fms:
         base = seg * img.ppb + 1 + k * self.pps
         pages = [img.page_data(base + j) for j in range(self.pps)]
         if correct and self.ecc:
+            cb = self.code_bytes
             for j, d in enumerate(pages):
-                codes = img.page_spare(base + j, 16, 3 * img.page_size // 512)
+                codes = img.page_spare(base + j, 16, cb * img.page_size // 512)
                 out = []
                 for c in range(img.page_size // 512):
-                    chunk, st = ecc_correct(d[512 * c:512 * c + 512], codes[3 * c:3 * c + 3])
+                    ch, code = d[512 * c:512 * c + 512], codes[cb * c:cb * c + cb]
+                    nbits = 1
+                    if self.bch:
+                        chunk, st, nbits = self.bch.correct(ch, code)
+                    else:
+                        chunk, st = ecc_correct(ch, code)
                     if st == "uncorrectable":
                         self.ecc_bad += 1
                     elif st == "corrected":
-                        self.ecc_corrected += 1
+                        # bits corrected (BCH: of data and code, in a chunk whose data had
+                        # some); a flip of the code alone is not counted, as for SEC-DED
+                        self.ecc_corrected += nbits
                     out.append(chunk)
                 pages[j] = b"".join(out)
         return b"".join(pages)
@@ -479,7 +679,7 @@ class Fms:
                 continue
             h = one_bit_from(img.seg_bytes(g, 0, 64),
                              lambda w: (lambda d: d if isinstance(d, dict) else None)(decode_seg_header(w)))
-            if (h is not None and h["kind"] <= 1 and not h["features"] & ~1
+            if (h is not None and h["kind"] <= 1 and features_error(h["features"]) is None
                     and h["block_size"] == first["block_size"] and h["slots"] == first["slots"]
                     and h["format"] == first["format"] and h["features"] == first["features"]):
                 hdrs[g] = h
@@ -495,15 +695,19 @@ class Fms:
         for g in ours:
             if hdrs[g]["kind"] > 1:
                 raise SpecError("segment %d: header kind %d is unknown" % (g, hdrs[g]["kind"]))
-            f = hdrs[g]["features"]
-            if f & ~1:
-                raise SpecError("segment %d: header has unknown feature bits 0x%x" % (g, f))
+            why = features_error(hdrs[g]["features"])
+            if why:
+                raise SpecError("segment %d: header %s" % (g, why))
         for g in ours:
             if img.state[g] == 2 and hdrs[g]["kind"] != 0:
                 continue
-            if (hdrs[g]["features"] & 1) != (first["features"] & 1):
-                raise SpecError("segment %d: ECC feature bit differs from segment %d's" % (g, good_valid[0]))
+            if (hdrs[g]["features"] & 0x1F1) != (first["features"] & 0x1F1):
+                raise SpecError("segment %d: ECC feature bit or BCH strength differs from segment %d's"
+                                % (g, good_valid[0]))
         self.ecc = bool(first["features"] & 1)
+        self.bch_t = (first["features"] >> 4) & 0x1F
+        self.bch = bch(self.bch_t) if self.bch_t else None
+        self.code_bytes = self.bch.nbytes if self.bch else 3
         self.format_no = first["format"]
         bs = first["block_size"]
         slots = self.geometry(bs)
@@ -511,7 +715,7 @@ class Fms:
         if self.ecc:
             if self.mode != "spare":
                 raise SpecError("ECC feature on a header-mode (nop = 0) device")
-            if img.page_size % 512 or img.spare_size < 16 + 3 * img.page_size // 512:
+            if img.page_size % 512 or img.spare_size < 16 + self.code_bytes * img.page_size // 512:
                 raise SpecError("ECC feature but the page/spare geometry cannot hold the codes")
         for g in good_valid:
             h = hdrs[g]
@@ -655,7 +859,9 @@ class Fms:
                 max_seq = max(max_seq, lseq)
                 d = self.slot_data(g, k, correct=True)
                 magic, n, crc = struct.unpack_from("<III", d, 0)
-                if magic != TRIM_MAGIC or n > cap or crc32c(d[0:8] + d[16:16 + 12 * n]) != crc:
+                # fms.md, Mount step 3: an uncorrectable chunk makes the list unreadable
+                if (self.ecc_bad or magic != TRIM_MAGIC or n > cap
+                        or crc32c(d[0:8] + d[16:16 + 12 * n]) != crc):
                     self.unreadable_trim_lists += 1
                     continue
                 for i in range(n):
@@ -858,13 +1064,14 @@ class Fms:
                         v("segment %d slot %d page %d: spare bytes 2..16 programmed" % (g, k, j))
                     tail = sp[16:]
                     if self.ecc:
-                        n = 3 * ps // 512
+                        cb = self.code_bytes
+                        n = cb * ps // 512
                         data = img.page_data(base + j)
                         for c in range(ps // 512):
-                            want = smartmedia_ecc(data[512 * c:512 * c + 512])
-                            if tail[3 * c:3 * c + 3] != want:
+                            want = self.chunk_code(data[512 * c:512 * c + 512])
+                            if tail[cb * c:cb * c + cb] != want:
                                 v("segment %d slot %d page %d chunk %d: ECC %s, computed %s"
-                                  % (g, k, j, c, tail[3 * c:3 * c + 3].hex(), want.hex()))
+                                  % (g, k, j, c, tail[cb * c:cb * c + cb].hex(), want.hex()))
                         tail = tail[n:]
                     if tail != ff(len(tail)):
                         v("segment %d slot %d page %d: spare bytes past the record/codes programmed" % (g, k, j))
@@ -936,6 +1143,7 @@ class Fms:
             "erase_max": max(ecs),
             "erase_mean": mean,
             "ecc": self.ecc,
+            "ecc_code": ("BCH-%d" % self.bch_t if self.bch else "SEC-DED") if self.ecc else "none",  # as fms info
             "ecc_corrected": self.ecc_corrected,
             "format_number": self.format_no,
             "next_seq": self.next_seq,

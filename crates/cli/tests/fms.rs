@@ -1077,17 +1077,7 @@ fn format_explains_the_capacity() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("n.img");
     let img = img.to_str().unwrap();
-    run_ok(&[
-        "nand",
-        "format",
-        img,
-        "--device",
-        "nandsim-256m",
-        "--blocks",
-        "32",
-        "--bad-blocks",
-        "3,7",
-    ]);
+    nandsim_32_with_two_bad(img);
     let out = run_ok(&["fms", "format", img]);
     assert!(
         out.contains("69 blocks of 4 KiB (3 per segment), 276 KiB exported")
@@ -1212,17 +1202,7 @@ fn info_reports_endurance_life_and_spare_segments() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("n.img");
     let img = img.to_str().unwrap();
-    run_ok(&[
-        "nand",
-        "format",
-        img,
-        "--device",
-        "nandsim-256m",
-        "--blocks",
-        "32",
-        "--bad-blocks",
-        "3,7",
-    ]);
+    nandsim_32_with_two_bad(img);
     let nand: serde_json::Value =
         serde_json::from_str(&run_ok(&["nand", "info", img, "--json"])).unwrap();
     run_ok(&["fms", "format", img, "--block-size", "512"]);
@@ -1488,4 +1468,19 @@ fn a_header_bit_flipped_in_the_image_is_corrected_and_named() {
                 && l.contains("header of segment 1 corrected")),
         "{text}"
     );
+}
+
+/// A 32-block `nandsim-256m` image at `img` with blocks 3 and 7 factory bad.
+fn nandsim_32_with_two_bad(img: &str) {
+    run_ok(&[
+        "nand",
+        "format",
+        img,
+        "--device",
+        "nandsim-256m",
+        "--blocks",
+        "32",
+        "--bad-blocks",
+        "3,7",
+    ]);
 }

@@ -332,18 +332,21 @@ fn bch(t: u8) -> &'static crate::bch::Bch {
     CODES[t as usize].get_or_init(|| crate::bch::Bch::new(t as u32).expect("strength in range"))
 }
 
-/// [`ecc_compute_page`] for a code of strength `t` (1..=[`MAX_STRENGTH`]): `code_out`
-/// holds [`code_bytes`]`(t)` bytes per chunk.
+/// [`ecc_compute_page`] for a code of strength `t` (0..=[`MAX_STRENGTH`]; 0: no code,
+/// nothing to write): `code_out` holds [`code_bytes`]`(t)` bytes per chunk.
 pub fn compute_page_t(t: u8, data: &[u8], code_out: &mut [u8]) -> Result<(), EccError> {
     match t {
+        0 => Ok(()),
         1 => ecc_compute_page(data, code_out),
         t => bch(t).compute_page(data, code_out),
     }
 }
 
-/// [`ecc_correct_page`] for a code of strength `t` (1..=[`MAX_STRENGTH`]).
+/// [`ecc_correct_page`] for a code of strength `t` (0..=[`MAX_STRENGTH`]; 0: no code,
+/// nothing corrected).
 pub fn correct_page_t(t: u8, data: &mut [u8], code: &[u8]) -> Result<PageEccReport, EccError> {
     match t {
+        0 => Ok(PageEccReport::default()),
         1 => ecc_correct_page(data, code),
         t => bch(t).correct_page(data, code),
     }

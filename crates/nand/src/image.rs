@@ -337,22 +337,19 @@ impl ImageStore {
         for (b, e) in table.chunks_exact(12).enumerate() {
             let crc = u32::from_le_bytes(e[8..12].try_into().unwrap());
             let bad = match u32::from_le_bytes(e[4..8].try_into().unwrap()) {
-                _ if crc != crc32c::crc32c(&e[0..8]) => None,
-                0 => Some(BadState::Good),
-                1 => Some(BadState::Factory),
-                2 => Some(BadState::Grown),
-                s => {
-                    corrupt.push((b as u32, format!("unknown state {s}")));
-                    None
-                }
+                _ if crc != crc32c::crc32c(&e[0..8]) => Err("checksum mismatch".to_string()),
+                0 => Ok(BadState::Good),
+                1 => Ok(BadState::Factory),
+                2 => Ok(BadState::Grown),
+                s => Err(format!("unknown state {s}")),
             };
-            if bad.is_none() && corrupt.last().map(|c| c.0) != Some(b as u32) {
-                corrupt.push((b as u32, "checksum mismatch".to_string()));
-            }
             blocks.push(BlockInfo {
                 erase_count: u32::from_le_bytes(e[0..4].try_into().unwrap()),
-                bad: bad.unwrap_or(BadState::Grown),
+                bad: *bad.as_ref().unwrap_or(&BadState::Grown),
             });
+            if let Err(why) = bad {
+                corrupt.push((b as u32, why));
+            }
         }
         let most = blocks
             .iter()

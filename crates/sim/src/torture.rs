@@ -1733,7 +1733,7 @@ pub fn run_with_progress(
         wear_swaps: base.wear_swaps,
         index_moves: base.index_moves,
         recovery: recovery.into_inner().unwrap(),
-        ecc: lay.ecc,
+        ecc: lay.ecc(),
         ecc_code: ftl::fms::layout::ecc_name(lay.ecc_t),
         bitflip_rate: cfg.bitflip_rate,
         max_read_retries: cfg.fms.read_retries,

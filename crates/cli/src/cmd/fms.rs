@@ -410,7 +410,7 @@ fn format(a: FormatArgs) -> Result<()> {
             .iter()
             .filter(|s| s.state == SegState::Bad)
             .count(),
-        ecc: fms.layout().ecc,
+        ecc: fms.layout().ecc(),
         ecc_code: ftl::fms::layout::ecc_name(fms.layout().ecc_t),
         format_time_s: fms.nand().clock_s(),
     };
@@ -603,7 +603,7 @@ fn info(a: InfoArgs) -> Result<()> {
         grown_bad_read: fms.mount_report().grown_bad_read,
         index_lost: u64::from(fms.mount_report().index_lost),
         mount_dirty_segments: fms.mount_report().dirty_segments,
-        ecc: fms.layout().ecc,
+        ecc: fms.layout().ecc(),
         ecc_code: ftl::fms::layout::ecc_name(fms.layout().ecc_t),
         read_retries: fms.stats().read_retries,
         mount_paths: fms.mount_report().counts(),

@@ -457,7 +457,7 @@ impl Fms {
                 // With ECC (spare mode only), a block no read can correct is copied with
                 // its codes as they are, so it stays unreadable where it goes and the
                 // cleaning goes on (`Fms::read_unreadable`).
-                Err(DevError::Uncorrectable { .. }) if storage && self.lay.ecc => {
+                Err(DevError::Uncorrectable { .. }) if storage && self.lay.ecc() => {
                     self.read_unreadable(m.phys, &mut buf)
                 }
                 rd => rd,

@@ -169,10 +169,9 @@ pub struct Layout {
     /// When every slot is one whole page (blocks the size of a page; the header takes
     /// whole blocks), the page of slot 0: a slot's page is then one addition away.
     page_slots: Option<u64>,
-    /// Spare mode: slot pages carry ECC codes ([`FEATURE_ECC`]).
-    pub ecc: bool,
-    /// The code's strength, bits corrected per 512 bytes (`nand::ecc::code_bytes`): 0
-    /// without ECC, 1 SEC-DED, 2..=8 BCH ([`FEATURE_BCH_SHIFT`]).
+    /// Spare mode: slot pages carry ECC codes ([`FEATURE_ECC`]) of this strength, bits
+    /// corrected per 512 bytes (`nand::ecc::code_bytes`): 0 without ECC, 1 SEC-DED, 2..=8
+    /// BCH ([`FEATURE_BCH_SHIFT`]).
     pub ecc_t: u8,
 }
 
@@ -295,7 +294,6 @@ impl Layout {
                     .is_power_of_two()
                     .then(|| geo.page_size.trailing_zeros()),
                 page_slots: None,
-                ecc: false,
                 ecc_t: 0,
             }
             .derived())
@@ -336,7 +334,6 @@ impl Layout {
                     .is_power_of_two()
                     .then(|| geo.page_size.trailing_zeros()),
                 page_slots: None,
-                ecc: false,
                 ecc_t: 0,
             }
             .derived())
@@ -349,11 +346,7 @@ impl Layout {
     /// area and the page's codes.
     pub fn with_ecc(self, t: u8, geo: &Geometry) -> Result<Layout, DevError> {
         if t == 0 {
-            return Ok(Layout {
-                ecc: false,
-                ecc_t: 0,
-                ..self
-            });
+            return Ok(Layout { ecc_t: 0, ..self });
         }
         let cfg = |m: String| Err(DevError::config(m));
         if t > nand::ecc::MAX_STRENGTH {
@@ -372,11 +365,7 @@ impl Layout {
                 nand::ecc::ECC_CHUNK
             ));
         }
-        let with = Layout {
-            ecc: true,
-            ecc_t: t,
-            ..self
-        };
+        let with = Layout { ecc_t: t, ..self };
         let need = ECC_SPARE_OFFSET + with.ecc_bytes();
         if (geo.spare_size as usize) < need {
             return cfg(format!(
@@ -389,6 +378,12 @@ impl Layout {
             ));
         }
         Ok(with)
+    }
+
+    /// Whether slot pages carry ECC codes.
+    #[inline(always)]
+    pub fn ecc(&self) -> bool {
+        self.ecc_t > 0
     }
 
     /// ECC code bytes of one page.

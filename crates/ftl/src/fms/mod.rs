@@ -908,7 +908,7 @@ impl Fms {
         let first = self.nand.geometry().first_page(seg);
         let ps = self.lay.page_size as u64;
         match buf {
-            Some(b) if self.lay.ecc => self.read_slot_ecc(phys, b)?,
+            Some(b) if self.lay.ecc() => self.read_slot_ecc(phys, b)?,
             Some(b) => {
                 for (page, col, at, n) in self.lay.slot_pieces(slot) {
                     self.nand.read(first + page, col, &mut b[at..at + n])?;
@@ -1431,7 +1431,7 @@ impl Fms {
                 let pps = self.lay.pages_per_slot as u64;
                 let p0 = first + off / ps;
                 let spare = rec.encode_spare();
-                if let (true, Some(b)) = (self.lay.ecc, data) {
+                if let (true, Some(b)) = (self.lay.ecc(), data) {
                     return self.program_slot_ecc(p0, b, &spare);
                 }
                 for k in 0..pps {

@@ -920,7 +920,7 @@ fn read_span(nand: &mut Nand, lay: &Layout, first: u64, off: u64, buf: &mut [u8]
 pub(super) fn page_erased(f: &mut Fms, ppn: u64) -> DevResult<bool> {
     let raw = f.nand.geometry().raw_page_size() as usize;
     let mut buf = vec![0u8; raw];
-    let ecc = f.lay.ecc;
+    let ecc = f.lay.ecc();
     read_until(f, &mut buf, |n, b| n.read(ppn, 0, b), |b| erased(ecc, b))
 }
 
@@ -951,7 +951,7 @@ pub(super) fn slot_erased(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
     let first = geo.first_page(seg);
     let mut buf = vec![0u8; f.lay.block_size as usize];
     let (lay, off) = (f.lay.clone(), f.lay.slot_offset(slot));
-    let ecc = lay.ecc;
+    let ecc = lay.ecc();
     let data = |n: &mut Nand, b: &mut [u8]| -> nand::Result<()> {
         for (page, col, at, len) in lay.pages_of(off, b.len() as u64) {
             n.read(first + page, col, &mut b[at..at + len])?;

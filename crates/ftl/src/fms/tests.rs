@@ -2450,7 +2450,7 @@ fn page_of(f: &Fms, lbn: u32) -> u64 {
 #[test]
 fn ecc_corrects_one_flip_and_reads_two_again() {
     let (mut f, spec, cfg, data) = ecc_fms(true);
-    assert!(f.lay.ecc);
+    assert!(f.lay.ecc());
     // The documented spare layout (docs/format/fms.md): page mark or record at 1, the
     // page's codes at 16, 3 bytes per 512 in chunk order.
     let p = page_of(&f, 3);
@@ -2499,7 +2499,7 @@ fn ecc_corrects_one_flip_and_reads_two_again() {
         },
     )
     .unwrap();
-    assert!(f.lay.ecc);
+    assert!(f.lay.ecc());
     f.nand.inject_bitflip(page_of(&f, 5), 9, 0);
     f.read_block(5, Some(&mut buf)).unwrap();
     assert_eq!(buf, data[5]);
@@ -2507,7 +2507,7 @@ fn ecc_corrects_one_flip_and_reads_two_again() {
 
     // Without ECC the same flip is returned.
     let (mut f, _, _, data) = ecc_fms(false);
-    assert!(!f.lay.ecc);
+    assert!(!f.lay.ecc());
     let p = page_of(&f, 3);
     f.nand.inject_bitflip(p + 1, 700, 5);
     f.read_block(3, Some(&mut buf)).unwrap();

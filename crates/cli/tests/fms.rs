@@ -130,6 +130,72 @@ fn format_write_read_across_processes_on_nand_and_nor() {
             .map(|k| info[format!("{k}_segments")].as_u64().unwrap())
             .sum();
         assert_eq!(Some(states), info["segments"].as_u64(), "{device}");
+        // The segment table (`--segments`) adds up to the summary: a row per segment,
+        // the states counted alike, the erase counts' extremes, the valid blocks the
+        // mapped blocks and live trim lists.
+        let rows: Vec<serde_json::Value> =
+            serde_json::from_str(&run_ok(&["fms", "info", img, "--segments", "--json"])).unwrap();
+        assert_eq!(
+            Some(rows.len() as u64),
+            info["segments"].as_u64(),
+            "{device}"
+        );
+        for (i, r) in rows.iter().enumerate() {
+            assert_eq!(r["segment"], i as u64, "{device}");
+            assert_eq!(
+                r["stream"].is_null(),
+                r["state"] != "active",
+                "{device}: {r}"
+            );
+            assert!(
+                r["used_slots"].as_u64() >= r["valid_blocks"].as_u64(),
+                "{r}"
+            );
+        }
+        for k in ["free", "used", "active", "dirty", "bad", "index"] {
+            let n = rows.iter().filter(|r| r["state"] == k).count() as u64;
+            assert_eq!(
+                Some(n),
+                info[format!("{k}_segments")].as_u64(),
+                "{device}: {k}"
+            );
+        }
+        let good = rows.iter().filter(|r| r["state"] != "bad");
+        let max = good
+            .clone()
+            .map(|r| r["erase_count"].as_u64().unwrap())
+            .max();
+        let min = good.map(|r| r["erase_count"].as_u64().unwrap()).min();
+        assert_eq!(
+            (min, max),
+            (info["wear_min"].as_u64(), info["wear_max"].as_u64())
+        );
+        let valid: u64 = rows
+            .iter()
+            .map(|r| r["valid_blocks"].as_u64().unwrap())
+            .sum();
+        assert_eq!(
+            valid,
+            info["mapped_blocks"].as_u64().unwrap() + info["trim_lists"].as_u64().unwrap(),
+            "{device}"
+        );
+        let csv = dir.path().join("segments.csv");
+        let text = run_ok(&[
+            "fms",
+            "info",
+            img,
+            "--segments",
+            "--csv",
+            csv.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            text.lines().count(),
+            rows.len() + 2,
+            "{device}: header, rule, rows"
+        );
+        let csv = std::fs::read_to_string(&csv).unwrap();
+        assert_eq!(csv.lines().count(), rows.len() + 1, "{device}");
+        assert!(csv.starts_with("segment,state,bad,erase_count,valid_blocks,used_slots,"));
     }
 }
 
@@ -361,6 +427,19 @@ fn a_worn_out_image_says_so_and_stays_readable() {
     assert_eq!(info["endurance"], 3, "{info}");
     assert_eq!(info["factory_bad_segments"], 0, "{info}");
     assert_eq!(info["grown_bad_segments"], info["bad_segments"], "{info}");
+    // The segment table names the same segments bad, grown bad.
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&run_ok(&["fms", "info", img, "--segments", "--json"])).unwrap();
+    let bad: Vec<_> = rows.iter().filter(|r| r["state"] == "bad").collect();
+    assert_eq!(
+        Some(bad.len() as u64),
+        info["bad_segments"].as_u64(),
+        "{rows:?}"
+    );
+    assert!(bad.iter().all(|r| r["bad"] == "grown"), "{rows:?}");
+    assert!(rows
+        .iter()
+        .all(|r| (r["bad"] == "") == (r["state"] != "bad")));
     assert_eq!(
         info["good_segments"].as_u64().unwrap() + info["bad_segments"].as_u64().unwrap(),
         8,

@@ -151,6 +151,11 @@ pub struct FormatReport {
 #[derive(Args, Debug)]
 pub struct InfoArgs {
     pub image: PathBuf,
+    /// Report the segment lookup table instead, one row per segment: its state, erase
+    /// count, valid blocks, slots used, stream, creation and last invalidation time (with
+    /// `--json` an array of rows, with `--csv` one CSV row per segment)
+    #[arg(long)]
+    pub segments: bool,
     #[command(flatten)]
     pub mount: MountArgs,
     #[command(flatten)]
@@ -546,6 +551,9 @@ pub struct FmsInfo {
 fn info(a: InfoArgs) -> Result<()> {
     super::common::refuse_csv_over(&a.report, &[(&a.image, "image being read")])?;
     let fms = mount(&a.image, &a.mount, Access::Inspect)?;
+    if a.segments {
+        return segment_table(&fms, &a.report);
+    }
     let segs = fms.segments();
     // A segment whose erase block went bad counts as bad even while it still holds
     // blocks that the next write, trim or flush moves out (mount found it so).
@@ -701,6 +709,98 @@ fn info(a: InfoArgs) -> Result<()> {
         f.add("bit flips for good", flips);
     }
     f.print()
+}
+
+/// One row of `flashkit fms info --segments`.
+#[derive(Serialize, Debug)]
+pub struct SegmentRow {
+    pub segment: u32,
+    /// `free`, `active`, `used`, `index`, `dirty` or `bad`.
+    pub state: &'static str,
+    /// `factory` or `grown` for a bad erase block, else empty. A segment whose block went
+    /// bad in use is `bad` while it still holds blocks the next write moves out.
+    pub bad: &'static str,
+    pub erase_count: u32,
+    /// Slots holding a current block or a live trim list.
+    pub valid_blocks: u32,
+    /// Slots written or skipped (the first free slot); all of them for a bad segment.
+    pub used_slots: u32,
+    /// Stream writing into it (an active segment; the DAC region with `--regions`), else
+    /// empty.
+    pub stream: Option<u8>,
+    /// Device time the segment was opened for writing (its header time at mount), s.
+    pub created_s: f64,
+    /// Device time a block of it was last superseded or trimmed, s.
+    pub last_invalidated_s: f64,
+}
+
+/// `fms info --segments`: the segment lookup table as mount rebuilt it.
+fn segment_table(fms: &Fms, report: &ReportArgs) -> Result<()> {
+    let rows: Vec<SegmentRow> = fms
+        .segments()
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let bad = match fms.nand().block_info(i as u32).bad {
+                nand::BadState::Good => "",
+                nand::BadState::Factory => "factory",
+                nand::BadState::Grown => "grown",
+            };
+            SegmentRow {
+                segment: i as u32,
+                // As the summary counts it: a block gone bad is a bad segment, even while
+                // it still holds blocks the next write moves out.
+                state: match s.state {
+                    _ if !bad.is_empty() => "bad",
+                    SegState::Free => "free",
+                    SegState::Active => "active",
+                    SegState::Used => "used",
+                    SegState::Index => "index",
+                    SegState::Bad => "bad",
+                    SegState::Dirty => "dirty",
+                },
+                bad,
+                erase_count: s.erase_count,
+                valid_blocks: s.valid,
+                used_slots: s.next,
+                stream: (s.state == SegState::Active).then_some(s.stream),
+                created_s: s.created_ps as f64 / 1e12,
+                last_invalidated_s: s.last_inval_ps as f64 / 1e12,
+            }
+        })
+        .collect();
+    if let Some(p) = &report.csv {
+        output::write_csv(p, &rows)?;
+    }
+    if report.json {
+        return output::print_json(&rows);
+    }
+    let mut t = output::Table::new(&[
+        "segment",
+        "state",
+        "bad",
+        "erase count",
+        "valid",
+        "used slots",
+        "stream",
+        "created s",
+        "invalidated s",
+    ]);
+    let or_dash = |s: String| if s.is_empty() { "-".to_string() } else { s };
+    for r in &rows {
+        t.row(vec![
+            r.segment.to_string(),
+            r.state.to_string(),
+            or_dash(r.bad.to_string()),
+            r.erase_count.to_string(),
+            r.valid_blocks.to_string(),
+            r.used_slots.to_string(),
+            or_dash(r.stream.map(|s| s.to_string()).unwrap_or_default()),
+            format!("{:.3}", r.created_s),
+            format!("{:.3}", r.last_invalidated_s),
+        ]);
+    }
+    t.print()
 }
 
 /// What the mount found of bits flipped for good, or `None`: `header of segment 3

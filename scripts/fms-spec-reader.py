@@ -551,6 +551,12 @@ class Fms:
                 last = base + 1 + k * self.pps + self.pps - 1
                 r = img.page_spare(last, 1, 15)
                 if r == ff(15):
+                    # fms.md, Mount step 2: the scan stops at a slot that reads fully
+                    # erased when the next slot's record reads erased too.
+                    nxt = last + self.pps
+                    if (k + 1 >= self.slots or img.page_spare(nxt, 1, 15) == ff(15)) \
+                            and self.slot_erased(seg, k):
+                        break
                     continue
                 d = decode_spare_record(r)
                 if d is not None:

@@ -428,8 +428,14 @@ fn read_retries_are_an_option() {
     none.extend(["--read-retries", "0"]);
     let o = flashkit(&none);
     assert!(!o.status.success(), "no re-reads at 1e-5 must fail");
+    // Which read meets a flip first depends on the reads made: a data chunk with two
+    // flips (uncorrectable), or a spare record with one, which counts as torn without a
+    // re-read, so that a remount loses the block (a violation).
     let err = text(&o.stderr);
-    assert!(err.contains("uncorrectable"), "{err}");
+    assert!(
+        err.contains("uncorrectable") || err.contains("violation"),
+        "{err}"
+    );
 
     let o = flashkit(["torture", "--read-retries", "256"]);
     assert!(!o.status.success());

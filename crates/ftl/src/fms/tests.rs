@@ -715,6 +715,23 @@ fn shrunk(preset: &str, blocks: u32, pages_per_block: u32) -> nand::DeviceSpec {
     spec
 }
 
+/// A fresh FMS with `block_size` blocks on `preset` shrunk to `blocks` erase blocks of
+/// `pages` pages (RAM store), with its device and configuration.
+fn formatted_shrunk(
+    preset: &str,
+    blocks: u32,
+    pages: u32,
+    block_size: u32,
+) -> (nand::DeviceSpec, FmsConfig, Fms) {
+    let spec = shrunk(preset, blocks, pages);
+    let cfg = FmsConfig {
+        block_size,
+        ..FmsConfig::default()
+    };
+    let f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    (spec, cfg, f)
+}
+
 /// An FMS (Intel card shrunk to 12 segments of 8 pages, 1 KiB blocks, RAM store) with
 /// blocks 0-4 written, where block 4's data program reported status-fail: its segment
 /// (holding blocks 0-3) was retired, its erase block grown bad, and the write retried
@@ -907,12 +924,7 @@ fn a_retired_segment_stays_retired_after_trims_cleaning_and_index_wraps() {
 #[test]
 fn a_new_format_ignores_what_an_old_one_left_in_bad_blocks() {
     for preset in ["intel-series2plus-24m", "nandsim-256m"] {
-        let spec = shrunk(preset, 12, 8);
-        let cfg = FmsConfig {
-            block_size: 1024,
-            ..FmsConfig::default()
-        };
-        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        let (spec, cfg, mut f) = formatted_shrunk(preset, 12, 8, 1024);
         let data = vec![0x3Cu8; 1024];
         for lbn in 0..f.logical_blocks() as u32 {
             f.write_block(lbn, Some(&data)).unwrap();
@@ -1376,12 +1388,7 @@ fn garbage_in_a_bad_segment_is_read_no_worse_than_in_a_good_one() {
 /// old bad segment's records are not read.
 #[test]
 fn a_medium_formatted_before_format_numbers_still_mounts_and_recovers() {
-    let spec = shrunk("intel-series2plus-24m", 12, 8);
-    let cfg = FmsConfig {
-        block_size: 1024,
-        ..FmsConfig::default()
-    };
-    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    let (spec, cfg, mut f) = formatted_shrunk("intel-series2plus-24m", 12, 8, 1024);
     for l in 0..4 {
         f.write_block(l, Some(&[l as u8 + 1; 1024])).unwrap();
     }
@@ -1962,12 +1969,7 @@ fn pages_a_torn_erase_kept_after_the_first_free_slot() {
                 if open { "open" } else { "free" },
                 if blank { "blank page" } else { "old bytes" }
             );
-            let spec = shrunk(preset, 12, pages);
-            let cfg = FmsConfig {
-                block_size: bs,
-                ..FmsConfig::default()
-            };
-            let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+            let (spec, cfg, mut f) = formatted_shrunk(preset, 12, pages, bs);
             f.write_block(0, Some(&vec![1; bs as usize])).unwrap();
             f.flush().unwrap();
             let seg = if open {
@@ -2032,12 +2034,7 @@ fn pages_a_torn_erase_kept_after_the_first_free_slot() {
 #[test]
 fn mount_reads_a_free_segments_first_slot_not_every_record() {
     for (preset, pages, bs) in [("nandsim-256m", 32, 512), ("mlc2-2g", 32, 4096)] {
-        let spec = shrunk(preset, 16, pages);
-        let cfg = FmsConfig {
-            block_size: bs,
-            ..FmsConfig::default()
-        };
-        let f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        let (spec, cfg, f) = formatted_shrunk(preset, 16, pages, bs);
         let slots = f.lay.slots as u64;
         let pps = f.lay.pages_per_slot as u64;
         let segs = f.segs.len() as u64;
@@ -2066,12 +2063,7 @@ fn mount_reads_a_free_segments_first_slot_not_every_record() {
 #[test]
 fn a_record_after_an_erased_slot_is_found() {
     for (preset, pages, bs) in [("nandsim-256m", 32, 512), ("slc-large-1g", 16, 2048)] {
-        let spec = shrunk(preset, 12, pages);
-        let cfg = FmsConfig {
-            block_size: bs,
-            ..FmsConfig::default()
-        };
-        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        let (spec, cfg, mut f) = formatted_shrunk(preset, 12, pages, bs);
         f.write_block(0, Some(&vec![1; bs as usize])).unwrap();
         f.flush().unwrap();
         let seg = f.active[0];
@@ -2102,12 +2094,7 @@ fn a_record_after_an_erased_slot_is_found() {
 /// Fails without the padding.
 #[test]
 fn a_torn_slot_on_an_in_order_device_is_padded_not_wasted() {
-    let spec = shrunk("mlc2-2g", 12, 32);
-    let cfg = FmsConfig {
-        block_size: 4096,
-        ..FmsConfig::default()
-    };
-    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    let (spec, cfg, mut f) = formatted_shrunk("mlc2-2g", 12, 32, 4096);
     assert_eq!(f.lay.pages_per_slot, 2);
     f.write_block(0, Some(&[1; 4096])).unwrap();
     f.flush().unwrap();
@@ -2315,12 +2302,7 @@ fn a_stream_does_not_get_back_a_segment_another_stream_reused() {
         ("nandsim-256m", 32, 512),
         ("mlc2-2g", 32, 2048),
     ] {
-        let spec = shrunk(preset, 12, pages);
-        let cfg = FmsConfig {
-            block_size: bs,
-            ..FmsConfig::default()
-        };
-        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        let (spec, cfg, mut f) = formatted_shrunk(preset, 12, pages, bs);
         let ro = f.active.len() - 1;
         f.write_block(0, Some(&vec![1; bs as usize])).unwrap();
         f.flush().unwrap();
@@ -2355,12 +2337,7 @@ fn a_streams_segment_found_garbage_stays_the_streams() {
         ("intel-series2plus-24m", 8, 1024),
         ("nandsim-256m", 32, 512),
     ] {
-        let spec = shrunk(preset, 12, pages);
-        let cfg = FmsConfig {
-            block_size: bs,
-            ..FmsConfig::default()
-        };
-        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        let (spec, cfg, mut f) = formatted_shrunk(preset, 12, pages, bs);
         f.mark_readonly(1, 1);
         f.write_block(0, Some(&vec![1; bs as usize])).unwrap();
         f.write_block(1, Some(&vec![2; bs as usize])).unwrap();
@@ -2418,12 +2395,7 @@ fn the_mount_report_counts_what_a_cut_left() {
     };
     // Header mode: an overwrite is the data program, the entry program, then the clear
     // of the old copy's live bit.
-    let spec = shrunk("intel-series2plus-24m", 12, 8);
-    let cfg = FmsConfig {
-        block_size: 1024,
-        ..FmsConfig::default()
-    };
-    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    let (spec, cfg, mut f) = formatted_shrunk("intel-series2plus-24m", 12, 8, 1024);
     assert_eq!(f.mount_report(), &MountReport::default());
     f.write_block(0, Some(&[1; 1024])).unwrap();
     f.flush().unwrap();
@@ -2447,12 +2419,7 @@ fn the_mount_report_counts_what_a_cut_left() {
     assert_eq!(f.mount_report().torn_records, 1, "{:?}", f.mount_report());
 
     // Spare mode: a block's one program carries its record.
-    let spec = shrunk("nandsim-256m", 12, 32);
-    let cfg = FmsConfig {
-        block_size: 512,
-        ..FmsConfig::default()
-    };
-    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    let (spec, cfg, mut f) = formatted_shrunk("nandsim-256m", 12, 32, 512);
     f.write_block(0, Some(&[1; 512])).unwrap();
     f.flush().unwrap();
     cut(&mut f, 1, TornMode::Partial);
@@ -3298,12 +3265,7 @@ fn a_remount_resumes_the_clock_and_keeps_the_ages() {
 /// takes the time the clock resumed at, not one in the future or the distant past.
 #[test]
 fn a_giant_header_time_is_not_believed() {
-    let spec = shrunk("nandsim-256m", 16, 32);
-    let cfg = FmsConfig {
-        block_size: 1024,
-        ..FmsConfig::default()
-    };
-    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    let (spec, cfg, mut f) = formatted_shrunk("nandsim-256m", 16, 32, 1024);
     f.nand.advance_clock_to(5_000_000_000_000);
     for lbn in 0..20 {
         f.write_block(lbn, Some(&[1u8; 1024])).unwrap();

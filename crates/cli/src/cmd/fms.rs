@@ -40,6 +40,13 @@ pub enum FmsCmd {
     /// `--json` prints the blocks trimmed and the cost on stdout instead of the one-line
     /// summary on stderr.
     Trim(TrimArgs),
+    /// Read every mapped block through its checks (ECC, re-reads) and report what the
+    /// reads found: blocks read clean, corrected, read only after re-reads, unreadable.
+    ///
+    /// Exits with status 1 when a block is unreadable. `--repair` opens the image for
+    /// writing and moves the blocks whose reads corrected as many bits as the scrub
+    /// threshold (scrubbing) before it ends; without it the image is not written.
+    Check(CheckArgs),
 }
 
 pub fn run(cmd: FmsCmd) -> Result<()> {
@@ -49,6 +56,7 @@ pub fn run(cmd: FmsCmd) -> Result<()> {
         FmsCmd::Write(a) => write(a),
         FmsCmd::Read(a) => read(a),
         FmsCmd::Trim(a) => trim(a),
+        FmsCmd::Check(a) => check(a),
     }
 }
 
@@ -156,6 +164,19 @@ pub struct InfoArgs {
     /// `--json` an array of rows, with `--csv` one CSV row per segment)
     #[arg(long)]
     pub segments: bool,
+    #[command(flatten)]
+    pub mount: MountArgs,
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    pub image: PathBuf,
+    /// Open the image for writing and move (scrub) the blocks whose reads corrected as
+    /// many bits in one 512-byte chunk as `--scrub-threshold` before the command ends
+    #[arg(long)]
+    pub repair: bool,
     #[command(flatten)]
     pub mount: MountArgs,
     #[command(flatten)]
@@ -1133,6 +1154,131 @@ fn read(a: ReadArgs) -> Result<()> {
         cost: spent.cost(&fms),
     };
     report(&a.report, &r)?;
+    Ok(())
+}
+
+/// `flashkit fms check --json`.
+#[derive(Serialize, Debug)]
+pub struct CheckReport {
+    pub image: String,
+    /// Mapped blocks read.
+    pub blocks_checked: u64,
+    /// Blocks read without a flipped bit or a re-read.
+    pub blocks_clean: u64,
+    /// Blocks whose read corrected bits (ECC).
+    pub blocks_corrected: u64,
+    /// Bits the codes corrected in those reads.
+    pub bits_corrected: u64,
+    /// Blocks read only after a re-read (a chunk the code could not correct at first).
+    pub blocks_reread: u64,
+    /// Blocks no read could correct (`uncorrectable`), by logical block number.
+    pub unreadable_blocks: Vec<u32>,
+    /// Whether `--repair` was given (the image was written).
+    pub repair: bool,
+    /// Blocks moved by scrubbing (with `--repair`; 0 without it).
+    pub scrubbed: u64,
+    #[serde(flatten)]
+    pub cost: IoCost,
+}
+
+fn check(a: CheckArgs) -> Result<()> {
+    super::common::refuse_csv_over(&a.report, &[(&a.image, "image being checked")])?;
+    let access = if a.repair {
+        Access::Write
+    } else {
+        Access::Inspect
+    };
+    let mut fms = mount(&a.image, &a.mount, access)?;
+    let spent = Spent::since_mount(&fms);
+    let mut buf = vec![0u8; fms.layout().block_size as usize];
+    let mut r = CheckReport {
+        image: a.image.display().to_string(),
+        blocks_checked: 0,
+        blocks_clean: 0,
+        blocks_corrected: 0,
+        bits_corrected: 0,
+        blocks_reread: 0,
+        unreadable_blocks: Vec::new(),
+        repair: a.repair,
+        scrubbed: 0,
+        cost: spent.cost(&fms),
+    };
+    for lbn in 0..fms.logical_blocks() as u32 {
+        if fms.lookup(lbn).is_none() {
+            continue;
+        }
+        let before = fms.stats().clone();
+        r.blocks_checked += 1;
+        match fms.read_block(lbn, Some(&mut buf)) {
+            Ok(()) => {}
+            Err(ftl::DevError::Uncorrectable { .. }) => {
+                r.unreadable_blocks.push(lbn);
+                continue;
+            }
+            Err(e) => {
+                return Err(anyhow!(e))
+                    .with_context(|| format!("{}: check: block {lbn}", a.image.display()))
+            }
+        }
+        let after = fms.stats();
+        let bits = after.ecc_corrected_bits - before.ecc_corrected_bits;
+        let reread = after.read_retries > before.read_retries;
+        r.bits_corrected += bits;
+        r.blocks_corrected += u64::from(bits > 0);
+        r.blocks_reread += u64::from(reread);
+        r.blocks_clean += u64::from(bits == 0 && !reread);
+    }
+    if a.repair {
+        fms.flush()
+            .with_context(|| format!("{}: check: repair", a.image.display()))?;
+        r.scrubbed = fms.stats().scrubbed - spent.stats.scrubbed;
+    }
+    r.cost = spent.cost(&fms);
+    if let Some(p) = &a.report.csv {
+        output::write_csv(p, std::slice::from_ref(&r))?;
+    }
+    if a.report.json {
+        output::print_json(&r)?;
+    } else {
+        let mut f = Fields::new();
+        f.add("image", r.image.clone())
+            .add(
+                "blocks",
+                format!(
+                    "{} checked: {} clean, {} corrected ({} bits), {} re-read, {} unreadable",
+                    r.blocks_checked,
+                    r.blocks_clean,
+                    r.blocks_corrected,
+                    r.bits_corrected,
+                    r.blocks_reread,
+                    r.unreadable_blocks.len()
+                ),
+            )
+            .add(
+                "repair",
+                if a.repair {
+                    format!("{} block(s) scrubbed", r.scrubbed)
+                } else {
+                    "none (--repair moves blocks near the code's limit)".to_string()
+                },
+            )
+            .add(
+                "device time",
+                format!(
+                    "{:.3} s (mount {:.3} s)",
+                    r.cost.device_time_s, r.cost.mount_time_s
+                ),
+            );
+        f.print()?;
+    }
+    if !r.unreadable_blocks.is_empty() {
+        bail!(
+            "{}: {} block(s) unreadable (uncorrectable data): {}",
+            a.image.display(),
+            r.unreadable_blocks.len(),
+            output::block_list(&r.unreadable_blocks, 10)
+        );
+    }
     Ok(())
 }
 

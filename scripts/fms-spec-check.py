@@ -524,8 +524,16 @@ def mutations(m, rng):
                     m.put(p, a, bytes([m.get(p, a, 1)[0] ^ (1 << rng.randrange(8))]))
             out.append(("ECC: %d bit(s) of trim list seg %d slot %d flipped past its entries (corrected)"
                         % (strength, g, k), lambda m: list_flips(m, strength)))
-            out.append(("ECC: %d bits of trim list seg %d slot %d flipped past its entries (uncorrectable: "
-                        "unreadable list)" % (strength + 1, g, k), lambda m: list_flips(m, strength + 1)))
+            out.append(("ECC: %d bits of trim list seg %d slot %d flipped past its entries (uncorrectable "
+                        "past the list: it counts)" % (strength + 1, g, k), lambda m: list_flips(m, strength + 1)))
+
+            def head_flips(m, nbits, g=g, k=k):
+                # in the slot's first chunk, among the list's header bytes
+                p = g * img.ppb + 1 + k * f.pps
+                for a in rng.sample(range(0, 8), nbits) if nbits <= 8 else range(nbits):
+                    m.put(p, a, bytes([m.get(p, a, 1)[0] ^ (1 << rng.randrange(8))]))
+            out.append(("ECC: %d bits of trim list seg %d slot %d flipped in its header (uncorrectable: "
+                        "unreadable list)" % (strength + 1, g, k), lambda m: head_flips(m, strength + 1)))
     open_segs = [g for g in data_segs if 0 <= used[g] < f.slots - 1] or [g for g in data_segs if used[g] < f.slots - 1]
     if open_segs:
         g = pick(open_segs)

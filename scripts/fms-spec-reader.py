@@ -581,6 +581,7 @@ class Fms:
         corrected; the result's `ecc_bad` counts uncorrectable chunks."""
         img = self.img
         self.ecc_bad = 0
+        self.ecc_first_bad = None  # byte offset in the slot of the first uncorrectable chunk
         if self.mode == "header":
             return img.seg_bytes(seg, self.header_bytes + k * self.block_size, self.block_size)
         base = seg * img.ppb + 1 + k * self.pps
@@ -599,6 +600,8 @@ class Fms:
                         chunk, st = ecc_correct(ch, code)
                     if st == "uncorrectable":
                         self.ecc_bad += 1
+                        if self.ecc_first_bad is None:
+                            self.ecc_first_bad = j * img.page_size + 512 * c
                     elif st == "corrected":
                         # bits corrected (BCH: of data and code, in a chunk whose data had
                         # some); a flip of the code alone is not counted, as for SEC-DED
@@ -866,7 +869,10 @@ class Fms:
                 d = self.slot_data(g, k, correct=True)
                 magic, n, crc = struct.unpack_from("<III", d, 0)
                 # fms.md, Mount step 3: an uncorrectable chunk makes the list unreadable
-                if (self.ecc_bad or magic != TRIM_MAGIC or n > cap
+                # unless the list (header and entries) ends before the first such chunk
+                bad_at = self.ecc_first_bad
+                if ((bad_at is not None and (bad_at < 16 or 16 + 12 * min(n, cap) > bad_at))
+                        or magic != TRIM_MAGIC or n > cap
                         or crc32c(d[0:8] + d[16:16 + 12 * n]) != crc):
                     self.unreadable_trim_lists += 1
                     continue

@@ -417,3 +417,51 @@ fn a_grown_bad_segments_header_is_corrected_too() {
         assert_reads(&mut f, &data, name);
     }
 }
+
+/// A trim list whose slot holds a chunk its code cannot correct past the list's entries
+/// (in the `0xFF` padding: two bits for good under SEC-DED, five under BCH-4) still
+/// counts at mount (`mount::list_before_bad_chunk`): its checksum covers the header and
+/// entries, all in chunks that correct. The trimmed blocks stay trimmed (until stop 22
+/// the list was skipped and they came back with their old data); the others read what
+/// was written. Two bits in the chunk holding the entries still skip it (as a torn
+/// erase's leftovers are skipped).
+#[test]
+fn a_trim_list_with_an_uncorrectable_chunk_past_its_entries_counts() {
+    for (t, bits) in [(1u8, 2u32), (4, 5)] {
+        for in_entries in [false, true] {
+            let what = format!("t = {t}, {bits} bits in the entries' chunk: {in_entries}");
+            let spec = shrunk("mlc2-2g", 12, 16);
+            let cfg = FmsConfig {
+                block_size: 2048,
+                ecc: true,
+                ecc_strength: t,
+                ..FmsConfig::default()
+            };
+            let (mut f, mut data) = written(&spec, &cfg, 8);
+            f.trim_blocks(2..4).unwrap();
+            f.flush().unwrap();
+            let (&list, slot) = f.trims.lists.iter().next().expect("a trim list");
+            assert_eq!(slot.entries.len(), 2, "{what}");
+            let (seg, s) = f.split(list);
+            let ppn = f.nand.geometry().first_page(seg) + f.lay.slot_offset(s) / 2048;
+            let chunk = if in_entries { 0 } else { 2 };
+            let mut store = f.into_nand().into_store();
+            for b in 0..bits {
+                // Past the 40 bytes of header and entries in chunk 0.
+                flip(&mut *store, ppn, chunk * 512 + 100 + 37 * b, 1 << (b % 8));
+            }
+            let mut g = mount(&spec, &cfg, store);
+            if in_entries {
+                assert_eq!(g.mount_report().unreadable_trim_lists, 1, "{what}");
+                assert!(g.lookup(2).is_some(), "{what}: the list was skipped");
+                continue;
+            }
+            assert_eq!(g.mount_report().unreadable_trim_lists, 0, "{what}");
+            for l in 2..4 {
+                assert_eq!(g.lookup(l), None, "{what}: block {l} came back");
+                data[l as usize] = vec![0; 2048];
+            }
+            assert_reads(&mut g, &data, &what);
+        }
+    }
+}

@@ -674,6 +674,13 @@ fn read_trim_lists(f: &mut Fms, lists: &[(u32, u64)], best: &[Option<Best>]) -> 
         }
         match read {
             Ok(()) => {}
+            // With ECC, a chunk no read could correct: the list counts when it ends before
+            // that chunk (`list_before_bad_chunk`).
+            Err(DevError::Corrupt(_)) if f.lay.ecc() => {
+                if !list_before_bad_chunk(f, phys, &mut buf)? {
+                    buf.fill(0);
+                }
+            }
             Err(DevError::Corrupt(_)) => buf.fill(0),
             Err(e) => return Err(e),
         }
@@ -716,6 +723,52 @@ fn read_trim_lists(f: &mut Fms, lists: &[(u32, u64)], best: &[Option<Best>]) -> 
         f.trims.lists.insert(phys, ListSlot { entries, live });
     }
     Ok(())
+}
+
+/// With ECC, a trim-list slot that holds a 512-byte chunk its code cannot correct (after
+/// every re-read): read once more a page at a time, correcting each chunk on its own into
+/// `buf`; true when the chunks before the first uncorrectable one hold the whole list
+/// (its header and entries, `16 + 12·n` bytes) and it decodes. The list's checksum covers
+/// exactly those bytes, so the list is then what was written; the chunks past it hold
+/// the `0xFF` padding and its codes, which nothing reads. A torn erase that cleared part
+/// of the list's bytes fails the checksum or a chunk before the end, and the list is
+/// skipped as before (stop 22; until then any uncorrectable chunk in the slot skipped the
+/// list, and the blocks it trimmed came back with their old data).
+#[cold]
+#[inline(never)]
+fn list_before_bad_chunk(f: &mut Fms, phys: u32, buf: &mut [u8]) -> DevResult<bool> {
+    let (seg, slot) = f.split(phys);
+    let geo = f.nand.geometry();
+    let (ps, raw) = (geo.page_size as usize, geo.raw_page_size() as usize);
+    let p0 = geo.first_page(seg) + f.lay.slot_offset(slot) / ps as u64;
+    let (t, chunk) = (f.lay.ecc_t, nand::ecc::ECC_CHUNK);
+    let cb = nand::ecc::code_bytes(t);
+    let mut page = vec![0u8; raw];
+    // Bytes of the slot before its first uncorrectable chunk.
+    let mut good = 0usize;
+    'pages: for k in 0..f.lay.pages_per_slot as usize {
+        f.nand.read(p0 + k as u64, 0, &mut page)?;
+        let (data, spare) = page.split_at_mut(ps);
+        for (c, d) in data.chunks_exact_mut(chunk).enumerate() {
+            let code = &spare[super::layout::ECC_SPARE_OFFSET + c * cb..][..cb];
+            let rep = nand::ecc::correct_page_t(t, d, code)
+                .map_err(|e| DevError::config(format!("ecc: {e}")))?;
+            if rep.uncorrectable_chunks > 0 {
+                break 'pages;
+            }
+            f.stats.ecc_corrected_bits += rep.corrected_bits as u64;
+            buf[good..good + chunk].copy_from_slice(d);
+            good += chunk;
+        }
+    }
+    if good < super::layout::TRIM_LIST_HEADER {
+        return Ok(false);
+    }
+    let n = u32::from_le_bytes(buf[4..8].try_into().expect("4 bytes")) as usize;
+    let end =
+        super::layout::TRIM_LIST_HEADER.saturating_add(n.saturating_mul(super::layout::TRIM_ENTRY));
+    buf[good..].fill(0xFF);
+    Ok(end <= good && TrimList::decode(buf).is_some())
 }
 
 /// A segment's first free slot as mount finds it, from the last slot holding a record

@@ -16,7 +16,9 @@
    (JSON hashes, --dump) is checked too, and its structure lint (documented byte-level
    invariants, ECC codes recomputed) must find nothing.
 2. Crafted states (seed 1, unless --no-mutations): power-cut leftovers and corrupt
-   structures written into a copy of the final image (live bits, torn records, pad
+   structures written into a copy of the final image (live flags: each flags bit
+   flipped for good on a live, a superseded and a trimmed block's copy, torn clears of the
+   live byte, the medium rewritten in the old bit-0 encoding; torn records, pad
    records, torn trim lists, torn slots, dirty/unknown headers, grown-bad segments,
    lost/duplicate index, ECC bit flips (BCH: 1, t, t + 1, ... bits of a chunk), ...): reader and flashkit must agree, or both
    refuse; `fms info`/`fms read` must leave the file unchanged.  Then --fuzz N randomly
@@ -111,7 +113,7 @@ COMPARE = [  # (info key, reader key)
     ("stale_live_copies", "stale_live_copies"),
     ("unreadable_trim_lists", "unreadable_trim_lists"),
     ("grown_bad_read", "grown_bad_read"), ("index_lost", "index_lost"), ("ecc", "ecc"),
-    ("ecc_code", "ecc_code"),
+    ("ecc_code", "ecc_code"), ("live_flag", "live_flag"),
 ]
 
 
@@ -381,6 +383,66 @@ class Mut:
         self.img.mm.close()
 
 
+def flags_flip(m, g, k, bit):
+    """Flip bit `bit` of the flags byte of segment g's entry k (a flip for good)."""
+    o = 64 + 24 * k + 5
+    m.seg_put(g, o, bytes([m.seg_get(g, o, 1)[0] ^ (1 << bit)]))
+
+
+def live_flag_cases(f, recs, data_segs, lbn, g, k, pick):
+    """Header mode (fms.md, "Header-mode entry"): each bit of the flags byte flipped for
+    good on a live copy, on a superseded copy and on a trimmed block's copy (with the live
+    byte: the same data read, by both); the medium rewritten in the old encoding (features
+    bit 1 clear in every header, every dead entry's bits 2..7 set again: the same data),
+    and there bit 0 of a live copy flipped (lost, by both)."""
+    out = []
+    newest = {}
+    for g2 in data_segs:
+        for k2, kind, r in recs[g2]:
+            if kind == "block" and (r["lbn"] not in newest or r["seq"] > newest[r["lbn"]][0]):
+                newest[r["lbn"]] = (r["seq"], g2, k2, r)
+    superseded = [(g2, k2) for g2 in data_segs for k2, kind, r in recs[g2]
+                  if kind == "block" and not r["live"] and newest[r["lbn"]][1:3] != (g2, k2)]
+    trimmed = [(g2, k2, l) for l, (_, g2, k2, r) in newest.items()
+               if not r["live"] and l not in f.mapping]
+    copies = [("live copy of lbn %d" % lbn, g, k)]
+    if superseded:
+        g2, k2 = pick(superseded)
+        copies.append(("superseded copy (seg %d slot %d)" % (g2, k2), g2, k2))
+    if trimmed:
+        g2, k2, l = pick(trimmed)
+        copies.append(("trimmed lbn %d's copy" % l, g2, k2))
+    if f.live_byte:
+        for what, g2, k2 in copies:
+            for bit in range(8):
+                out.append(("header: flags bit %d of the %s flipped (same data)" % (bit, what),
+                            lambda m, g2=g2, k2=k2, bit=bit: flags_flip(m, g2, k2, bit)))
+    img = f.img
+
+    def old_encoding(m):
+        for h in range(img.blocks):
+            hd = f.hdrs[h]
+            if not isinstance(hd, dict):
+                continue
+            if hd["features"] & reader.LIVE_BYTE:
+                m.header(h, features=hd["features"] & ~reader.LIVE_BYTE)
+            if hd["kind"] != 0:
+                continue
+            for j in range(f.slots):
+                o = 64 + 24 * j
+                d = reader.decode_entry(m.seg_get(h, o, 24), True)
+                if d is not None and not d["live"]:
+                    m.seg_put(h, o + 5, bytes([0xFC | d["flags"] & 0x02]))
+    if f.live_byte:
+        out.append(("header: rewritten in the old encoding (live bit; same data)", old_encoding))
+
+        def old_lost(m, g=g, k=k):
+            old_encoding(m)
+            flags_flip(m, g, k, 0)
+        out.append(("header: old encoding, bit 0 of lbn %d's flags flipped (lost)" % lbn, old_lost))
+    return out
+
+
 def spare_rec_page(f, g, k):
     return g * f.img.ppb + 1 + k * f.pps + f.pps - 1
 
@@ -405,7 +467,23 @@ def mutations(m, rng):
             def clear_live(m, g=g, k=k):
                 o = 64 + 24 * k + 5
                 m.seg_put(g, o, bytes([m.seg_get(g, o, 1)[0] & 0xFE]))
-            out.append(("header: live bit of lbn %d cleared" % lbn, clear_live))
+            if f.live_byte:
+                # fms.md, "Header-mode entry": bit 0 alone is one of the seven live bits
+                out.append(("header: bit 0 of lbn %d's flags cleared, live byte: still live (same data)" % lbn,
+                            clear_live))
+
+                def clear_byte(m, g=g, k=k):
+                    o = 64 + 24 * k + 5
+                    m.seg_put(g, o, bytes([m.seg_get(g, o, 1)[0] & 0x02]))
+                out.append(("header: live byte of lbn %d cleared (& 0x02: trimmed)" % lbn, clear_byte))
+                for keep, what in ((0x8D, "4 of 7 left: live"), (0x0C, "2 of 7 left: dead"),
+                                   (0x31, "3 of 7 left: dead")):
+                    def torn_clear(m, keep=keep, g=g, k=k):
+                        o = 64 + 24 * k + 5
+                        m.seg_put(g, o, bytes([m.seg_get(g, o, 1)[0] & (keep | 0x02)]))
+                    out.append(("header: torn clear of lbn %d's live byte, %s" % (lbn, what), torn_clear))
+            else:
+                out.append(("header: live bit of lbn %d cleared" % lbn, clear_live))
 
             def torn_entry(m, g=g, k=k):
                 o = 64 + 24 * k + 20
@@ -424,7 +502,9 @@ def mutations(m, rng):
                 def set_live(m, g=g2, k=k2):
                     o = 64 + 24 * k + 5
                     m.seg_put(g, o, bytes([m.seg_get(g, o, 1)[0] | 1]))
-                out.append(("header: live bit set again on a superseded copy (seg %d slot %d)" % (g2, k2), set_live))
+                out.append(("header: live bit set again on a superseded copy (seg %d slot %d)%s"
+                            % (g2, k2, ", live byte: still dead" if f.live_byte else ""), set_live))
+            out += live_flag_cases(f, recs, data_segs, lbn, g, k, pick)
         else:
             def torn_rec(m, g=g, k=k):
                 p = spare_rec_page(f, g, k)
@@ -776,7 +856,7 @@ def run_mutations(binary, scratch, img, name, seed):
             with open(path, "rb") as fh:
                 if fh.read() != bytes(m.b):
                     raise Fail("mutated: fms info / fms read changed the image (docs: opened read-only)")
-            if what.endswith("(corrected)"):
+            if what.endswith("(corrected)") or what.endswith("same data)"):
                 # bit flips within the code's strength: both read the data as written
                 if orig is None:
                     orig = os.path.join(scratch, "orig.bin")
@@ -952,11 +1032,24 @@ def invalid_inputs(binary, scratch):
 
     def unknown_feature(b):
         h = bytearray(x ^ 0xFF for x in b[seg1:seg1 + 64])
-        h[48] |= 2
+        h[48] |= 4
         h[60:64] = reader.crc32c(bytes(h[0:60])).to_bytes(4, "little")
         b[seg1:seg1 + 64] = bytes(x ^ 0xFF for x in h)
         return b
     variant("unknown-feature-bit", unknown_feature)
+
+    def live_byte_on_spare(b):
+        # fms.md, segment header offset 48: the live byte is a header-mode feature
+        for g in range(img.blocks):
+            o = img.data_off + g * img.ppb * img.raw_page
+            h = bytearray(x ^ 0xFF for x in b[o:o + 64])
+            if h == bytearray(b"\xff" * 64):
+                continue
+            h[48] |= 2
+            h[60:64] = reader.crc32c(bytes(h[0:60])).to_bytes(4, "little")
+            b[o:o + 64] = bytes(x ^ 0xFF for x in h)
+        return b
+    variant("live-byte-on-spare-mode", live_byte_on_spare)
     img.mm.close()
     with open(os.path.join(scratch, "text.img"), "w") as f:
         f.write("hello\n" * 1000)

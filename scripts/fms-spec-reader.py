@@ -14,7 +14,9 @@ fms.md does not let a reader derive from the medium: --reserve N (segments kept 
 reserve, used only when the headers record capacity 0) and --streams N (how many
 streams the index entries may name; default: any).  With ECC, a single flipped bit per
 512 bytes (BCH-t: up to t) is corrected, an uncorrectable block is an error and a trim
-list holding an uncorrectable chunk is unreadable, as flashkit does.
+list holding an uncorrectable chunk is unreadable, as flashkit does.  Header-mode
+entries' live state is read as the headers' features say: bit 0 alone, or with the live
+byte (features bit 1) a majority of bits 0 and 2..7.
 Any invalid input gives a one-line error on stderr and exit status 1.
 
 The mount is read-only: the repairs mount would make (clearing stale live bits,
@@ -415,11 +417,16 @@ TRIM_MAGIC = 0x544D5346
 INDEX_MAGIC = 0x1DE5
 
 
+FEATURES_KNOWN = 0x1F3  # bit 0 ECC, bit 1 live byte, bits 4..8 BCH strength
+LIVE_BYTE = 0x02  # features bit 1 (fms.md, "Header-mode entry")
+
+
 def features_error(f):
     """fms.md, segment header offset 48: None when mount accepts the features word, else
-    why not (bit 0 ECC; bits 4..8, with bit 0, the BCH strength 2..8; other bits zero)."""
-    if f & ~0x1F1:
-        return "has unknown feature bits 0x%x" % (f & ~0x1F1)
+    why not (bit 0 ECC; bit 1 live byte; bits 4..8, with bit 0, the BCH strength 2..8;
+    other bits zero)."""
+    if f & ~FEATURES_KNOWN:
+        return "has unknown feature bits 0x%x" % (f & ~FEATURES_KNOWN)
     t = (f >> 4) & 0x1F
     if t and not f & 1:
         return "has a BCH strength (%d) without the ECC bit" % t
@@ -456,7 +463,15 @@ def one_bit_from(b, decode):
     return found
 
 
-def decode_entry(e):
+def flags_live(flags, live_byte):
+    """fms.md, "Header-mode entry": with the live byte (features bit 1) live when at least
+    4 of bits 0 and 2..7 are set; without it, bit 0."""
+    if live_byte:
+        return bin(flags & 0xFD).count("1") >= 4
+    return bool(flags & 1)
+
+
+def decode_entry(e, live_byte=False):
     """A header-mode entry (checksum over bytes 0..20 with byte 5 as 0xFF), or None."""
     if e == ff(24):
         return None
@@ -464,7 +479,8 @@ def decode_entry(e):
     if crc32c(chk) != struct.unpack_from("<I", e, 20)[0]:
         return None
     lbn, region, flags, upd, seq, t = struct.unpack_from("<IBBHQI", e, 0)
-    return dict(lbn=lbn, seq=seq, live=bool(flags & 1), flags=flags, region=region, updates=upd)
+    return dict(lbn=lbn, seq=seq, live=flags_live(flags, live_byte), flags=flags, region=region,
+                updates=upd)
 
 
 def decode_spare_record(r):
@@ -535,11 +551,11 @@ class Fms:
                 e = raw[24 * k: 24 * k + 24]
                 if e == ff(24):
                     continue
-                rec = decode_entry(e)
+                rec = decode_entry(e, self.live_byte)
                 if rec is None:
                     # fms.md, Mount step 2: an entry one bit from a valid one naming a
                     # block of the capacity is read corrected.
-                    rec = one_bit_from(e, decode_entry)
+                    rec = one_bit_from(e, lambda w: decode_entry(w, self.live_byte))
                     if rec is None or rec["lbn"] >= self.logical:
                         out.append((k, "torn", None))
                         continue
@@ -710,10 +726,13 @@ class Fms:
         for g in ours:
             if img.state[g] == 2 and hdrs[g]["kind"] != 0:
                 continue
-            if (hdrs[g]["features"] & 0x1F1) != (first["features"] & 0x1F1):
-                raise SpecError("segment %d: ECC feature bit or BCH strength differs from segment %d's"
+            if (hdrs[g]["features"] & FEATURES_KNOWN) != (first["features"] & FEATURES_KNOWN):
+                raise SpecError("segment %d: ECC feature bit, live-byte bit or BCH strength differs from segment %d's"
                                 % (g, good_valid[0]))
         self.ecc = bool(first["features"] & 1)
+        self.live_byte = bool(first["features"] & LIVE_BYTE)
+        if self.live_byte and self.mode != "header":
+            raise SpecError("live-byte feature on a spare-mode (nop >= 1) device")
         self.bch_t = (first["features"] >> 4) & 0x1F
         self.bch = bch(self.bch_t) if self.bch_t else None
         self.code_bytes = self.bch.nbytes if self.bch else 3
@@ -1044,7 +1063,12 @@ class Fms:
                 raw = img.seg_bytes(g, 64, 24 * self.slots)
                 for k in range(self.slots):
                     e = raw[24 * k:24 * k + 24]
-                    if e != ff(24) and e[5] & 0xFC != 0xFC:
+                    if e == ff(24):
+                        continue
+                    if self.live_byte and e[5] & 0xFD not in (0xFD, 0x00):
+                        v("segment %d slot %d: entry flags 0x%02x: live bits 0, 2-7 neither all 1 nor all 0"
+                          % (g, k, e[5]))
+                    if not self.live_byte and e[5] & 0xFC != 0xFC:
                         v("segment %d slot %d: entry flags 0x%02x: bits 2-7 not all 1" % (g, k, e[5]))
                 rest = img.seg_bytes(g, 64 + 24 * self.slots, self.header_bytes - 64 - 24 * self.slots)
                 if rest != ff(len(rest)):
@@ -1157,6 +1181,8 @@ class Fms:
             "ecc": self.ecc,
             "ecc_code": ("BCH-%d" % self.bch_t if self.bch else "SEC-DED") if self.ecc else "none",  # as fms info
             "ecc_corrected": self.ecc_corrected,
+            # as fms info: how header-mode entries carry the live state
+            "live_flag": ("byte" if self.live_byte else "bit") if self.mode == "header" else "none",
             "format_number": self.format_no,
             "next_seq": self.next_seq,
             "next_erase_seq": self.next_erase_seq,

@@ -1665,3 +1665,87 @@ fn check_reads_every_block_and_names_the_unreadable_ones() {
         "blocks 0-6 read back"
     );
 }
+
+/// `fms format` and `fms info` name how header-mode entries carry their live state
+/// (`live_flag`): `byte` on a new header-mode medium (header features bit 1), `none` in
+/// spare mode, and `bit` on a medium formatted before the live byte (made here through
+/// the library, `FmsConfig::live_byte = false`), which the CLI still writes, trims and
+/// reads.
+#[test]
+fn format_and_info_name_the_live_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    for (device, blocks, want) in [
+        ("intel-series2plus-24m", "8", "byte"),
+        ("nandsim-256m", "32", "none"),
+    ] {
+        let img = dir.path().join(format!("{device}.img"));
+        let s = path_str(&img);
+        ok(flashkit([
+            "nand", "format", s, "--device", device, "--blocks", blocks,
+        ]));
+        let v = json(&ok(flashkit(["fms", "format", s, "--json"])));
+        assert_eq!(v["live_flag"], want, "{device}");
+        let v = json(&ok(flashkit(["fms", "info", s, "--json"])));
+        assert_eq!(v["live_flag"], want, "{device}");
+        let t = text(&ok(flashkit(["fms", "info", s])).stdout);
+        let line = t.lines().find(|l| l.contains("live flag")).unwrap();
+        assert!(
+            line.contains(if want == "byte" { "majority" } else { "none" }),
+            "{line}"
+        );
+    }
+    let img = dir.path().join("old.img");
+    let spec = nand::DeviceSpec::preset("intel-series2plus-24m").map(|mut s| {
+        s.geometry.blocks = 8;
+        s
+    });
+    let nd = nand::image::create_device(&img, &spec.unwrap(), false).unwrap();
+    let cfg = ftl::fms::FmsConfig {
+        live_byte: false,
+        ..ftl::fms::FmsConfig::default()
+    };
+    let mut f = ftl::fms::Fms::format(nd, cfg).unwrap();
+    nand::blockdev::BlockDevice::flush(&mut f).unwrap();
+    drop(f);
+    let s = path_str(&img);
+    let v = json(&ok(flashkit(["fms", "info", s, "--json"])));
+    assert_eq!(v["live_flag"], "bit");
+    let t = text(&ok(flashkit(["fms", "info", s])).stdout);
+    assert!(t.contains("bit 0 of each entry's flags byte"), "{t}");
+    let data = pattern(40_000, 9);
+    let input = dir.path().join("d.bin");
+    std::fs::write(&input, &data).unwrap();
+    ok(flashkit(["fms", "write", s, "--input", path_str(&input)]));
+    ok(flashkit([
+        "fms",
+        "write",
+        s,
+        "--input",
+        path_str(&input),
+        "--offset",
+        "4096",
+    ]));
+    ok(flashkit([
+        "fms", "trim", s, "--offset", "8192", "--length", "4096",
+    ]));
+    let mut want = vec![0u8; 4096];
+    want.extend_from_slice(&data);
+    want[0..4096].copy_from_slice(&data[0..4096]);
+    want[8192..12288].fill(0);
+    let out = dir.path().join("o.bin");
+    ok(flashkit([
+        "fms",
+        "read",
+        s,
+        "--length",
+        &want.len().to_string(),
+        "--output",
+        path_str(&out),
+    ]));
+    assert!(std::fs::read(&out).unwrap() == want);
+    let v = json(&ok(flashkit(["fms", "info", s, "--json"])));
+    assert_eq!(
+        (v["live_flag"].as_str(), v["stale_live_copies"].as_u64()),
+        (Some("bit"), Some(0))
+    );
+}

@@ -1205,6 +1205,36 @@ fn layout_matches_the_documented_format() {
         ..r
     };
     assert_eq!(writable.encode_entry()[5], 0xFF);
+    // The live state: bit 0 alone, or with the live-byte feature (features bit 1) bits 0
+    // and 2..7, cleared `& 0x02` and read live when at least 4 of the 7 are set.
+    use ftl::fms::layout::{LiveFlag, FEATURE_LIVE_BYTE};
+    assert_eq!(FEATURE_LIVE_BYTE, 2);
+    assert_eq!(
+        (LiveFlag::Bit.clear_mask(), LiveFlag::Byte.clear_mask()),
+        (0x01, 0xFD)
+    );
+    for flags in 0..=255u8 {
+        let set = (flags & 0xFD).count_ones();
+        assert_eq!(LiveFlag::Byte.is_live(flags), set >= 4, "{flags:#04x}");
+        assert_eq!(LiveFlag::Bit.is_live(flags), flags & 1 == 1, "{flags:#04x}");
+        let mut d = e;
+        d[5] = flags;
+        let rec = |live| Record::decode_entry(&d, live).map(|r| (r.live, r.readonly));
+        assert_eq!(rec(LiveFlag::Byte), Some((set >= 4, flags & 2 == 0)));
+        assert_eq!(rec(LiveFlag::Bit), Some((flags & 1 == 1, flags & 2 == 0)));
+    }
+    for live in [LiveFlag::Bit, LiveFlag::Byte] {
+        for w in [e, writable.encode_entry()] {
+            let cleared = w[5] & !live.clear_mask();
+            assert!(!live.is_live(cleared) && live.is_live(w[5]));
+            assert_eq!(cleared & 2, w[5] & 2, "the writable hint is kept");
+            // One bit flipped, in either state, changes nothing.
+            for bit in 0..8 {
+                assert!(live.is_live(w[5] ^ 1 << bit) || (live == LiveFlag::Bit && bit == 0));
+                assert!(!live.is_live(cleared ^ 1 << bit) || (live == LiveFlag::Bit && bit == 0));
+            }
+        }
+    }
 
     // Spare-mode record (bytes 1..16 of the spare area).
     let s = r.encode_spare();
@@ -1329,8 +1359,15 @@ fn layout_matches_the_documented_format() {
         &mut e,
     )
     .unwrap();
-    let rec = Record::decode_entry(&e).unwrap();
+    let rec = Record::decode_entry(&e, LiveFlag::Byte).unwrap();
     assert_eq!((rec.lbn, rec.live), (5, true));
+    let mut hb = [0u8; 64];
+    nand.read(geo.first_page(seg), 0, &mut hb).unwrap();
+    let features = SegHeader::decode(&hb).unwrap().unwrap().features;
+    assert_eq!(
+        features, FEATURE_LIVE_BYTE,
+        "a new header-mode format: live byte"
+    );
     let mut data = vec![0u8; 4096];
     let doff = 4096 + slot as u64 * 4096;
     nand.read(geo.first_page(seg) + doff / 4096, 0, &mut data)

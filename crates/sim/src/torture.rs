@@ -306,6 +306,9 @@ pub struct TortureReport {
     pub ecc: bool,
     /// The code (`SEC-DED`, `BCH-T`; `none`), as `fms format` names it.
     pub ecc_code: String,
+    /// How header-mode entries carry their live state (`byte`, `bit`; `none` in spare
+    /// mode), as `fms info` names it.
+    pub live_flag: String,
     pub bitflip_rate: f64,
     /// Re-reads allowed per read (`FmsConfig::read_retries`, `--read-retries`).
     pub max_read_retries: u8,
@@ -1735,6 +1738,7 @@ pub fn run_with_progress(
         recovery: recovery.into_inner().unwrap(),
         ecc: lay.ecc(),
         ecc_code: ftl::fms::layout::ecc_name(lay.ecc_t),
+        live_flag: lay.live.name(lay.mode).to_string(),
         bitflip_rate: cfg.bitflip_rate,
         max_read_retries: cfg.fms.read_retries,
         reads: reads.into_inner().unwrap(),

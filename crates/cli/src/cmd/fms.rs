@@ -152,6 +152,10 @@ pub struct FormatReport {
     pub ecc: bool,
     /// The code: `none`, `SEC-DED` or `BCH-T` (`--ecc-bits T`).
     pub ecc_code: String,
+    /// How header-mode entries carry their live state: `byte` (seven bits of the flags
+    /// byte, read by majority: header features bit 1, every new header-mode format),
+    /// `bit` (bit 0 alone: media formatted before it), `none` (spare mode).
+    pub live_flag: String,
     /// Device time the format took (erasing every good segment, writing the headers).
     pub format_time_s: f64,
 }
@@ -438,6 +442,7 @@ fn format(a: FormatArgs) -> Result<()> {
             .count(),
         ecc: fms.layout().ecc(),
         ecc_code: ftl::fms::layout::ecc_name(fms.layout().ecc_t),
+        live_flag: live_flag(fms.layout()),
         format_time_s: fms.nand().clock_s(),
     };
     if let Some(p) = &a.report.csv {
@@ -551,6 +556,9 @@ pub struct FmsInfo {
     pub ecc: bool,
     /// The code: `none`, `SEC-DED` or `BCH-T` (`fms format --ecc-bits T`).
     pub ecc_code: String,
+    /// How header-mode entries carry their live state: `byte`, `bit` or `none` (as `fms
+    /// format` reports it).
+    pub live_flag: String,
     /// Reads the mount made again because a header, record, index entry or trim list
     /// failed its checksum, or a page did not read erased (a power cut's traces, or flips).
     pub read_retries: u64,
@@ -567,6 +575,21 @@ pub struct FmsInfo {
     pub corrected_entries: Vec<SlotRecord>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub flipped_records: Vec<SlotRecord>,
+}
+
+/// `fms info`'s and `fms format`'s `live_flag`: how header-mode entries carry their live
+/// state (`ftl::fms::layout::LiveFlag`).
+fn live_flag(lay: &ftl::fms::layout::Layout) -> String {
+    lay.live.name(lay.mode).to_string()
+}
+
+/// The text report's line for a `live_flag`.
+fn live_flag_text(name: &str) -> String {
+    match name {
+        "byte" => "7 bits of each entry's flags byte, read by majority (a bit flipped for good changes nothing)".into(),
+        "bit" => "bit 0 of each entry's flags byte (formatted before the live byte: a bit flipped for good there goes unseen)".into(),
+        _ => "none (spare mode: records are resolved by sequence number)".into(),
+    }
 }
 
 fn info(a: InfoArgs) -> Result<()> {
@@ -634,6 +657,7 @@ fn info(a: InfoArgs) -> Result<()> {
         mount_dirty_segments: fms.mount_report().dirty_segments,
         ecc: fms.layout().ecc(),
         ecc_code: ftl::fms::layout::ecc_name(fms.layout().ecc_t),
+        live_flag: live_flag(fms.layout()),
         read_retries: fms.stats().read_retries,
         mount_paths: fms.mount_report().counts(),
         corrected_headers: fms.mount_report().corrected_headers.clone(),
@@ -671,6 +695,7 @@ fn info(a: InfoArgs) -> Result<()> {
                 "none".to_string()
             },
         )
+        .add("live flag", live_flag_text(&r.live_flag))
         .add(
             "tombstones",
             format!("{} in {} trim list(s)", r.tombstones, r.trim_lists),

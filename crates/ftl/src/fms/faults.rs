@@ -178,7 +178,7 @@ impl Fms {
             // whose header was already lost). Storage mode only: simulation mode never
             // mounts, and this read would change its device time.
             // A corrected header counts when it is of this medium, as at mount.
-            let medium = Some((self.format_id, layout::features_of(self.lay.ecc_t)));
+            let medium = Some((self.format_id, self.lay.features()));
             self.segs[seg as usize].erase_count = match mount::read_header(self, seg)? {
                 mount::HeaderRead::Valid(h) => h.erase_count,
                 mount::HeaderRead::Corrected(h) if mount::header_fits(&h, &self.lay, medium) => {

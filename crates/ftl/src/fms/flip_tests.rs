@@ -465,3 +465,211 @@ fn a_trim_list_with_an_uncorrectable_chunk_past_its_entries_counts() {
         }
     }
 }
+
+/// The flags byte of the entry of physical slot `phys`: its page and column.
+fn flags_at(f: &Fms, phys: u32) -> (u64, u32) {
+    let (seg, slot) = f.split(phys);
+    let off = SEG_HEADER as u64 + slot as u64 * ENTRY as u64 + Record::FLAGS_OFFSET as u64;
+    let (page, col) = f.lay.page_col(off);
+    (f.nand.geometry().first_page(seg) + page, col)
+}
+
+/// Which copy of the header-mode live-flag tests has a flags bit flipped for good.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Which {
+    /// The only, live, copy of block 3.
+    Live,
+    /// The superseded copy of block 4 (cleared by its overwrite).
+    Superseded,
+    /// The only copy of block 5, cleared by its trim.
+    Trimmed,
+}
+
+/// Header mode (`live_byte` as given): write blocks 0..12, overwrite block 4, trim
+/// block 5, flush; flip bit `bit` of the flags byte of `which` copy for good; remount.
+/// Returns the mounted FMS and what each block must read (block 5: zeros).
+fn flags_flipped(live_byte: bool, which: Which, bit: u32) -> (Fms, Vec<Vec<u8>>, DeviceSpec) {
+    let (_, spec, cfg) = media().remove(0);
+    let cfg = FmsConfig { live_byte, ..cfg };
+    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    let bs = cfg.block_size as usize;
+    let mut data: Vec<Vec<u8>> = (0..12).map(|l| content(l, 0, bs)).collect();
+    for (l, d) in data.iter().enumerate() {
+        f.write_block(l as u32, Some(d)).unwrap();
+    }
+    let superseded = f.blocks[4].map;
+    data[4] = content(4, 1, bs);
+    f.write_block(4, Some(&data[4])).unwrap();
+    let trimmed = f.blocks[5].map;
+    f.trim_block(5).unwrap();
+    data[5] = vec![0; bs];
+    f.flush().unwrap();
+    let phys = match which {
+        Which::Live => f.blocks[3].map,
+        Which::Superseded => superseded,
+        Which::Trimmed => trimmed,
+    };
+    let (ppn, col) = flags_at(&f, phys);
+    let mut store = f.into_nand().into_store();
+    flip(&mut *store, ppn, col, 1 << bit);
+    (mount(&spec, &cfg, store), data, spec)
+}
+
+/// Header mode with the live byte (features bit 1): any one of the 8 bits of an entry's
+/// flags byte flipped for good, on a live copy, on a superseded copy or on a trimmed
+/// block's copy, changes nothing: after a remount every block reads what was last
+/// written (the trimmed one zeros), no stale live copy is found, and the FMS goes on
+/// (the flipped live copy overwritten and the trimmed block written again, remounted).
+/// With the old encoding (bit 0 alone) the same flip of bit 0 loses the live block and
+/// brings the trimmed one back: what these cases catch.
+#[test]
+fn a_flags_bit_flipped_for_good_changes_no_live_state() {
+    for which in [Which::Live, Which::Superseded, Which::Trimmed] {
+        for bit in 0..8 {
+            let what = format!("{which:?} copy, flags bit {bit}");
+            let (mut f, mut data, spec) = flags_flipped(true, which, bit);
+            assert_eq!(f.lay.live, layout::LiveFlag::Byte, "{what}");
+            assert_eq!(f.mount_report().stale_live_copies, 0, "{what}");
+            assert_reads(&mut f, &data, &what);
+            let bs = f.lay.block_size as usize;
+            data[3] = content(3, 2, bs);
+            f.write_block(3, Some(&data[3])).unwrap();
+            data[5] = content(5, 2, bs);
+            f.write_block(5, Some(&data[5])).unwrap();
+            f.flush().unwrap();
+            let cfg = f.config().clone();
+            let mut g = mount(&spec, &cfg, f.into_nand().into_store());
+            assert_eq!(g.mount_report().stale_live_copies, 0, "{what}");
+            assert_reads(&mut g, &data, &format!("{what}, rewritten"));
+        }
+    }
+    // The old encoding: bit 0 is the state, and a flip of it is not seen.
+    let bs = media().remove(0).2.block_size as usize;
+    let mut buf = vec![0u8; bs];
+    let (mut f, data, _) = flags_flipped(false, Which::Live, 0);
+    f.read_block(3, Some(&mut buf)).unwrap();
+    assert!(
+        buf != data[3] && buf.iter().all(|&b| b == 0),
+        "live bit: lost"
+    );
+    let (mut f, _, _) = flags_flipped(false, Which::Trimmed, 0);
+    f.read_block(5, Some(&mut buf)).unwrap();
+    assert_eq!(buf, content(5, 0, bs), "trimmed bit: back");
+    // Any other bit of the old encoding's byte is harmless, as before.
+    for which in [Which::Live, Which::Superseded, Which::Trimmed] {
+        for bit in 1..8 {
+            let (mut f, data, _) = flags_flipped(false, which, bit);
+            assert_eq!(f.lay.live, layout::LiveFlag::Bit);
+            assert_reads(
+                &mut f,
+                &data,
+                &format!("old encoding, {which:?}, bit {bit}"),
+            );
+        }
+    }
+}
+
+/// A clear of the live byte that a power cut tore (any subset of its seven bits cleared)
+/// on a superseded copy: a copy still read live (4 or more set) is a stale live copy,
+/// which the mount clears again (`& 0x02`, the writable hint kept); one read dead is
+/// left. Either way the newer copy wins.
+#[test]
+fn a_torn_clear_of_the_live_byte_is_finished_at_mount() {
+    let (_, spec, cfg) = media().remove(0);
+    for left in [0xFDu8, 0xF9, 0x0F | 0x02, 0x8D, 0x07, 0x41, 0x02] {
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        let bs = cfg.block_size as usize;
+        let mut data: Vec<Vec<u8>> = (0..12).map(|l| content(l, 0, bs)).collect();
+        for (l, d) in data.iter().enumerate() {
+            f.write_block(l as u32, Some(d)).unwrap();
+        }
+        let old = f.blocks[2].map;
+        data[2] = content(2, 1, bs);
+        f.write_block(2, Some(&data[2])).unwrap();
+        f.flush().unwrap();
+        let (ppn, col) = flags_at(&f, old);
+        let mut store = f.into_nand().into_store();
+        // What a torn clear of the writable copy's 0xFF leaves: the bits of `left`.
+        let mut b = [0u8];
+        store.read(ppn, col, &mut b).unwrap();
+        assert_eq!(b[0], 0x02, "cleared by the overwrite");
+        store.write(ppn, col, &[left]).unwrap();
+        let live = (left & 0xFD).count_ones() >= 4;
+        let mut f = mount(&spec, &cfg, store);
+        assert_eq!(
+            f.mount_report().stale_live_copies,
+            live as u64,
+            "{left:#04x}"
+        );
+        assert_reads(&mut f, &data, &format!("torn clear {left:#04x}"));
+        let mut b = [0u8];
+        f.nand.read(ppn, col, &mut b).unwrap();
+        assert_eq!(b[0], if live { left & 0x02 } else { left }, "{left:#04x}");
+    }
+}
+
+/// Media formatted without the live byte (all media before it): their headers keep
+/// features 0, a superseded or trimmed copy's flags byte is programmed `& 0xFE` (bits
+/// 2..7 stay 1), and they mount, read, trim and write as before, through cleaning and
+/// remounts, whatever the mounting configuration says; a medium with the live byte
+/// keeps it when mounted with `live_byte: false`.
+#[test]
+fn old_media_still_mount_read_trim_and_write() {
+    let (_, spec, cfg) = media().remove(0);
+    let old = FmsConfig {
+        live_byte: false,
+        ..cfg.clone()
+    };
+    let (f, mut data) = written(&spec, &old, 40);
+    assert_eq!(f.lay.live, layout::LiveFlag::Bit);
+    let header = |f: &mut Fms, seg: u32| {
+        let mut h = [0u8; SEG_HEADER];
+        let first = f.nand.geometry().first_page(seg);
+        f.nand.read(first, 0, &mut h).unwrap();
+        SegHeader::decode(&h).unwrap().unwrap()
+    };
+    let mut f = mount(&spec, &cfg, f.into_nand().into_store());
+    assert_eq!(f.lay.live, layout::LiveFlag::Bit, "taken from the medium");
+    assert!(!f.config().live_byte);
+    assert_reads(&mut f, &data, "old medium");
+    let bs = cfg.block_size as usize;
+    let trimmed = f.blocks[7].map;
+    f.trim_block(7).unwrap();
+    data[7] = vec![0; bs];
+    let (ppn, col) = flags_at(&f, trimmed);
+    let mut b = [0u8];
+    f.nand.read(ppn, col, &mut b).unwrap();
+    assert_eq!(b[0], 0xFE, "trim: & 0xFE");
+    let live = f.blocks[9].map;
+    f.write_block(9, Some(&content(9, 5, bs))).unwrap();
+    data[9] = content(9, 5, bs);
+    let (ppn, col) = flags_at(&f, live);
+    f.nand.read(ppn, col, &mut b).unwrap();
+    assert_eq!(b[0], 0xFE, "overwrite: & 0xFE");
+    // Enough writes for the cleaner to erase and rewrite headers.
+    for round in 0..6 {
+        for l in (0..40).filter(|&l| l != 7) {
+            data[l as usize] = content(l, 10 + round, bs);
+            f.write_block(l, Some(&data[l as usize])).unwrap();
+        }
+    }
+    assert!(f.stats().erasures > 0, "the cleaner ran");
+    f.flush().unwrap();
+    for seg in 0..f.lay.segments {
+        if f.segs[seg as usize].state != SegState::Bad {
+            assert_eq!(header(&mut f, seg).features, 0, "segment {seg}");
+        }
+    }
+    let mut f = mount(&spec, &cfg, f.into_nand().into_store());
+    assert_eq!(f.mount_report().stale_live_copies, 0);
+    assert_reads(&mut f, &data, "old medium, after cleaning");
+    // The other way round: a new medium mounted with `live_byte: false` keeps its byte.
+    let (f, data) = written(&spec, &cfg, 20);
+    let mut f = mount(&spec, &old, f.into_nand().into_store());
+    assert_eq!(f.lay.live, layout::LiveFlag::Byte);
+    assert_eq!(
+        header(&mut f, 1).features & layout::FEATURE_LIVE_BYTE,
+        layout::FEATURE_LIVE_BYTE
+    );
+    assert_reads(&mut f, &data, "new medium, mounted with live_byte false");
+}

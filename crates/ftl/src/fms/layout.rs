@@ -53,8 +53,15 @@ pub const TRIM_ENTRY: usize = 12;
 /// the SEC-DED code of its data (`nand::ecc`, 3 bytes per 512) at spare offset
 /// [`ECC_SPARE_OFFSET`] (`fms format --ecc`; spare mode only).
 pub const FEATURE_ECC: u32 = 1;
+/// Segment header features word, bit 1 (header mode only; after stop 21): the live state
+/// of a header-mode entry is carried by seven bits of its flags byte (bits 0 and 2..7,
+/// [`LiveFlag::Byte`]) instead of bit 0 alone, so that a bit flipped for good in the
+/// flags byte, which the entry's checksum leaves out, can change neither state. New
+/// header-mode formats set it (`FmsConfig::live_byte`); a reader that does not know it
+/// refuses the medium (an unknown bit) rather than take a cleared entry's bit 0 alone.
+pub const FEATURE_LIVE_BYTE: u32 = 2;
 /// The feature bits this version reads; a medium with others is refused at mount.
-pub const FEATURES_KNOWN: u32 = FEATURE_ECC | FEATURE_BCH_MASK;
+pub const FEATURES_KNOWN: u32 = FEATURE_ECC | FEATURE_LIVE_BYTE | FEATURE_BCH_MASK;
 /// Features bits 4..8, with [`FEATURE_ECC`]: the strength of the code, bits corrected per
 /// 512 bytes, when it is a BCH code (2..=8; `nand::bch`); 0 for the SEC-DED code (stop 21;
 /// zero before). A reader from before stop 21 refuses such a medium (an unknown bit)
@@ -88,6 +95,49 @@ pub fn ecc_strength_of(features: u32) -> Result<u8, String> {
                 " without the ECC bit"
             }
         )),
+    }
+}
+
+/// How a header-mode entry's flags byte (byte 5, outside the checksum) says whether the
+/// copy is live; the discriminant is the mask of the bits a clear programs to 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum LiveFlag {
+    /// Bit 0 alone (media formatted without [`FEATURE_LIVE_BYTE`], and spare mode, where
+    /// records carry no live flag): written 1, cleared by programming the byte `& 0xFE`.
+    Bit = 0x01,
+    /// Bits 0 and 2..7 ([`FEATURE_LIVE_BYTE`]): written 1, cleared together by
+    /// programming the byte `& 0x02` (bit 1, the writable hint, kept), read live when at
+    /// least 4 of the 7 read 1. One bit flipped for good leaves a live copy 6 bits set and
+    /// a cleared one 1: neither changes state. A clear that a power cut tore may leave
+    /// any subset: either reading is then right (the clear had not completed).
+    Byte = 0xFD,
+}
+
+impl LiveFlag {
+    /// The bits a clear of the live state programs to 0.
+    #[inline(always)]
+    pub fn clear_mask(self) -> u8 {
+        self as u8
+    }
+
+    /// Whether a flags byte read from flash says live.
+    #[inline]
+    pub fn is_live(self, flags: u8) -> bool {
+        match self {
+            LiveFlag::Bit => flags & 1 != 0,
+            LiveFlag::Byte => (flags & LiveFlag::Byte as u8).count_ones() >= 4,
+        }
+    }
+
+    /// What `fms info` calls it: "byte" (seven bits, majority), "bit" (bit 0 alone);
+    /// "none" in spare mode, whose records have no live flag.
+    pub fn name(self, mode: RecordMode) -> &'static str {
+        match (mode, self) {
+            (RecordMode::Spare, _) => "none",
+            (RecordMode::Header, LiveFlag::Bit) => "bit",
+            (RecordMode::Header, LiveFlag::Byte) => "byte",
+        }
     }
 }
 
@@ -173,6 +223,10 @@ pub struct Layout {
     /// corrected per 512 bytes (`nand::ecc::code_bytes`): 0 without ECC, 1 SEC-DED, 2..=8
     /// BCH ([`FEATURE_BCH_SHIFT`]).
     pub ecc_t: u8,
+    /// Header mode: how entries carry the live state ([`LiveFlag::Byte`] with
+    /// [`FEATURE_LIVE_BYTE`]: new formats, and mounts of media whose headers have it;
+    /// [`LiveFlag::Bit`] otherwise). Always [`LiveFlag::Bit`] in spare mode.
+    pub live: LiveFlag,
 }
 
 impl Layout {
@@ -295,6 +349,7 @@ impl Layout {
                     .then(|| geo.page_size.trailing_zeros()),
                 page_slots: None,
                 ecc_t: 0,
+                live: LiveFlag::Byte,
             }
             .derived())
         } else {
@@ -335,9 +390,35 @@ impl Layout {
                     .then(|| geo.page_size.trailing_zeros()),
                 page_slots: None,
                 ecc_t: 0,
+                live: LiveFlag::Bit,
             }
             .derived())
         }
+    }
+
+    /// The layout with the live state carried as `live` says in header mode (a medium's
+    /// headers with or without [`FEATURE_LIVE_BYTE`]): `true` seven bits of the flags
+    /// byte, `false` bit 0 alone, the encoding of media formatted before the feature.
+    /// Spare mode has no live flag: unchanged.
+    pub fn with_live_byte(self, live: bool) -> Layout {
+        match self.mode {
+            RecordMode::Spare => self,
+            RecordMode::Header => Layout {
+                live: if live { LiveFlag::Byte } else { LiveFlag::Bit },
+                ..self
+            },
+        }
+    }
+
+    /// The features word of this layout's segment headers: the code
+    /// ([`features_of`]) and, in header mode with [`LiveFlag::Byte`],
+    /// [`FEATURE_LIVE_BYTE`].
+    pub fn features(&self) -> u32 {
+        let live = match (self.mode, self.live) {
+            (RecordMode::Header, LiveFlag::Byte) => FEATURE_LIVE_BYTE,
+            _ => 0,
+        };
+        features_of(self.ecc_t) | live
     }
 
     /// The layout with ECC codes of strength `t` (bits corrected per 512 bytes: 1 SEC-DED,
@@ -550,11 +631,13 @@ pub struct Record {
 }
 
 const FLAG_LIVE: u8 = 1;
-const FLAG_WRITABLE: u8 = 2;
+/// Bit 1 of a header-mode entry's flags byte: the writable hint (clear: read-only).
+pub const FLAG_WRITABLE: u8 = 2;
 
 impl Record {
-    /// 24-byte header-mode entry. Byte 5 holds the flags (bit 0 live, bit 1 writable) and
-    /// is excluded from the checksum so the live bit can be cleared in place.
+    /// 24-byte header-mode entry. Byte 5 holds the flags (bit 1 writable, every other bit
+    /// 1: bit 0 live, and with [`LiveFlag::Byte`] bits 2..7 live too, the same bytes) and
+    /// is excluded from the checksum so the live state can be cleared in place.
     #[inline(always)]
     pub fn encode_entry(&self) -> [u8; ENTRY] {
         let flags = 0xFC | FLAG_LIVE | if self.readonly { 0 } else { FLAG_WRITABLE };
@@ -574,10 +657,12 @@ impl Record {
         b
     }
 
-    /// Offset, inside an entry, of the flags byte; the byte value that clears "live".
+    /// Offset, inside an entry, of the flags byte.
     pub const FLAGS_OFFSET: usize = 5;
 
-    pub fn decode_entry(b: &[u8]) -> Option<Record> {
+    /// Decode a header-mode entry, its live state read as `live` says (the medium's
+    /// [`Layout::live`]).
+    pub fn decode_entry(b: &[u8], live: LiveFlag) -> Option<Record> {
         if b.iter().all(|&x| x == 0xFF) {
             return None;
         }
@@ -588,7 +673,7 @@ impl Record {
         Some(Record {
             lbn: u32::from_le_bytes(b[0..4].try_into().unwrap()),
             region: b[4],
-            live: b[5] & FLAG_LIVE != 0,
+            live: live.is_live(b[5]),
             readonly: b[5] & FLAG_WRITABLE == 0,
             updates: u16::from_le_bytes([b[6], b[7]]),
             seq: u64::from_le_bytes(b[8..16].try_into().unwrap()),
@@ -969,7 +1054,7 @@ mod tests {
                 u32::from_le_bytes(e[20..24].try_into().unwrap()),
                 crc32c::crc32c(&c)
             );
-            assert_eq!(Record::decode_entry(&e), Some(r));
+            assert_eq!(Record::decode_entry(&e, LiveFlag::Byte), Some(r));
             let sp = r.encode_spare();
             assert_eq!(
                 u32::from_le_bytes(sp[11..15].try_into().unwrap()),
@@ -1115,12 +1200,17 @@ mod tests {
             time_ms: 42,
         };
         let mut e = r.encode_entry();
-        assert_eq!(Record::decode_entry(&e), Some(r));
-        e[Record::FLAGS_OFFSET] &= !1;
-        let d = Record::decode_entry(&e).unwrap();
-        assert!(!d.live);
+        assert_eq!(Record::decode_entry(&e, LiveFlag::Byte), Some(r));
+        // Bit 0 cleared: dead in the old encoding, live (6 of 7) with the live byte.
+        let mut b = e;
+        b[Record::FLAGS_OFFSET] &= !1;
+        assert!(!Record::decode_entry(&b, LiveFlag::Bit).unwrap().live);
+        assert!(Record::decode_entry(&b, LiveFlag::Byte).unwrap().live);
+        e[Record::FLAGS_OFFSET] &= !LiveFlag::Byte.clear_mask();
+        let d = Record::decode_entry(&e, LiveFlag::Byte).unwrap();
+        assert!(!d.live && !d.readonly);
         e[0] ^= 1;
-        assert_eq!(Record::decode_entry(&e), None);
+        assert_eq!(Record::decode_entry(&e, LiveFlag::Byte), None);
         let s = r.encode_spare();
         let d = Record::decode_spare(&s).unwrap();
         assert_eq!(
@@ -1193,10 +1283,13 @@ mod tests {
             let mut e = entry;
             e[bit / 8] ^= 1 << (bit % 8);
             if bit / 8 == Record::FLAGS_OFFSET {
-                assert!(Record::decode_entry(&e).is_some(), "flags bit {bit}");
+                assert!(
+                    Record::decode_entry(&e, LiveFlag::Byte).is_some(),
+                    "flags bit {bit}"
+                );
             } else {
                 assert_eq!(
-                    one_bit_from(&e, Record::decode_entry),
+                    one_bit_from(&e, |w| Record::decode_entry(w, LiveFlag::Byte)),
                     Some(r),
                     "entry bit {bit}"
                 );

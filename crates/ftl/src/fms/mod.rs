@@ -95,6 +95,13 @@ pub struct FmsConfig {
     /// spare area must hold 16 bytes and the codes of a page. A mount takes it from the
     /// medium. Default 1.
     pub ecc_strength: u8,
+    /// Format only, header mode: carry each entry's live state in seven bits of its flags
+    /// byte, read by majority, so that a bit flipped for good there changes nothing
+    /// (`layout::FEATURE_LIVE_BYTE`, `docs/format/fms.md`, "Header-mode entry"). `false`
+    /// formats the encoding of media from before the feature (bit 0 alone), which flashkit
+    /// builds without it still mount: for tests of old media. A mount takes it from the
+    /// medium; spare mode has no live flag and ignores it. Default `true`.
+    pub live_byte: bool,
     /// Reads of a structure that fails its checksum or its ECC, after the first, before it
     /// counts as torn or the read fails (the model's bit flips are transient, as read
     /// disturb and most real flips are): 2 by default.
@@ -152,6 +159,7 @@ impl Default for FmsConfig {
             logical_blocks: None,
             ecc: false,
             ecc_strength: 1,
+            live_byte: true,
             scrub_threshold: None,
             read_retries: 2,
             index_wear_gap: Some(8),
@@ -1313,18 +1321,22 @@ impl Fms {
     }
 
     /// Header mode: a bit flip in the flags byte `clear_live` read made its program try
-    /// to set a bit: bit 1 (writable) of a read-only copy read as 1 (every other bit of
-    /// a live entry is 1 on flash, and a flip there only clears it along with the live
-    /// bit, which nothing reads). Program it with bit 1 clear too: the copy is dead, and
-    /// only a live copy's hint is read. Out of line: never taken without flips.
+    /// to set a bit: bit 1 (writable) of a read-only copy read as 1 (every bit the clear
+    /// programs to 0 may be 1 or 0 on flash: a bit flipped for good to 1 is programmed
+    /// back to 0, one read 0 by a flip is 0 in the program, and neither sets a bit).
+    /// Program it with bit 1 clear too: the copy is dead, and only a live copy's hint is
+    /// read. Out of line: never taken without flips.
     #[cold]
     #[inline(never)]
     fn clear_live_after_a_flip(&mut self, ppn: u64, col: u32, read: u8) -> Result<(), NandError> {
-        self.nand.program(ppn, col, Data::Bytes(&[read & !3]), None)
+        let clear = self.lay.live.clear_mask() | layout::FLAG_WRITABLE;
+        self.nand
+            .program(ppn, col, Data::Bytes(&[read & !clear]), None)
     }
 
-    /// Header mode: clear the live bit of a slot's entry, keeping the other flag bits as
-    /// they are on flash.
+    /// Header mode: clear the live state of a slot's entry (bit 0, or with the live-byte
+    /// feature bits 0 and 2..7: [`layout::LiveFlag`]), keeping bit 1 (the writable hint) as
+    /// it is on flash.
     ///
     /// A segment whose erase block went bad cannot be programmed, and a failed clear
     /// retires it: either way the copy keeps its live bit, and the invalidation stands in
@@ -1340,8 +1352,9 @@ impl Fms {
         let off = SEG_HEADER as u64 + slot as u64 * ENTRY as u64 + Record::FLAGS_OFFSET as u64;
         let (page, col) = self.lay.page_col(off);
         let ppn = self.nand.geometry().first_page(seg) + page;
-        // The flags byte is read, then programmed with the live bit clear.
-        let (flags, mut r) = self.nand.read_then_clear_byte(ppn, col, 1)?;
+        // The flags byte is read, then programmed with the live bits clear.
+        let clear = self.lay.live.clear_mask();
+        let (flags, mut r) = self.nand.read_then_clear_byte(ppn, col, clear)?;
         if let Err(NandError::SetsBits { .. }) = r {
             r = self.clear_live_after_a_flip(ppn, col, flags);
         }
@@ -1707,7 +1720,7 @@ impl Fms {
             erase_seq: self.erase_seq,
             time_ms: self.nand.clock_ps() / 1_000_000_000,
             format_id: self.format_id,
-            features: layout::features_of(self.lay.ecc_t),
+            features: self.lay.features(),
         };
         self.erase_seq = self.erase_seq.saturating_add(1);
         let first = self.nand.geometry().first_page(seg);

@@ -35,9 +35,9 @@ use nand::blockdev::{DevError, DevResult};
 use nand::{BadState, Nand};
 
 use super::layout::{
-    ecc_name, ecc_strength_of, medium_time_ps, one_bit_from, IndexEntry, Layout, Record,
-    RecordMode, SegHeader, TrimList, ENTRY, FEATURES_KNOWN, INDEX_ENTRY, PAD_RECORD, SEG_HEADER,
-    SPARE_RECORD, TRIM_LIST_LBN,
+    ecc_name, ecc_strength_of, medium_time_ps, one_bit_from, IndexEntry, Layout, LiveFlag, Record,
+    RecordMode, SegHeader, TrimList, ENTRY, FEATURES_KNOWN, FEATURE_LIVE_BYTE, INDEX_ENTRY,
+    PAD_RECORD, SEG_HEADER, SPARE_RECORD, TRIM_LIST_LBN,
 };
 use super::trims::{ListSlot, Tomb};
 use super::{Fms, FmsConfig, IndexLog, SegState, Tail, NONE};
@@ -264,6 +264,26 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         }
         let t = refuse_unknown(seg, &h)?;
         hdr_ps[si] = medium_time_ps(h.time_ms);
+        let live = h.features & FEATURE_LIVE_BYTE != 0;
+        if !any_header {
+            // How entries carry the live state is the medium's too (header mode; a
+            // spare-mode header with the bit is refused).
+            if live && lay.mode == RecordMode::Spare {
+                return Err(DevError::corrupt(format!(
+                    "segment {seg}: header features {:#x} say live byte (header mode), but this device keeps its records in spare areas (nop >= 1): written for another device, or corrupt",
+                    h.features
+                )));
+            }
+            lay = lay.with_live_byte(live);
+            f.lay = lay.clone();
+            f.cfg.live_byte = live;
+        } else if live != (lay.features() & FEATURE_LIVE_BYTE != 0) {
+            return Err(DevError::corrupt(format!(
+                "segment {seg}: formatted {}, unlike the segments before it ({})",
+                with_live(live),
+                with_live(!live)
+            )));
+        }
         if !any_header && t > 0 {
             lay = f.lay.clone().with_ecc(t, &geo).map_err(|e| {
                 DevError::corrupt(format!("segment {seg}: header says ECC, but {e}"))
@@ -330,7 +350,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     f.format_id = format_id.unwrap_or(0);
     // Corrected headers of grown-bad segments: taken when they are of this format (and
     // then read as a valid one is), as `Fms::went_bad` does.
-    let medium = Some((f.format_id, super::layout::features_of(lay.ecc_t)));
+    let medium = Some((f.format_id, lay.features()));
     for (seg, h) in grown_corrected {
         if header_fits(&h, &lay, medium) {
             f.segs[seg as usize].erase_count = h.erase_count;
@@ -402,6 +422,14 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                 "segment {seg} (grown bad): formatted {}, unlike the good segments ({})",
                 with_ecc(t),
                 with_ecc(lay.ecc_t)
+            )));
+        }
+        let live = h.features & FEATURE_LIVE_BYTE != 0;
+        if live != (lay.features() & FEATURE_LIVE_BYTE != 0) {
+            return Err(DevError::corrupt(format!(
+                "segment {seg} (grown bad): formatted {}, unlike the good segments ({})",
+                with_live(live),
+                with_live(!live)
             )));
         }
         if log.as_ref().is_some_and(|l| l.retired.contains(&seg)) {
@@ -847,6 +875,16 @@ fn with_ecc(t: u8) -> String {
     }
 }
 
+/// "with the live byte" or "with the live bit" (header-mode entries' live state, seven
+/// bits of the flags byte or bit 0 alone: `FEATURE_LIVE_BYTE`).
+fn with_live(byte: bool) -> &'static str {
+    if byte {
+        "with the live byte"
+    } else {
+        "with the live bit"
+    }
+}
+
 /// Refuse a header of a kind or with features this version does not know; otherwise the
 /// strength of the ECC its features record (0: none).
 fn refuse_unknown(seg: u32, h: &SegHeader) -> DevResult<u8> {
@@ -1240,8 +1278,8 @@ impl RecordRead {
 /// mount makes the same one, the first after the cut included (the sequence number it
 /// carries is then never handed out again). CRC-32C's distance over the 20 checksummed
 /// bytes (8) leaves six bits of detection beyond the corrected one.
-fn entry_flip(e: &[u8], logical: u64) -> Option<Record> {
-    one_bit_from(e, Record::decode_entry).filter(|r| (r.lbn as u64) < logical)
+fn entry_flip(e: &[u8], logical: u64, live: LiveFlag) -> Option<Record> {
+    one_bit_from(e, |w| Record::decode_entry(w, live)).filter(|r| (r.lbn as u64) < logical)
 }
 
 /// Spare mode: the record one bit from `b` (see [`one_bit_from`]) when it names a block of
@@ -1299,7 +1337,7 @@ fn for_each_record(
                 if all_erased(e) {
                     continue;
                 }
-                if let Some(r) = Record::decode_entry(e) {
+                if let Some(r) = Record::decode_entry(e, lay.live) {
                     visit(slot, RecordRead::Valid(r))?;
                     continue;
                 }
@@ -1315,14 +1353,14 @@ fn for_each_record(
                             got = RecordRead::Torn;
                             break;
                         }
-                        if let Some(r) = Record::decode_entry(e) {
+                        if let Some(r) = Record::decode_entry(e, lay.live) {
                             got = RecordRead::Valid(r);
                             break;
                         }
                     }
                     let w: [u8; ENTRY] = (&*e).try_into().expect("an entry");
                     if retries == 0 || seen.contains(&w) {
-                        if let Some(r) = entry_flip(e, logical) {
+                        if let Some(r) = entry_flip(e, logical, lay.live) {
                             got = RecordRead::Corrected(r);
                             break;
                         }

@@ -1348,7 +1348,7 @@ fn garbage_in_a_bad_segment_is_read_no_worse_than_in_a_good_one() {
         }),
         ("slot 1 beyond the capacity", |p| {
             let at = SEG_HEADER + ENTRY;
-            let mut r = Record::decode_entry(&p[at..at + ENTRY]).unwrap();
+            let mut r = Record::decode_entry(&p[at..at + ENTRY], layout::LiveFlag::Byte).unwrap();
             r.lbn = 1 << 30;
             p[at..at + ENTRY].copy_from_slice(&r.encode_entry());
         }),
@@ -2784,6 +2784,90 @@ fn unknown_features_and_mixed_ecc_are_refused() {
     // The same header as the others, grown bad: mounts (its records are read).
     assert_eq!(with(fresh(), layout::FEATURE_ECC, 0, true, &mut hdr), None);
     drop(nd);
+}
+
+/// The live-byte feature (header features bit 1) is the medium's: a header-mode segment
+/// whose header lacks it among segments that have it (or the other way round), good or
+/// grown bad, is refused naming the segment; a spare-mode medium whose header has it is
+/// refused (spare records have no live flag).
+#[test]
+fn mixed_or_misplaced_live_byte_features_are_refused() {
+    let (spec, cfg) = (
+        shrunk("intel-series2plus-24m", 12, 8),
+        FmsConfig {
+            block_size: 1024,
+            ..FmsConfig::default()
+        },
+    );
+    // Segment 2's header rewritten with `features` (grown bad when `bad`); the mount's
+    // error, if any.
+    let remount = |spec: &nand::DeviceSpec, cfg: &FmsConfig, features: u32, bad: bool| {
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        f.write_block(0, Some(&vec![1u8; cfg.block_size as usize]))
+            .unwrap();
+        f.flush().unwrap();
+        let mut nd = f.into_nand();
+        let first = nd.geometry().first_page(2);
+        let mut h = [0u8; SEG_HEADER];
+        nd.read(first, 0, &mut h).unwrap();
+        let mut hdr = SegHeader::decode(&h).unwrap().unwrap();
+        nd.erase(2).unwrap();
+        hdr.features = features;
+        nd.program(first, 0, nand::Data::Bytes(&hdr.encode()), None)
+            .unwrap();
+        let mut store = nd.into_store();
+        if bad {
+            let mut info = store.block_info(2);
+            info.bad = nand::BadState::Grown;
+            store.set_block_info(2, info).unwrap();
+        }
+        Fms::mount(Nand::open(spec.clone(), store).unwrap(), cfg.clone())
+            .err()
+            .map(|e| e.to_string())
+    };
+    let live = layout::FEATURE_LIVE_BYTE;
+    assert_eq!(remount(&spec, &cfg, live, false), None);
+    let e = remount(&spec, &cfg, 0, false).unwrap();
+    assert!(
+        e.contains("segment 2") && e.contains("with the live bit, unlike"),
+        "{e}"
+    );
+    let e = remount(&spec, &cfg, 0, true).unwrap();
+    assert!(e.contains("segment 2 (grown bad)"), "{e}");
+    let old = FmsConfig {
+        live_byte: false,
+        ..cfg.clone()
+    };
+    let e = remount(&spec, &old, live, false).unwrap();
+    assert!(
+        e.contains("segment 2") && e.contains("with the live byte, unlike"),
+        "{e}"
+    );
+    // Spare mode: every header with the bit (segment 0's, the first, is refused).
+    let spec = shrunk("nandsim-256m", 12, 32);
+    let cfg = FmsConfig {
+        block_size: 512,
+        ..FmsConfig::default()
+    };
+    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    f.flush().unwrap();
+    assert_eq!(f.lay.features(), 0, "spare mode: no live byte");
+    let mut nd = f.into_nand();
+    for seg in 0..12 {
+        let first = nd.geometry().first_page(seg);
+        let mut h = [0u8; SEG_HEADER];
+        nd.read(first, 0, &mut h).unwrap();
+        let mut hdr = SegHeader::decode(&h).unwrap().unwrap();
+        nd.erase(seg).unwrap();
+        hdr.features = live;
+        nd.program(first, 0, nand::Data::Bytes(&hdr.encode()), None)
+            .unwrap();
+    }
+    let e = Fms::mount(Nand::open(spec, nd.into_store()).unwrap(), cfg)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("segment 0") && e.contains("spare areas"), "{e}");
 }
 
 /// Checks for erased flash read again, and with ECC tolerate one 0 bit per 512 bytes:

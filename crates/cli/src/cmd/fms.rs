@@ -68,9 +68,9 @@ pub struct MountArgs {
     #[arg(long, default_value = "cat")]
     pub policy: String,
     /// How many times a read is made again when ECC finds a 512-byte chunk it cannot
-    /// correct, or a header, record or index entry fails its checksum, before the read
-    /// fails (or, at mount, the piece counts as torn). Bit flips in the device model are
-    /// transient, so a re-read usually succeeds.
+    /// correct before the read fails; a header, record, index entry or trim list that
+    /// fails its checksum is read again four times as often before it counts as torn. Bit
+    /// flips in the device model are transient, so a re-read usually succeeds.
     #[arg(long, default_value_t = FmsConfig::default().read_retries, value_name = "N")]
     pub read_retries: u8,
     /// Wear levelling while this command runs: when the most and least erased segments

@@ -110,9 +110,9 @@ pub struct TortureArgs {
     /// mount. Without --ecc a flipped data bit reaches the reader and is a violation.
     #[arg(long, default_value_t = 0.0, value_name = "P")]
     pub bitflip_rate: f64,
-    /// How many times the FMS reads again a chunk ECC cannot correct, or a header, record
-    /// or index entry that fails its checksum, before the read fails (at mount: before the
-    /// piece counts as torn).
+    /// How many times the FMS reads again a chunk ECC cannot correct before the read
+    /// fails; a header, record, index entry or trim list that fails its checksum is read
+    /// again four times as often before it counts as torn.
     #[arg(long, default_value_t = ftl::fms::FmsConfig::default().read_retries, value_name = "N")]
     pub read_retries: u8,
     /// Replay this block trace (msr, spc, blkparse, disksim, fio; e.g. one recorded with

@@ -673,3 +673,33 @@ fn old_media_still_mount_read_trim_and_write() {
     );
     assert_reads(&mut f, &data, "new medium, mounted with live_byte false");
 }
+
+/// The FMS's own structures are re-read `FmsConfig::meta_read_retries` times (four times
+/// the data's `read_retries`) before they count as torn: a segment header with two bits
+/// flipped for good is read 1 + 8 times by default, 1 + 4 with `read_retries` 1, once
+/// with 0, and the segment is then dirty.
+#[test]
+fn headers_are_re_read_four_times_as_often_as_data() {
+    let (_, spec, cfg) = media().remove(1);
+    for retries in [2u8, 1, 0] {
+        let cfg = FmsConfig {
+            read_retries: retries,
+            ..cfg.clone()
+        };
+        let (f, _) = written(&spec, &cfg, 40);
+        let seg = f.split(f.blocks[39].map).0;
+        assert!(seg > 0);
+        let first = spec.geometry.first_page(seg);
+        let mut store = f.into_nand().into_store();
+        flip(&mut *store, first, 12, 0x02);
+        flip(&mut *store, first, 50, 0x80);
+        let f = mount(&spec, &cfg, store);
+        assert_eq!(f.segs[seg as usize].state, SegState::Dirty);
+        assert_eq!(cfg.meta_read_retries(), 4 * retries as u32);
+        assert_eq!(
+            f.stats().read_retries,
+            cfg.meta_read_retries() as u64,
+            "read_retries {retries}"
+        );
+    }
+}

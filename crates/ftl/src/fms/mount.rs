@@ -693,7 +693,7 @@ fn read_trim_lists(f: &mut Fms, lists: &[(u32, u64)], best: &[Option<Best>]) -> 
         // corrects and retries first, and a list it cannot correct is unreadable, as a
         // list that does not decode is).
         let mut read = f.read_phys(phys, Some(&mut buf));
-        for _ in 0..f.cfg.read_retries {
+        for _ in 0..f.cfg.meta_read_retries() {
             if read.is_err() || TrimList::decode(&buf).is_some() {
                 break;
             }
@@ -841,7 +841,7 @@ pub(super) fn first_free_on_flash(f: &mut Fms, seg: u32) -> DevResult<(u32, bool
 }
 
 /// Read into `buf` with `read` until `ok` accepts what came back, at most
-/// `1 + read_retries` times; true when it did. A structure that fails its checksum is read
+/// `1 + meta_read_retries` times; true when it did. A structure that fails its checksum is read
 /// again before it counts as torn, and a page that does not read erased before it counts
 /// as programmed: the model's bit flips are transient (as are real read-disturb flips),
 /// and what a power cut left reads the same every time.
@@ -851,7 +851,7 @@ pub(super) fn read_until(
     mut read: impl FnMut(&mut Nand, &mut [u8]) -> nand::Result<()>,
     ok: impl Fn(&[u8]) -> bool,
 ) -> DevResult<bool> {
-    for t in 0..=f.cfg.read_retries {
+    for t in 0..=f.cfg.meta_read_retries() {
         if t > 0 {
             f.stats.read_retries += 1;
         }
@@ -954,7 +954,7 @@ impl HeaderRead {
 /// corrected by this mount and found dirty by the next.
 pub(super) fn read_header(f: &mut Fms, seg: u32) -> DevResult<HeaderRead> {
     let first = f.nand.geometry().first_page(seg);
-    let retries = f.cfg.read_retries;
+    let retries = f.cfg.meta_read_retries();
     let mut b = [0u8; SEG_HEADER];
     let mut seen: Vec<[u8; SEG_HEADER]> = Vec::new();
     for t in 0..=retries {
@@ -1014,7 +1014,7 @@ fn read_span(nand: &mut Nand, lay: &Layout, first: u64, off: u64, buf: &mut [u8]
 }
 
 /// True when every byte of page `ppn`, data and spare, is erased.
-/// A page counts as erased if any of `1 + read_retries` reads finds it so (a programmed
+/// A page counts as erased if any of `1 + meta_read_retries` reads finds it so (a programmed
 /// page cannot read erased through bit flips; an erased one can read programmed).
 pub(super) fn page_erased(f: &mut Fms, ppn: u64) -> DevResult<bool> {
     let raw = f.nand.geometry().raw_page_size() as usize;
@@ -1044,7 +1044,7 @@ fn erased(ecc: bool, b: &[u8]) -> bool {
 
 /// True when every byte of the slot (and, in spare mode, its pages' spare) is erased.
 /// Each piece (header mode: the slot's data; spare mode: each page's data and its spare)
-/// counts as erased if any of `1 + read_retries` reads finds it so, as in
+/// counts as erased if any of `1 + meta_read_retries` reads finds it so, as in
 /// [`page_erased`]. Spare-mode slots are whole pages, each read with its spare in one
 /// read (one page read of device time, where data and spare apart were two).
 pub(super) fn slot_erased(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
@@ -1058,7 +1058,7 @@ pub(super) fn slot_erased(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
         let p0 = first + off / geo.page_size as u64;
         for k in 0..lay.pages_per_slot as u64 {
             let (mut data, mut spare) = (false, false);
-            for t in 0..=f.cfg.read_retries {
+            for t in 0..=f.cfg.meta_read_retries() {
                 if t > 0 {
                     f.stats.read_retries += 1;
                 }
@@ -1307,7 +1307,7 @@ fn spare_flip(b: &[u8], logical: u64) -> Option<Record> {
 
 /// Call `visit` with each slot of `seg` whose record is not erased, in slot order, and
 /// what was read there. A record that neither decodes nor reads erased is read again (up
-/// to `read_retries` times); when two of those reads agree (the only read, when
+/// to `meta_read_retries` times); when two of those reads agree (the only read, when
 /// `read_retries` is 0), a record one bit from a valid one is corrected (header mode,
 /// [`entry_flip`]) or reported (spare mode, [`spare_flip`]). Reads agreeing leaves out
 /// the model's flips, which are transient: a torn record a flip brought one bit from
@@ -1326,7 +1326,7 @@ fn for_each_record(
     let geo = f.nand.geometry();
     let (slots, page_size) = (lay.slots, geo.page_size);
     let first = geo.first_page(seg);
-    let (retries, logical) = (f.cfg.read_retries, f.logical);
+    let (retries, logical) = (f.cfg.meta_read_retries(), f.logical);
     // A record read is accepted when erased, when it decodes, or when it is the pad
     // record; otherwise read again before it counts as torn.
     match lay.mode {

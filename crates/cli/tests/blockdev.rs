@@ -131,11 +131,29 @@ impl Mounted {
     }
 }
 
+/// `fusermount3 -u`, again while it fails and the mount is still there (up to 10 s): the
+/// kernel releases a file closed on the mount asynchronously, and until it has, the
+/// unmount fails busy (seen on a loaded machine: the server then never saw an unmount).
 fn unmount(mnt: &Path) {
-    let _ = Command::new("fusermount3")
-        .args(["-u", "-q", path_str(mnt)])
-        .stderr(Stdio::null())
-        .status();
+    let mounted = || {
+        let canon = std::fs::canonicalize(mnt).unwrap_or_else(|_| mnt.to_path_buf());
+        std::fs::read_to_string("/proc/mounts").is_ok_and(|m| {
+            m.lines()
+                .any(|l| l.split(' ').nth(1) == Some(path_str(&canon)))
+        })
+    };
+    let t = Instant::now();
+    loop {
+        let done = Command::new("fusermount3")
+            .args(["-u", "-q", path_str(mnt)])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if done || !mounted() || t.elapsed() > Duration::from_secs(10) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 impl Drop for Mounted {

@@ -117,8 +117,9 @@ pub struct FormatArgs {
     /// corrects one flipped bit per 512 bytes, reads again when it finds two, and fails
     /// rather than return wrong data when they stay. Three or more flips in one 512-byte
     /// chunk are beyond the code (an odd count is miscorrected): SLC-class error rates,
-    /// not MLC's (which need 4 bits per 512). Headers and spare records carry CRCs, not
-    /// codes. NAND devices whose spare area holds the codes (e.g. mlc2-2g, slc-large-1g;
+    /// not MLC's (which need 4 bits per 512). Segment headers carry the code too (up to
+    /// its strength in bits corrected at mount); spare records carry CRCs, not codes.
+    /// NAND devices whose spare area holds the codes (e.g. mlc2-2g, slc-large-1g;
     /// not the 16-byte spares of nandsim-256m). Later commands take it from the image.
     /// For MLC-class rates use --ecc-bits.
     #[arg(long)]

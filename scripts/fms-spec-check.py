@@ -115,7 +115,7 @@ COMPARE = [  # (info key, reader key)
     ("stale_live_copies", "stale_live_copies"),
     ("unreadable_trim_lists", "unreadable_trim_lists"),
     ("grown_bad_read", "grown_bad_read"), ("index_lost", "index_lost"), ("ecc", "ecc"),
-    ("ecc_code", "ecc_code"), ("live_flag", "live_flag"),
+    ("ecc_code", "ecc_code"), ("live_flag", "live_flag"), ("header_code", "header_code"),
 ]
 
 

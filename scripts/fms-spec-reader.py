@@ -1237,6 +1237,8 @@ class Fms:
             "ecc_corrected": self.ecc_corrected,
             # as fms info: how header-mode entries carry the live state
             "live_flag": ("byte" if self.live_byte else "bit") if self.mode == "header" else "none",
+            # as fms info: whether segment headers carry the medium's code (features bit 2)
+            "header_code": bool(self.header_code),
             "format_number": self.format_no,
             "next_seq": self.next_seq,
             "next_erase_seq": self.next_erase_seq,

@@ -20,7 +20,9 @@
    flipped for good on a live, a superseded and a trimmed block's copy, torn clears of the
    live byte, the medium rewritten in the old bit-0 encoding; torn records, pad
    records, torn trim lists, torn slots, dirty/unknown headers, grown-bad segments,
-   lost/duplicate index, ECC bit flips (BCH: 1, t, t + 1, ... bits of a chunk), ...): reader and flashkit must agree, or both
+   lost/duplicate index, ECC bit flips (BCH: 1, t, t + 1, ... bits of a chunk), header
+   codes (2..t bits of a data and of the index segment's header, or of header and code;
+   t + 1 bits; code bits only), ...): reader and flashkit must agree, or both
    refuse; `fms info`/`fms read` must leave the file unchanged.  Then --fuzz N randomly
    damaged copies (default 10).
 3. The docs' example tables, refused configurations, invalid inputs.
@@ -113,7 +115,7 @@ COMPARE = [  # (info key, reader key)
     ("stale_live_copies", "stale_live_copies"),
     ("unreadable_trim_lists", "unreadable_trim_lists"),
     ("grown_bad_read", "grown_bad_read"), ("index_lost", "index_lost"), ("ecc", "ecc"),
-    ("ecc_code", "ecc_code"), ("live_flag", "live_flag"),
+    ("ecc_code", "ecc_code"), ("live_flag", "live_flag"), ("header_code", "header_code"),
 ]
 
 
@@ -690,7 +692,7 @@ def mutations(m, rng):
 
         def bad_unknown_feature(m, g=g):
             m.set_state(g, 2)
-            m.header(g, features=f.hdrs[g]["features"] | 4)
+            m.header(g, features=f.hdrs[g]["features"] | 8)
         out.append(("seg %d grown bad with an unknown feature bit" % g, bad_unknown_feature))
         if f.index_seg is not None:
             def retired(m, g=g):
@@ -702,6 +704,37 @@ def mutations(m, rng):
                 m.put(f.index_seg * img.ppb + 1 + n // per_page, (n % per_page) * 16, bytes(e))
             out.append(("seg %d turned grown bad with a retired (kind-2) index entry%s"
                         % (g, " (spare mode)" if f.mode == "spare" else ""), retired))
+    if f.header_code:
+        # fms.md, "Segment header" and Mount step 1: a header that does not decode is
+        # corrected with its chunk's code (up to t bits of header and code), else by one
+        # bit; t + 1 bits in the header leave the segment dirty.
+        ht = f.header_code
+        hbits = 13 * ht if ht >= 2 else 24  # the code's bits (BCH: not the padding)
+
+        def hdr_flip(m, g, nh, nc):
+            p = g * img.ppb
+            for b in rng.sample(range(512), nh):
+                m.put(p, b // 8, bytes([m.get(p, b // 8, 1)[0] ^ (1 << b % 8)]))
+            for b in rng.sample(range(hbits), nc):
+                a = 16 + b // 8
+                m.put(p, a, bytes([m.get(p, a, 1, True)[0] ^ (1 << b % 8)]), True)
+        hsegs = [(x, "used seg %d" % x) for x in closed[:1]]
+        if f.index_seg is not None:
+            hsegs.append((f.index_seg, "index seg %d" % f.index_seg))
+        cname = "BCH-%d" % ht if ht >= 2 else "SEC-DED"
+        for hg, what in hsegs:
+            for nh, nc in sorted({(2, 0), (ht, 0), (ht - 1, 1), (1, ht - 1)}):
+                if nh + nc < 2 or nh < 1 or nc < 0 or nh + nc > ht:
+                    continue
+                out.append(("header code (%s): %d header bit(s)%s of %s flipped (corrected)"
+                            % (cname, nh, " + %d code bit(s)" % nc if nc else "", what),
+                            lambda m, g=hg, nh=nh, nc=nc: hdr_flip(m, g, nh, nc)))
+            out.append(("header code (%s): %d header bits (t + 1) of %s flipped (dirty)" % (cname, ht + 1, what),
+                        lambda m, g=hg: hdr_flip(m, g, ht + 1, 0)))
+            out.append(("header code (%s): %d code bit(s) only of %s flipped (corrected)" % (cname, ht, what),
+                        lambda m, g=hg: hdr_flip(m, g, 0, ht)))
+            out.append(("header code (%s): 1 header bit and %d code bits of %s flipped (corrected)"
+                        % (cname, ht + 1, what), lambda m, g=hg: hdr_flip(m, g, 1, ht + 1)))
     if f.index_seg is not None:
         ix = f.index_seg
         out.append(("index segment %d header erased (lost index)" % ix, lambda m: m.seg_put(ix, 0, b"\xff" * 64)))
@@ -1032,7 +1065,7 @@ def invalid_inputs(binary, scratch):
 
     def unknown_feature(b):
         h = bytearray(x ^ 0xFF for x in b[seg1:seg1 + 64])
-        h[48] |= 4
+        h[48] |= 8
         h[60:64] = reader.crc32c(bytes(h[0:60])).to_bytes(4, "little")
         b[seg1:seg1 + 64] = bytes(x ^ 0xFF for x in h)
         return b

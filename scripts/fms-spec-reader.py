@@ -16,7 +16,9 @@ streams the index entries may name; default: any).  With ECC, a single flipped b
 512 bytes (BCH-t: up to t) is corrected, an uncorrectable block is an error and a trim
 list holding an uncorrectable chunk is unreadable, as flashkit does.  Header-mode
 entries' live state is read as the headers' features say: bit 0 alone, or with the live
-byte (features bit 1) a majority of bits 0 and 2..7.
+byte (features bit 1) a majority of bits 0 and 2..7.  A segment header that does not
+decode is corrected with the code its page's first chunk carries (features bit 2, up to
+the medium's strength in bits), else by one bit (CRC search), as flashkit does.
 Any invalid input gives a one-line error on stderr and exit status 1.
 
 The mount is read-only: the repairs mount would make (clearing stale live bits,
@@ -417,8 +419,9 @@ TRIM_MAGIC = 0x544D5346
 INDEX_MAGIC = 0x1DE5
 
 
-FEATURES_KNOWN = 0x1F3  # bit 0 ECC, bit 1 live byte, bits 4..8 BCH strength
+FEATURES_KNOWN = 0x1F7  # bit 0 ECC, bit 1 live byte, bit 2 header code, bits 4..8 BCH strength
 LIVE_BYTE = 0x02  # features bit 1 (fms.md, "Header-mode entry")
+HEADER_CODE = 0x04  # features bit 2 (fms.md, "Segment header")
 
 
 def features_error(f):
@@ -432,7 +435,40 @@ def features_error(f):
         return "has a BCH strength (%d) without the ECC bit" % t
     if t == 1 or t > 8:
         return "has BCH strength %d (not 2..8)" % t
+    if f & HEADER_CODE and not f & 1:
+        return "has the header-code bit without the ECC bit"
     return None
+
+
+def header_code_t(f):
+    """fms.md, segment header offset 48, bit 2: the strength of the code the header's
+    first chunk carries (1 SEC-DED, 2..8 BCH), or 0 when it carries none."""
+    if not (f & HEADER_CODE and f & 1) or features_error(f):
+        return 0
+    return ((f >> 4) & 0x1F) or 1
+
+
+def header_chunk_code(t, hdr):
+    """fms.md, "Segment header": the code of strength t of a header page's first chunk
+    (the 64 header bytes, then 448 bytes of 0xFF)."""
+    chunk = bytes(hdr) + ff(448)
+    return bch(t).code(chunk) if t >= 2 else smartmedia_ecc(chunk)
+
+
+def header_by_code(t, chunk, code):
+    """fms.md, Mount step 1: the header a header page's first chunk and its code of
+    strength t correct to (the chunk corrects, its bytes 64..512 read 0xFF, the header
+    decodes and says it carries a code of strength t), else None."""
+    if t >= 2:
+        fixed, st, _ = bch(t).correct(chunk, code)
+    else:
+        fixed, st = ecc_correct(chunk, code)
+    if st == "uncorrectable" or fixed[64:] != ff(448):
+        return None
+    h = decode_seg_header(fixed[:64])
+    if not isinstance(h, dict) or header_code_t(h["features"]) != t:
+        return None
+    return h
 
 
 def decode_seg_header(b):
@@ -698,12 +734,20 @@ class Fms:
         # fms.md, Mount step 1: a header one bit from a valid one is read corrected when
         # it fits the medium (kind 0 or 1, known features, the block size, slots, format
         # number and features of the first good segment's uncorrected header).
+        # With the header-code feature (bit 2, from that header), the code of the medium's
+        # strength first: up to t bits of the header's first chunk and its code.
         self.corrected_headers = []
+        ht = header_code_t(first["features"]) if img.nop != 0 else 0
         for g in range(nseg):
             if hdrs[g] != "unreadable":
                 continue
-            h = one_bit_from(img.seg_bytes(g, 0, 64),
-                             lambda w: (lambda d: d if isinstance(d, dict) else None)(decode_seg_header(w)))
+            h = None
+            if ht:
+                cb = bch(ht).nbytes if ht >= 2 else 3
+                h = header_by_code(ht, img.seg_bytes(g, 0, 512), img.page_spare(g * img.ppb, 16, cb))
+            if h is None:
+                h = one_bit_from(img.seg_bytes(g, 0, 64),
+                                 lambda w: (lambda d: d if isinstance(d, dict) else None)(decode_seg_header(w)))
             if (h is not None and h["kind"] <= 1 and features_error(h["features"]) is None
                     and h["block_size"] == first["block_size"] and h["slots"] == first["slots"]
                     and h["format"] == first["format"] and h["features"] == first["features"]):
@@ -727,12 +771,15 @@ class Fms:
             if img.state[g] == 2 and hdrs[g]["kind"] != 0:
                 continue
             if (hdrs[g]["features"] & FEATURES_KNOWN) != (first["features"] & FEATURES_KNOWN):
-                raise SpecError("segment %d: ECC feature bit, live-byte bit or BCH strength differs from segment %d's"
+                raise SpecError("segment %d: ECC feature bit, live-byte bit, header-code bit or BCH strength differs from segment %d's"
                                 % (g, good_valid[0]))
         self.ecc = bool(first["features"] & 1)
         self.live_byte = bool(first["features"] & LIVE_BYTE)
         if self.live_byte and self.mode != "header":
             raise SpecError("live-byte feature on a spare-mode (nop >= 1) device")
+        self.header_code = header_code_t(first["features"])
+        if first["features"] & HEADER_CODE and self.mode != "spare":
+            raise SpecError("header-code feature on a header-mode (nop = 0) device")
         self.bch_t = (first["features"] >> 4) & 0x1F
         self.bch = bch(self.bch_t) if self.bch_t else None
         self.code_bytes = self.bch.nbytes if self.bch else 3
@@ -1051,7 +1098,14 @@ class Fms:
                 v("segment %d: format number %d differs from the first header's %d" % (g, hd["format"], self.format_no))
             if self.roles[g] == "index" or (self.roles[g] == "data" and self.mode == "spare"):
                 rest = img.page_data(g * ppb, 64)
-                if rest != ff(len(rest)) or (ss and img.page_spare(g * ppb) != ff(ss)):
+                spare = img.page_spare(g * ppb) if ss else b""
+                if self.header_code and g not in self.corrected_headers:
+                    # fms.md: the code of the header's chunk at spare offset 16
+                    code = header_chunk_code(self.header_code, img.seg_bytes(g, 0, 64))
+                    if spare[16:16 + len(code)] != code:
+                        v("segment %d: page 0's spare does not hold the header's code" % g)
+                    spare = spare[:16] + ff(len(code)) + spare[16 + len(code):]
+                if rest != ff(len(rest)) or spare != ff(len(spare)):
                     v("segment %d: page 0 holds more than the segment header" % g)
             if self.roles[g] != "data":
                 continue
@@ -1183,6 +1237,8 @@ class Fms:
             "ecc_corrected": self.ecc_corrected,
             # as fms info: how header-mode entries carry the live state
             "live_flag": ("byte" if self.live_byte else "bit") if self.mode == "header" else "none",
+            # as fms info: whether segment headers carry the medium's code (features bit 2)
+            "header_code": bool(self.header_code),
             "format_number": self.format_no,
             "next_seq": self.next_seq,
             "next_erase_seq": self.next_erase_seq,

@@ -1749,3 +1749,69 @@ fn format_and_info_name_the_live_flag() {
         (Some("bit"), Some(0))
     );
 }
+
+/// `fms format` and `fms info` say whether segment headers carry the medium's code
+/// (`header_code`, header features bit 2): yes on a new format with ECC, no without ECC,
+/// and no on an ECC medium formatted before header codes (made here through the library,
+/// `FmsConfig::header_code = false`), which the CLI still writes and reads, its headers
+/// staying without a code.
+#[test]
+fn format_and_info_say_whether_headers_carry_a_code() {
+    let dir = tempfile::tempdir().unwrap();
+    for (ecc, want) in [(Some("4"), true), (Some("1"), true), (None, false)] {
+        let img = dir.path().join(format!("mlc-{ecc:?}.img"));
+        let s = path_str(&img);
+        ok(flashkit([
+            "nand", "format", s, "--device", "mlc2-2g", "--blocks", "12",
+        ]));
+        let mut args = vec!["fms", "format", s, "--json"];
+        if let Some(t) = ecc {
+            args.extend(["--ecc-bits", t]);
+        }
+        let v = json(&ok(flashkit(args)));
+        assert_eq!(v["header_code"], want, "{ecc:?}");
+        let v = json(&ok(flashkit(["fms", "info", s, "--json"])));
+        assert_eq!(v["header_code"], want, "{ecc:?}");
+        let t = text(&ok(flashkit(["fms", "info", s])).stdout);
+        let line = t.lines().find(|l| l.contains("header code")).unwrap();
+        assert_eq!(line.contains("yes"), want, "{line}");
+    }
+    let img = dir.path().join("old.img");
+    let spec = nand::DeviceSpec::preset("mlc2-2g").map(|mut s| {
+        s.geometry.blocks = 12;
+        s
+    });
+    let nd = nand::image::create_device(&img, &spec.unwrap(), false).unwrap();
+    let cfg = ftl::fms::FmsConfig {
+        ecc: true,
+        ecc_strength: 4,
+        header_code: false,
+        ..ftl::fms::FmsConfig::default()
+    };
+    let mut f = ftl::fms::Fms::format(nd, cfg).unwrap();
+    nand::blockdev::BlockDevice::flush(&mut f).unwrap();
+    drop(f);
+    let s = path_str(&img);
+    let t = text(&ok(flashkit(["fms", "info", s])).stdout);
+    assert!(t.contains("formatted before header codes"), "{t}");
+    let data = pattern(300_000, 5);
+    let input = dir.path().join("d.bin");
+    std::fs::write(&input, &data).unwrap();
+    for _ in 0..16 {
+        ok(flashkit(["fms", "write", s, "--input", path_str(&input)]));
+    }
+    let out = dir.path().join("o.bin");
+    ok(flashkit([
+        "fms",
+        "read",
+        s,
+        "--length",
+        &data.len().to_string(),
+        "--output",
+        path_str(&out),
+    ]));
+    assert!(std::fs::read(&out).unwrap() == data);
+    let v = json(&ok(flashkit(["fms", "info", s, "--json"])));
+    assert_eq!(v["header_code"], false);
+    assert!(v["wear_max"].as_u64().unwrap() > 1, "the cleaner ran: {v}");
+}

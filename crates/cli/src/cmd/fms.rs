@@ -117,8 +117,9 @@ pub struct FormatArgs {
     /// corrects one flipped bit per 512 bytes, reads again when it finds two, and fails
     /// rather than return wrong data when they stay. Three or more flips in one 512-byte
     /// chunk are beyond the code (an odd count is miscorrected): SLC-class error rates,
-    /// not MLC's (which need 4 bits per 512). Headers and spare records carry CRCs, not
-    /// codes. NAND devices whose spare area holds the codes (e.g. mlc2-2g, slc-large-1g;
+    /// not MLC's (which need 4 bits per 512). Segment headers carry the code too (up to
+    /// its strength in bits corrected at mount); spare records carry CRCs, not codes.
+    /// NAND devices whose spare area holds the codes (e.g. mlc2-2g, slc-large-1g;
     /// not the 16-byte spares of nandsim-256m). Later commands take it from the image.
     /// For MLC-class rates use --ecc-bits.
     #[arg(long)]
@@ -156,6 +157,9 @@ pub struct FormatReport {
     /// byte, read by majority: header features bit 1, every new header-mode format),
     /// `bit` (bit 0 alone: media formatted before it), `none` (spare mode).
     pub live_flag: String,
+    /// Whether segment headers carry the medium's code (header features bit 2: every new
+    /// format with ECC), so that mount corrects as many bits of a header as of data.
+    pub header_code: bool,
     /// Device time the format took (erasing every good segment, writing the headers).
     pub format_time_s: f64,
 }
@@ -443,6 +447,7 @@ fn format(a: FormatArgs) -> Result<()> {
         ecc: fms.layout().ecc(),
         ecc_code: ftl::fms::layout::ecc_name(fms.layout().ecc_t),
         live_flag: live_flag(fms.layout()),
+        header_code: fms.layout().header_code_t().is_some(),
         format_time_s: fms.nand().clock_s(),
     };
     if let Some(p) = &a.report.csv {
@@ -559,6 +564,9 @@ pub struct FmsInfo {
     /// How header-mode entries carry their live state: `byte`, `bit` or `none` (as `fms
     /// format` reports it).
     pub live_flag: String,
+    /// Whether segment headers carry the medium's code (as `fms format` reports it;
+    /// `false` on media formatted before it, and without ECC).
+    pub header_code: bool,
     /// Reads the mount made again because a header, record, index entry or trim list
     /// failed its checksum, or a page did not read erased (a power cut's traces, or flips).
     pub read_retries: u64,
@@ -658,6 +666,7 @@ fn info(a: InfoArgs) -> Result<()> {
         ecc: fms.layout().ecc(),
         ecc_code: ftl::fms::layout::ecc_name(fms.layout().ecc_t),
         live_flag: live_flag(fms.layout()),
+        header_code: fms.layout().header_code_t().is_some(),
         read_retries: fms.stats().read_retries,
         mount_paths: fms.mount_report().counts(),
         corrected_headers: fms.mount_report().corrected_headers.clone(),
@@ -696,6 +705,16 @@ fn info(a: InfoArgs) -> Result<()> {
             },
         )
         .add("live flag", live_flag_text(&r.live_flag))
+        .add(
+            "header code",
+            if r.header_code {
+                "yes (each segment header's page carries the medium's code: its bits are corrected as data's)"
+            } else if r.ecc {
+                "no (formatted before header codes: one bit of a header corrected, by CRC search)"
+            } else {
+                "no"
+            },
+        )
         .add(
             "tombstones",
             format!("{} in {} trim list(s)", r.tombstones, r.trim_lists),

@@ -179,13 +179,16 @@ impl Fms {
             // mounts, and this read would change its device time.
             // A corrected header counts when it is of this medium, as at mount.
             let medium = Some((self.format_id, self.lay.features()));
-            self.segs[seg as usize].erase_count = match mount::read_header(self, seg)? {
-                mount::HeaderRead::Valid(h) => h.erase_count,
-                mount::HeaderRead::Corrected(h) if mount::header_fits(&h, &self.lay, medium) => {
-                    h.erase_count
-                }
-                _ => 0,
-            };
+            self.segs[seg as usize].erase_count =
+                match mount::read_header(self, seg, self.lay.header_code_t())? {
+                    mount::HeaderRead::Valid(h) => h.erase_count,
+                    mount::HeaderRead::Corrected(h)
+                        if mount::header_fits(&h, &self.lay, medium) =>
+                    {
+                        h.erase_count
+                    }
+                    _ => 0,
+                };
         }
         self.segs[seg as usize].valid = 0;
         self.set_bad(seg);

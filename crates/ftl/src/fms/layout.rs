@@ -60,8 +60,17 @@ pub const FEATURE_ECC: u32 = 1;
 /// header-mode formats set it (`FmsConfig::live_byte`); a reader that does not know it
 /// refuses the medium (an unknown bit) rather than take a cleared entry's bit 0 alone.
 pub const FEATURE_LIVE_BYTE: u32 = 2;
+/// Segment header features word, bit 2 (spare mode with [`FEATURE_ECC`] only; after stop
+/// 22): the header page's first 512-byte chunk (the header and 448 bytes of `0xFF`)
+/// carries the medium's code, at spare offset [`ECC_SPARE_OFFSET`] of page 0, programmed
+/// with the header. Mount corrects a header that does not decode with it (up to the
+/// code's strength in bits), where it corrected one bit by CRC search alone. New
+/// spare-mode formats with ECC set it (`FmsConfig::header_code`); a reader that does not
+/// know it refuses the medium (an unknown bit).
+pub const FEATURE_HEADER_CODE: u32 = 4;
 /// The feature bits this version reads; a medium with others is refused at mount.
-pub const FEATURES_KNOWN: u32 = FEATURE_ECC | FEATURE_LIVE_BYTE | FEATURE_BCH_MASK;
+pub const FEATURES_KNOWN: u32 =
+    FEATURE_ECC | FEATURE_LIVE_BYTE | FEATURE_HEADER_CODE | FEATURE_BCH_MASK;
 /// Features bits 4..8, with [`FEATURE_ECC`]: the strength of the code, bits corrected per
 /// 512 bytes, when it is a BCH code (2..=8; `nand::bch`); 0 for the SEC-DED code (stop 21;
 /// zero before). A reader from before stop 21 refuses such a medium (an unknown bit)
@@ -95,6 +104,15 @@ pub fn ecc_strength_of(features: u32) -> Result<u8, String> {
                 " without the ECC bit"
             }
         )),
+    }
+}
+
+/// The strength of the code a header whose features are `features` carries on its first
+/// chunk ([`FEATURE_HEADER_CODE`]), or `None` when it carries none (no bit, or no ECC).
+pub fn header_code_of(features: u32) -> Option<u8> {
+    match ecc_strength_of(features) {
+        Ok(t) if t > 0 && features & FEATURE_HEADER_CODE != 0 => Some(t),
+        _ => None,
     }
 }
 
@@ -227,6 +245,10 @@ pub struct Layout {
     /// [`FEATURE_LIVE_BYTE`]: new formats, and mounts of media whose headers have it;
     /// [`LiveFlag::Bit`] otherwise). Always [`LiveFlag::Bit`] in spare mode.
     pub live: LiveFlag,
+    /// Spare mode with ECC: segment headers carry the code of their page's first chunk
+    /// ([`FEATURE_HEADER_CODE`]: new formats, and mounts of media whose headers have it).
+    /// Without ECC, or in header mode, it has no effect ([`Layout::features`]).
+    pub header_code: bool,
 }
 
 impl Layout {
@@ -350,6 +372,7 @@ impl Layout {
                 page_slots: None,
                 ecc_t: 0,
                 live: LiveFlag::Byte,
+                header_code: true,
             }
             .derived())
         } else {
@@ -391,6 +414,7 @@ impl Layout {
                 page_slots: None,
                 ecc_t: 0,
                 live: LiveFlag::Bit,
+                header_code: true,
             }
             .derived())
         }
@@ -410,15 +434,39 @@ impl Layout {
         }
     }
 
+    /// The layout with segment headers that carry a code ([`FEATURE_HEADER_CODE`]) or
+    /// not (media formatted before the feature).
+    pub fn with_header_code(self, code: bool) -> Layout {
+        Layout {
+            header_code: code,
+            ..self
+        }
+    }
+
     /// The features word of this layout's segment headers: the code
     /// ([`features_of`]) and, in header mode with [`LiveFlag::Byte`],
-    /// [`FEATURE_LIVE_BYTE`].
+    /// [`FEATURE_LIVE_BYTE`]; in spare mode with ECC and [`Layout::header_code`],
+    /// [`FEATURE_HEADER_CODE`].
     pub fn features(&self) -> u32 {
         let live = match (self.mode, self.live) {
             (RecordMode::Header, LiveFlag::Byte) => FEATURE_LIVE_BYTE,
             _ => 0,
         };
-        features_of(self.ecc_t) | live
+        features_of(self.ecc_t) | live | self.header_code_feature()
+    }
+
+    /// [`FEATURE_HEADER_CODE`] when this layout's headers carry a code, else 0.
+    fn header_code_feature(&self) -> u32 {
+        if self.mode == RecordMode::Spare && self.ecc_t > 0 && self.header_code {
+            FEATURE_HEADER_CODE
+        } else {
+            0
+        }
+    }
+
+    /// The strength of the code segment headers carry (`None`: they carry none).
+    pub fn header_code_t(&self) -> Option<u8> {
+        header_code_of(self.features())
     }
 
     /// The layout with ECC codes of strength `t` (bits corrected per 512 bytes: 1 SEC-DED,

@@ -102,6 +102,13 @@ pub struct FmsConfig {
     /// builds without it still mount: for tests of old media. A mount takes it from the
     /// medium; spare mode has no live flag and ignores it. Default `true`.
     pub live_byte: bool,
+    /// Format only, spare mode with ECC: segment headers carry the medium's code over
+    /// their page's first 512 bytes, so that mount corrects up to the code's strength in
+    /// a header's bits (`layout::FEATURE_HEADER_CODE`, `docs/format/fms.md`, "Segment
+    /// header"). `false` formats headers without it, as media from before the feature,
+    /// which flashkit builds without it still mount: for tests of old media. A mount takes
+    /// it from the medium. Default `true`.
+    pub header_code: bool,
     /// Reads of a structure that fails its checksum or its ECC, after the first, before it
     /// counts as torn or the read fails (the model's bit flips are transient, as read
     /// disturb and most real flips are): 2 by default.
@@ -160,6 +167,7 @@ impl Default for FmsConfig {
             ecc: false,
             ecc_strength: 1,
             live_byte: true,
+            header_code: true,
             scrub_threshold: None,
             read_retries: 2,
             index_wear_gap: Some(8),
@@ -684,16 +692,36 @@ impl Fms {
         // the medium, grown-bad segments included (they keep their content), so that this
         // format's number is new to every header a mount may read.
         let mut last_format = 0u64;
+        // The code the old medium's headers carry (`layout::FEATURE_HEADER_CODE`), from its
+        // first header that decodes; headers that did not decode before it was known are
+        // read again with it.
+        let mut code = None;
+        let mut unread = Vec::new();
         for s in 0..f.lay.segments {
             let grown = f.nand.block_info(s).bad == BadState::Grown;
             if f.nand.is_bad(s) && !grown {
                 continue;
             }
-            // A header one bit from valid counts (`mount::read_header`): a mount may take
-            // a grown-bad segment's corrected header for this format's.
-            let old = mount::read_header(&mut f, s)?.header();
+            // A corrected header counts (`mount::read_header`): a mount may take a
+            // grown-bad segment's corrected header for this format's.
+            let read = mount::read_header(&mut f, s, code)?;
+            if let mount::HeaderRead::Valid(h) = read {
+                code = code.or(layout::header_code_of(h.features));
+            }
+            if read == mount::HeaderRead::Unreadable && code.is_none() {
+                unread.push(s);
+            }
+            let old = read.header();
             f.segs[s as usize].erase_count = old.map_or(0, |h| h.erase_count);
             last_format = last_format.max(old.map_or(0, |h| h.format_id));
+        }
+        if code.is_some() {
+            for s in unread {
+                if let Some(h) = mount::read_header(&mut f, s, code)?.header() {
+                    f.segs[s as usize].erase_count = h.erase_count;
+                    last_format = last_format.max(h.format_id);
+                }
+            }
         }
         f.format_id = last_format.wrapping_add(1).max(1);
         for s in 0..f.lay.segments {
@@ -1743,10 +1771,19 @@ impl Fms {
         };
         self.erase_seq = self.erase_seq.saturating_add(1);
         let first = self.nand.geometry().first_page(seg);
-        match self
-            .nand
-            .program(first, 0, Data::Bytes(&hdr.encode()), None)
-        {
+        let bytes = hdr.encode();
+        // With a header code (`layout::FEATURE_HEADER_CODE`), the code of the page's first
+        // chunk goes into page 0's spare in the same program (one program per page on
+        // NOP-1 devices). Storage mode only: the simulator never mounts, and programs no
+        // code.
+        let code = match self.lay.header_code_t() {
+            Some(t) if self.nand.store().keeps_payload() => Some(header_code(t, &bytes)),
+            _ => None,
+        };
+        let spare = code
+            .as_deref()
+            .map(|c| (layout::ECC_SPARE_OFFSET as u32, c));
+        match self.nand.program(first, 0, Data::Bytes(&bytes), spare) {
             Ok(()) => Ok(true),
             Err(NandError::ProgramFailed { .. }) => {
                 self.went_bad(seg, kind, true)?;
@@ -1755,6 +1792,16 @@ impl Fms {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// The code of strength `t` of a header page's first 512-byte chunk: the 64-byte
+/// header `hdr` followed by 448 bytes of `0xFF` (`layout::FEATURE_HEADER_CODE`).
+pub(super) fn header_code(t: u8, hdr: &[u8; SEG_HEADER]) -> Vec<u8> {
+    let mut chunk = [0xFFu8; nand::ecc::ECC_CHUNK];
+    chunk[..SEG_HEADER].copy_from_slice(hdr);
+    let mut code = vec![0u8; nand::ecc::code_bytes(t)];
+    nand::ecc::compute_page_t(t, &chunk, &mut code).expect("one whole chunk");
+    code
 }
 
 /// RAM per logical block of the FMS's translation table (a [`BlockRow`]).
@@ -1947,5 +1994,7 @@ impl BlockDevice for Fms {
 
 #[cfg(test)]
 mod flip_tests;
+#[cfg(test)]
+mod header_code_tests;
 #[cfg(test)]
 mod tests;

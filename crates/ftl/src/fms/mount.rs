@@ -35,9 +35,10 @@ use nand::blockdev::{DevError, DevResult};
 use nand::{BadState, Nand};
 
 use super::layout::{
-    ecc_name, ecc_strength_of, medium_time_ps, one_bit_from, IndexEntry, Layout, LiveFlag, Record,
-    RecordMode, SegHeader, TrimList, ENTRY, FEATURES_KNOWN, FEATURE_LIVE_BYTE, INDEX_ENTRY,
-    PAD_RECORD, SEG_HEADER, SPARE_RECORD, TRIM_LIST_LBN,
+    ecc_name, ecc_strength_of, header_code_of, medium_time_ps, one_bit_from, IndexEntry, Layout,
+    LiveFlag, Record, RecordMode, SegHeader, TrimList, ECC_SPARE_OFFSET, ENTRY, FEATURES_KNOWN,
+    FEATURE_HEADER_CODE, FEATURE_LIVE_BYTE, INDEX_ENTRY, PAD_RECORD, SEG_HEADER, SPARE_RECORD,
+    TRIM_LIST_LBN,
 };
 use super::trims::{ListSlot, Tomb};
 use super::{Fms, FmsConfig, IndexLog, SegState, Tail, NONE};
@@ -213,29 +214,46 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     // when a corrected header comes first): what a corrected header must match.
     let mut medium: Option<SegHeader> = None;
     let mut looked_ahead = false;
+    // Grown-bad segments whose header did not decode before the medium's header code was
+    // known: read again with it once the loop is done.
+    let mut grown_unread: Vec<u32> = Vec::new();
     for seg in 0..lay.segments {
         let si = seg as usize;
+        // The code the medium's headers carry (`FEATURE_HEADER_CODE`), known from its first
+        // header that decodes without correction.
+        let code = medium.and_then(|m| header_code_of(m.features));
         if f.nand.is_bad(seg) {
             f.segs[si].state = SegState::Bad;
             f.segs[si].next = slots;
             if f.nand.block_info(seg).bad == BadState::Grown {
-                match read_header(&mut f, seg)? {
+                match read_header(&mut f, seg, code)? {
                     HeaderRead::Valid(h) => {
                         f.segs[si].erase_count = h.erase_count;
                         grown.push((seg, h));
                     }
                     HeaderRead::Corrected(h) => grown_corrected.push((seg, h)),
+                    HeaderRead::Unreadable if medium.is_none() => grown_unread.push(seg),
                     HeaderRead::Erased | HeaderRead::Unreadable => {}
                 }
             }
             continue;
         }
-        let h = match read_header(&mut f, seg)? {
+        let mut read = read_header(&mut f, seg, code)?;
+        if read == HeaderRead::Unreadable && medium.is_none() && !looked_ahead {
+            // The medium's header code is not known yet: look ahead for its first header
+            // that decodes, and read this one again with the code it says.
+            looked_ahead = true;
+            medium = first_valid_after(&mut f, seg)?;
+            if let Some(t) = medium.and_then(|m| header_code_of(m.features)) {
+                read = read_header(&mut f, seg, Some(t))?;
+            }
+        }
+        let h = match read {
             HeaderRead::Valid(h) => {
                 medium.get_or_insert(h);
                 h
             }
-            // A bit flipped for good (`read_header` says why a correction is safe): the
+            // Bits flipped for good (`read_header` says why a correction is safe): the
             // segment is used as it is, its header left as it is on flash (mount writes
             // nothing for it), until it is next erased.
             HeaderRead::Corrected(h) => {
@@ -299,6 +317,24 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                 with_ecc(lay.ecc_t)
             )));
         }
+        let hcode = h.features & FEATURE_HEADER_CODE != 0;
+        if hcode && (lay.mode != RecordMode::Spare || t == 0) {
+            return Err(DevError::corrupt(format!(
+                "segment {seg}: header features {:#x} say header code, which needs ECC in spare mode: written for another device, or corrupt",
+                h.features
+            )));
+        }
+        if !any_header {
+            lay = lay.with_header_code(hcode);
+            f.lay = lay.clone();
+            f.cfg.header_code = hcode;
+        } else if hcode != lay.header_code {
+            return Err(DevError::corrupt(format!(
+                "segment {seg}: formatted {}, unlike the segments before it ({})",
+                with_header_code(hcode),
+                with_header_code(!hcode)
+            )));
+        }
         any_header = true;
         format_id.get_or_insert(h.format_id);
         f.segs[si].erase_count = h.erase_count;
@@ -348,6 +384,14 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         ));
     }
     f.format_id = format_id.unwrap_or(0);
+    // Grown-bad segments read before the medium's header code was known: again, with it.
+    if let Some(t) = lay.header_code_t() {
+        for seg in grown_unread {
+            if let HeaderRead::Corrected(h) = read_header(&mut f, seg, Some(t))? {
+                grown_corrected.push((seg, h));
+            }
+        }
+    }
     // Corrected headers of grown-bad segments: taken when they are of this format (and
     // then read as a valid one is), as `Fms::went_bad` does.
     let medium = Some((f.format_id, lay.features()));
@@ -430,6 +474,14 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                 "segment {seg} (grown bad): formatted {}, unlike the good segments ({})",
                 with_live(live),
                 with_live(!live)
+            )));
+        }
+        let hcode = h.features & FEATURE_HEADER_CODE != 0;
+        if hcode != (lay.features() & FEATURE_HEADER_CODE != 0) {
+            return Err(DevError::corrupt(format!(
+                "segment {seg} (grown bad): formatted {}, unlike the good segments ({})",
+                with_header_code(hcode),
+                with_header_code(!hcode)
             )));
         }
         if log.as_ref().is_some_and(|l| l.retired.contains(&seg)) {
@@ -885,6 +937,15 @@ fn with_live(byte: bool) -> &'static str {
     }
 }
 
+/// "with header codes" or "without header codes" (`FEATURE_HEADER_CODE`).
+fn with_header_code(code: bool) -> &'static str {
+    if code {
+        "with header codes"
+    } else {
+        "without header codes"
+    }
+}
+
 /// Refuse a header of a kind or with features this version does not know; otherwise the
 /// strength of the ECC its features record (0: none).
 fn refuse_unknown(seg: u32, h: &SegHeader) -> DevResult<u8> {
@@ -934,7 +995,10 @@ impl HeaderRead {
 }
 
 /// Read a segment header, again while it does not decode (as [`read_until`] does), and
-/// correct a single bit flipped for good.
+/// correct it: with `code` (the strength of the code the medium's headers carry,
+/// [`layout::FEATURE_HEADER_CODE`], when the caller knows it), up to that many bits of
+/// its page's first chunk with the code; otherwise, or when the code cannot, a single bit
+/// flipped for good by CRC search.
 ///
 /// Why correcting one bit is safe under the device's fault model: a torn erase erases
 /// whole pages (the header's page is erased, or keeps the header it had), and a torn
@@ -944,19 +1008,30 @@ impl HeaderRead {
 /// the same as a program that completed before the cut (a case mount already handles).
 /// CRC-32C's Hamming distance (6 over 64 bytes) makes the flipped bit unique and leaves
 /// four more bits of detection: a torn header missing 2 to 4 bits is never taken for
-/// another header. Two bits are not corrected: that would leave three bits of detection
-/// and make a torn header that happens to lie two bits from a different valid one some
-/// 250 times likelier to be miscorrected, for a failure (two flips for good in one
-/// 64-byte header) much rarer than the one fixed.
+/// another header. Two bits are not corrected by CRC search: that would leave three bits
+/// of detection and make a torn header that happens to lie two bits from a different
+/// valid one some 250 times likelier to be miscorrected, for a failure (two flips for
+/// good in one 64-byte header) much rarer than the one fixed.
+///
+/// Why correcting with the code is safe: the header and its code are one program, alone
+/// in it, after the segment's erase; a torn one clears a subset of the bits it would
+/// clear, in the chunk and in its code alike, so a torn header that the code corrects
+/// (its missing bits, with any flipped for good, within the code's strength) is the
+/// complete header, the same to every later step as a program that completed just
+/// before the cut. Any other correction, a miscorrection of a header torn or flipped
+/// beyond the code's strength, must still decode (CRC-32C, 2^-32), leave the chunk's
+/// 448 bytes after the header erased, say that it carries a code of this strength, and
+/// fit the medium ([`header_fits`]) before it is taken.
 ///
 /// The model's read flips are transient, so a correction needs two reads that agree: a
-/// header torn two bits short, read once with a flip on one of those bits, must not be
-/// corrected by this mount and found dirty by the next.
-pub(super) fn read_header(f: &mut Fms, seg: u32) -> DevResult<HeaderRead> {
+/// header torn just beyond what the correction takes, read once with a flip on one of
+/// its missing bits, must not be corrected by this mount and found dirty by the next.
+pub(super) fn read_header(f: &mut Fms, seg: u32, code: Option<u8>) -> DevResult<HeaderRead> {
     let first = f.nand.geometry().first_page(seg);
     let retries = f.cfg.meta_read_retries();
     let mut b = [0u8; SEG_HEADER];
     let mut seen: Vec<[u8; SEG_HEADER]> = Vec::new();
+    let mut seen_coded: Vec<Vec<u8>> = Vec::new();
     for t in 0..=retries {
         if t > 0 {
             f.stats.read_retries += 1;
@@ -966,6 +1041,15 @@ pub(super) fn read_header(f: &mut Fms, seg: u32) -> DevResult<HeaderRead> {
             Ok(None) => return Ok(HeaderRead::Erased),
             Ok(Some(h)) => return Ok(HeaderRead::Valid(h)),
             Err(_) => {}
+        }
+        if let Some(ct) = code {
+            let coded = read_coded_chunk(f, first, ct)?;
+            if retries == 0 || seen_coded.contains(&coded) {
+                if let Some(h) = correct_with_code(ct, &coded) {
+                    return Ok(HeaderRead::Corrected(h));
+                }
+            }
+            seen_coded.push(coded);
         }
         if retries == 0 || seen.contains(&b) {
             if let Some(h) = one_bit_from(&b, |w| SegHeader::decode(w).ok().flatten()) {
@@ -977,6 +1061,34 @@ pub(super) fn read_header(f: &mut Fms, seg: u32) -> DevResult<HeaderRead> {
     Ok(HeaderRead::Unreadable)
 }
 
+/// A header page's first 512-byte chunk followed by its code of strength `t` (page 0's
+/// spare at [`ECC_SPARE_OFFSET`]), in one read of the page.
+fn read_coded_chunk(f: &mut Fms, first: u64, t: u8) -> DevResult<Vec<u8>> {
+    let geo = f.nand.geometry();
+    let ps = geo.page_size as usize;
+    let raw = geo.raw_page_size() as usize;
+    let mut page = vec![0u8; raw];
+    f.nand.read(first, 0, &mut page)?;
+    let cb = nand::ecc::code_bytes(t);
+    let mut out = page[..nand::ecc::ECC_CHUNK].to_vec();
+    out.extend_from_slice(&page[ps + ECC_SPARE_OFFSET..ps + ECC_SPARE_OFFSET + cb]);
+    Ok(out)
+}
+
+/// The header that `coded` (a chunk and its code of strength `t`, [`read_coded_chunk`])
+/// corrects to: when the code corrects the chunk, and the result decodes, is followed by
+/// 448 bytes of `0xFF`, and says it carries a code of strength `t`.
+pub(super) fn correct_with_code(t: u8, coded: &[u8]) -> Option<SegHeader> {
+    let (chunk, code) = coded.split_at(nand::ecc::ECC_CHUNK);
+    let mut chunk = chunk.to_vec();
+    let r = nand::ecc::correct_page_t(t, &mut chunk, code).ok()?;
+    if r.uncorrectable_chunks > 0 || !all_erased(&chunk[SEG_HEADER..]) {
+        return None;
+    }
+    let h = SegHeader::decode(&chunk[..SEG_HEADER]).ok().flatten()?;
+    (header_code_of(h.features) == Some(t)).then_some(h)
+}
+
 /// Whether a corrected header (`HeaderRead::Corrected`) belongs to this medium: a known
 /// kind and features, the configured block size and slots, and, when `medium` is known,
 /// the medium's format number and features (those of its first header that decodes
@@ -985,6 +1097,7 @@ pub(super) fn header_fits(h: &SegHeader, lay: &Layout, medium: Option<(u64, u32)
     h.kind <= 1
         && h.features & !FEATURES_KNOWN == 0
         && ecc_strength_of(h.features).is_ok()
+        && (h.features & FEATURE_HEADER_CODE == 0 || header_code_of(h.features).is_some())
         && h.block_size == lay.block_size
         && h.slots == lay.slots
         && medium
@@ -998,7 +1111,7 @@ fn first_valid_after(f: &mut Fms, after: u32) -> DevResult<Option<SegHeader>> {
         if f.nand.is_bad(seg) {
             continue;
         }
-        if let HeaderRead::Valid(h) = read_header(f, seg)? {
+        if let HeaderRead::Valid(h) = read_header(f, seg, None)? {
             return Ok(Some(h));
         }
     }

@@ -34,7 +34,8 @@ impl Sizing {
         cfg.validate()?;
         let lay = Layout::new(geo, cfg.block_size)?
             .with_ecc(if cfg.ecc { cfg.ecc_strength } else { 0 }, geo)?
-            .with_live_byte(cfg.live_byte);
+            .with_live_byte(cfg.live_byte)
+            .with_header_code(cfg.header_code);
         let segments = lay.segments as usize;
         // A physical slot number is `seg << slot_bits | slot`: shifts, not divisions by
         // the (often odd) slot count, on every lookup. Numbers past `slots` are unused.

@@ -2719,7 +2719,10 @@ fn unknown_features_and_mixed_ecc_are_refused() {
     let mut h = [0u8; SEG_HEADER];
     nd.read(nd.geometry().first_page(1), 0, &mut h).unwrap();
     let mut hdr = SegHeader::decode(&h).unwrap().unwrap();
-    assert_eq!(hdr.features, layout::FEATURE_ECC);
+    assert_eq!(
+        hdr.features,
+        layout::FEATURE_ECC | layout::FEATURE_HEADER_CODE
+    );
     // Rewrite segment 1's header (erase, then program) with other features or kind,
     // and mark its erase block grown bad when `bad`.
     let with = |nd: Nand, features: u32, kind: u16, bad: bool, hdr: &mut SegHeader| {
@@ -2753,6 +2756,15 @@ fn unknown_features_and_mixed_ecc_are_refused() {
     );
     let e = with(fresh(), 0, 0, false, &mut hdr).unwrap();
     assert!(e.contains("segment 1") && e.contains("without ECC"), "{e}");
+    // Headers with and without a code (`FEATURE_HEADER_CODE`, after stop 22), good or grown
+    // bad.
+    for bad in [false, true] {
+        let e = with(fresh(), layout::FEATURE_ECC, 0, bad, &mut hdr).unwrap();
+        assert!(
+            e.contains("segment 1") && e.contains("without header codes"),
+            "{e}"
+        );
+    }
     // Another code's strength (BCH-4 among SEC-DED segments), or a BCH field without the
     // ECC bit (stop 21).
     let e = with(fresh(), layout::features_of(4), 0, false, &mut hdr).unwrap();
@@ -2774,15 +2786,16 @@ fn unknown_features_and_mixed_ecc_are_refused() {
     );
     // A grown-bad segment whose records the mount reads is held to the same rules (its
     // unknown features were ignored).
-    let e = with(fresh(), layout::FEATURE_ECC | 0x4, 0, true, &mut hdr).unwrap();
-    assert!(e.contains("segment 1") && e.contains("features 0x5"), "{e}");
+    let e = with(fresh(), layout::FEATURE_ECC | 0x8, 0, true, &mut hdr).unwrap();
+    assert!(e.contains("segment 1") && e.contains("features 0x9"), "{e}");
     let e = with(fresh(), 0, 0, true, &mut hdr).unwrap();
     assert!(
         e.contains("segment 1 (grown bad)") && e.contains("with"),
         "{e}"
     );
     // The same header as the others, grown bad: mounts (its records are read).
-    assert_eq!(with(fresh(), layout::FEATURE_ECC, 0, true, &mut hdr), None);
+    let same = layout::FEATURE_ECC | layout::FEATURE_HEADER_CODE;
+    assert_eq!(with(fresh(), same, 0, true, &mut hdr), None);
     drop(nd);
 }
 

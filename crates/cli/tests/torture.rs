@@ -421,6 +421,8 @@ fn read_retries_are_an_option() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
     assert_eq!(v["max_read_retries"], 2, "{v}");
+    // An ECC medium's headers carry its code (since stop 22).
+    assert_eq!(v["header_code"], true, "{v}");
     assert_eq!(v["reads"]["overflipped_chunks"], 0, "{v}");
     assert!(v["reads"]["read_retries"].as_u64().unwrap() > 0, "{v}");
 

@@ -309,6 +309,9 @@ pub struct TortureReport {
     /// How header-mode entries carry their live state (`byte`, `bit`; `none` in spare
     /// mode), as `fms info` names it.
     pub live_flag: String,
+    /// Whether segment headers carry the medium's code (ECC media formatted since stop 22),
+    /// as `fms info` says it.
+    pub header_code: bool,
     pub bitflip_rate: f64,
     /// Re-reads allowed per read (`FmsConfig::read_retries`, `--read-retries`).
     pub max_read_retries: u8,
@@ -1739,6 +1742,7 @@ pub fn run_with_progress(
         ecc: lay.ecc(),
         ecc_code: ftl::fms::layout::ecc_name(lay.ecc_t),
         live_flag: lay.live.name(lay.mode).to_string(),
+        header_code: lay.header_code_t().is_some(),
         bitflip_rate: cfg.bitflip_rate,
         max_read_retries: cfg.fms.read_retries,
         reads: reads.into_inner().unwrap(),

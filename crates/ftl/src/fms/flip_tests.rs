@@ -40,7 +40,7 @@ fn media() -> Vec<(&'static str, DeviceSpec, FmsConfig)> {
 }
 
 /// Varied bytes, different for each block and generation.
-fn content(lbn: u32, generation: u32, size: usize) -> Vec<u8> {
+pub(super) fn content(lbn: u32, generation: u32, size: usize) -> Vec<u8> {
     (0..size as u32)
         .map(|i| (i.wrapping_mul(7) ^ lbn.wrapping_mul(31) ^ generation.wrapping_mul(101)) as u8)
         .collect()
@@ -48,7 +48,7 @@ fn content(lbn: u32, generation: u32, size: usize) -> Vec<u8> {
 
 /// Format `spec`, write `n` blocks, overwrite the even ones (so older copies exist), and
 /// flush. Returns the FMS and what each block holds.
-fn written(spec: &DeviceSpec, cfg: &FmsConfig, n: u32) -> (Fms, Vec<Vec<u8>>) {
+pub(super) fn written(spec: &DeviceSpec, cfg: &FmsConfig, n: u32) -> (Fms, Vec<Vec<u8>>) {
     let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
     let bs = cfg.block_size as usize;
     let mut data = Vec::new();
@@ -74,11 +74,11 @@ fn flip(store: &mut dyn Store, ppn: u64, col: u32, mask: u8) {
     store.write(ppn, col, &b).unwrap();
 }
 
-fn mount(spec: &DeviceSpec, cfg: &FmsConfig, store: Box<dyn Store>) -> Fms {
+pub(super) fn mount(spec: &DeviceSpec, cfg: &FmsConfig, store: Box<dyn Store>) -> Fms {
     Fms::mount(Nand::open(spec.clone(), store).unwrap(), cfg.clone()).unwrap()
 }
 
-fn assert_reads(f: &mut Fms, data: &[Vec<u8>], what: &str) {
+pub(super) fn assert_reads(f: &mut Fms, data: &[Vec<u8>], what: &str) {
     let mut buf = vec![0u8; f.lay.block_size as usize];
     for (l, d) in data.iter().enumerate() {
         f.read_block(l as u32, Some(&mut buf)).unwrap();

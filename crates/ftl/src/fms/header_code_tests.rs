@@ -3,6 +3,7 @@
 //! corrected at mount; one more leaves the segment dirty, as before; a torn header
 //! program is never taken for a header other than the one intended.
 
+use super::flip_tests::{assert_reads, mount, written};
 use super::*;
 use layout::{ECC_SPARE_OFFSET, FEATURE_HEADER_CODE};
 use mount::{read_header, HeaderRead};
@@ -23,49 +24,12 @@ fn medium(t: u8) -> (DeviceSpec, FmsConfig) {
     (spec, cfg)
 }
 
-fn content(lbn: u32, generation: u32, size: usize) -> Vec<u8> {
-    (0..size as u32)
-        .map(|i| (i.wrapping_mul(13) ^ lbn.wrapping_mul(29) ^ generation.wrapping_mul(97)) as u8)
-        .collect()
-}
-
-/// Format, write `n` blocks, overwrite the even ones, flush.
-fn written(spec: &DeviceSpec, cfg: &FmsConfig, n: u32) -> (Fms, Vec<Vec<u8>>) {
-    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
-    let bs = cfg.block_size as usize;
-    let mut data: Vec<Vec<u8>> = (0..n).map(|l| content(l, 0, bs)).collect();
-    for l in 0..n {
-        f.write_block(l, Some(&data[l as usize])).unwrap();
-    }
-    for l in (0..n).step_by(2) {
-        data[l as usize] = content(l, 1, bs);
-        f.write_block(l, Some(&data[l as usize])).unwrap();
-    }
-    f.flush().unwrap();
-    (f, data)
-}
-
 /// Flip bit `bit` of page `ppn`'s raw bytes (data then spare) for good.
 fn flip_raw(store: &mut dyn Store, ppn: u64, bit: u32) {
     let mut b = [0u8; 1];
     store.read(ppn, bit / 8, &mut b).unwrap();
     b[0] ^= 1 << (bit % 8);
     store.write(ppn, bit / 8, &b).unwrap();
-}
-
-fn mount(spec: &DeviceSpec, cfg: &FmsConfig, store: Box<dyn Store>) -> Fms {
-    Fms::mount(Nand::open(spec.clone(), store).unwrap(), cfg.clone()).unwrap()
-}
-
-fn assert_reads(f: &mut Fms, data: &[Vec<u8>], what: &str) {
-    let mut buf = vec![0u8; f.lay.block_size as usize];
-    for (l, d) in data.iter().enumerate() {
-        f.read_block(l as u32, Some(&mut buf)).unwrap();
-        assert!(
-            buf == *d,
-            "{what}: block {l} does not read what was written"
-        );
-    }
 }
 
 /// Bits of the header (first 64 bytes), spread over magic, counts, numbers and CRC.

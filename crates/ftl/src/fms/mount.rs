@@ -282,58 +282,41 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         }
         let t = refuse_unknown(seg, &h)?;
         hdr_ps[si] = medium_time_ps(h.time_ms);
-        let live = h.features & FEATURE_LIVE_BYTE != 0;
-        if !any_header {
-            // How entries carry the live state is the medium's too (header mode; a
-            // spare-mode header with the bit is refused).
+        if any_header {
+            if let Some((this, was)) = unlike(h.features, lay.features()) {
+                return Err(DevError::corrupt(format!(
+                    "segment {seg}: formatted {this}, unlike the segments before it ({was})"
+                )));
+            }
+        } else {
+            // The first header's features are the medium's: its ECC code, how header-mode
+            // entries carry the live state, whether headers carry the code.
+            let live = h.features & FEATURE_LIVE_BYTE != 0;
             if live && lay.mode == RecordMode::Spare {
                 return Err(DevError::corrupt(format!(
                     "segment {seg}: header features {:#x} say live byte (header mode), but this device keeps its records in spare areas (nop >= 1): written for another device, or corrupt",
                     h.features
                 )));
             }
-            lay = lay.with_live_byte(live);
+            let hcode = h.features & FEATURE_HEADER_CODE != 0;
+            if hcode && (lay.mode != RecordMode::Spare || t == 0) {
+                return Err(DevError::corrupt(format!(
+                    "segment {seg}: header features {:#x} say header code, which needs ECC in spare mode: written for another device, or corrupt",
+                    h.features
+                )));
+            }
+            lay = lay.with_live_byte(live).with_header_code(hcode);
+            if t > 0 {
+                lay = lay.with_ecc(t, &geo).map_err(|e| {
+                    DevError::corrupt(format!("segment {seg}: header says ECC, but {e}"))
+                })?;
+                f.cfg.ecc = true;
+                f.cfg.ecc_strength = t;
+                f.nand.set_overflip_at(super::overflip_at(t));
+            }
             f.lay = lay.clone();
             f.cfg.live_byte = live;
-        } else if live != (lay.features() & FEATURE_LIVE_BYTE != 0) {
-            return Err(DevError::corrupt(format!(
-                "segment {seg}: formatted {}, unlike the segments before it ({})",
-                with_live(live),
-                with_live(!live)
-            )));
-        }
-        if !any_header && t > 0 {
-            lay = f.lay.clone().with_ecc(t, &geo).map_err(|e| {
-                DevError::corrupt(format!("segment {seg}: header says ECC, but {e}"))
-            })?;
-            f.lay = lay.clone();
-            f.cfg.ecc = true;
-            f.cfg.ecc_strength = t;
-            f.nand.set_overflip_at(super::overflip_at(t));
-        } else if t != lay.ecc_t {
-            return Err(DevError::corrupt(format!(
-                "segment {seg}: formatted {}, unlike the segments before it ({})",
-                with_ecc(t),
-                with_ecc(lay.ecc_t)
-            )));
-        }
-        let hcode = h.features & FEATURE_HEADER_CODE != 0;
-        if hcode && (lay.mode != RecordMode::Spare || t == 0) {
-            return Err(DevError::corrupt(format!(
-                "segment {seg}: header features {:#x} say header code, which needs ECC in spare mode: written for another device, or corrupt",
-                h.features
-            )));
-        }
-        if !any_header {
-            lay = lay.with_header_code(hcode);
-            f.lay = lay.clone();
             f.cfg.header_code = hcode;
-        } else if hcode != lay.header_code {
-            return Err(DevError::corrupt(format!(
-                "segment {seg}: formatted {}, unlike the segments before it ({})",
-                with_header_code(hcode),
-                with_header_code(!hcode)
-            )));
         }
         any_header = true;
         format_id.get_or_insert(h.format_id);
@@ -457,31 +440,13 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         }
         hdr_ps[seg as usize] = medium_time_ps(h.time_ms);
         // Its records are read like a good segment's: the same features, or a refusal.
-        let t = refuse_unknown(seg, &h)?;
+        refuse_unknown(seg, &h)?;
         if h.kind != 0 {
             continue;
         }
-        if t != lay.ecc_t {
+        if let Some((this, was)) = unlike(h.features, lay.features()) {
             return Err(DevError::corrupt(format!(
-                "segment {seg} (grown bad): formatted {}, unlike the good segments ({})",
-                with_ecc(t),
-                with_ecc(lay.ecc_t)
-            )));
-        }
-        let live = h.features & FEATURE_LIVE_BYTE != 0;
-        if live != (lay.features() & FEATURE_LIVE_BYTE != 0) {
-            return Err(DevError::corrupt(format!(
-                "segment {seg} (grown bad): formatted {}, unlike the good segments ({})",
-                with_live(live),
-                with_live(!live)
-            )));
-        }
-        let hcode = h.features & FEATURE_HEADER_CODE != 0;
-        if hcode != (lay.features() & FEATURE_HEADER_CODE != 0) {
-            return Err(DevError::corrupt(format!(
-                "segment {seg} (grown bad): formatted {}, unlike the good segments ({})",
-                with_header_code(hcode),
-                with_header_code(!hcode)
+                "segment {seg} (grown bad): formatted {this}, unlike the good segments ({was})"
             )));
         }
         if log.as_ref().is_some_and(|l| l.retired.contains(&seg)) {
@@ -924,6 +889,27 @@ fn with_ecc(t: u8) -> String {
     match t {
         0 => "without ECC".into(),
         t => format!("with ECC ({})", ecc_name(t)),
+    }
+}
+
+/// The first medium-wide feature (ECC code, live byte, header code) in which a header's
+/// features `this` differ from the medium's `medium`, named for each side
+/// (`with ECC (BCH-4)`, `without ECC`): every header of a medium carries the same.
+fn unlike(this: u32, medium: u32) -> Option<(String, String)> {
+    let t = |f: u32| ecc_strength_of(f).unwrap_or(0);
+    let live = |f: u32| f & FEATURE_LIVE_BYTE != 0;
+    let code = |f: u32| f & FEATURE_HEADER_CODE != 0;
+    if t(this) != t(medium) {
+        Some((with_ecc(t(this)), with_ecc(t(medium))))
+    } else if live(this) != live(medium) {
+        Some((with_live(live(this)).into(), with_live(live(medium)).into()))
+    } else if code(this) != code(medium) {
+        Some((
+            with_header_code(code(this)).into(),
+            with_header_code(code(medium)).into(),
+        ))
+    } else {
+        None
     }
 }
 

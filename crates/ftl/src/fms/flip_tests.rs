@@ -295,8 +295,7 @@ fn a_header_mode_entry_bit_flipped_for_good_is_corrected() {
 /// The spare-mode record of block `lbn`'s newest copy: its page and column.
 fn record_at(f: &Fms, lbn: u32) -> (u32, u32, u64, u32) {
     let (seg, slot) = f.split(f.blocks[lbn as usize].map);
-    let pps = f.lay.pages_per_slot as u64;
-    let ppn = f.nand.geometry().first_page(seg) + 1 + slot as u64 * pps + pps - 1;
+    let ppn = mount::record_page(f, seg, slot);
     (seg, slot, ppn, f.lay.page_size + 1)
 }
 

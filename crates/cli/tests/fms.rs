@@ -1815,3 +1815,56 @@ fn format_and_info_say_whether_headers_carry_a_code() {
     assert_eq!(v["header_code"], false);
     assert!(v["wear_max"].as_u64().unwrap() > 1, "the cleaner ran: {v}");
 }
+
+/// Segment summaries (stop 23): `fms format` says whether the medium has them (4 KiB blocks
+/// on MLC: yes; `--no-segment-summaries` or 2 KiB blocks, which leave no room: no); `fms
+/// info` says how many full segments the mount read from theirs; the data reads back
+/// either way, and the mount that reads summaries takes less device time.
+#[test]
+fn format_and_info_say_whether_segments_carry_summaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = pattern(3_000_000, 9);
+    let input = dir.path().join("d.bin");
+    std::fs::write(&input, &data).unwrap();
+    let mut mount_s = Vec::new();
+    for (bs, off, want) in [
+        ("4KiB", false, true),
+        ("4KiB", true, false),
+        ("2KiB", false, false),
+    ] {
+        let img = dir.path().join(format!("mlc-{bs}-{off}.img"));
+        let s = path_str(&img);
+        ok(flashkit([
+            "nand", "format", s, "--device", "mlc2-2g", "--blocks", "24",
+        ]));
+        let mut args = vec!["fms", "format", s, "--json", "--block-size", bs];
+        if off {
+            args.push("--no-segment-summaries");
+        }
+        let v = json(&ok(flashkit(args)));
+        assert_eq!(v["segment_summaries"], want, "{bs} {off}");
+        ok(flashkit(["fms", "write", s, "--input", path_str(&input)]));
+        let v = json(&ok(flashkit(["fms", "info", s, "--json"])));
+        assert_eq!(v["segment_summaries"], want, "{bs} {off}");
+        let read = v["summaries_read"].as_u64().unwrap();
+        assert_eq!(read > 0, want, "{bs} {off}: {v}");
+        if bs == "4KiB" {
+            mount_s.push(v["mount_time_s"].as_f64().unwrap());
+        }
+        let t = text(&ok(flashkit(["fms", "info", s])).stdout);
+        let line = t.lines().find(|l| l.starts_with("summaries")).unwrap();
+        assert_eq!(line.contains("yes"), want, "{line}");
+        let out = dir.path().join("o.bin");
+        ok(flashkit([
+            "fms",
+            "read",
+            s,
+            "--length",
+            &data.len().to_string(),
+            "--output",
+            path_str(&out),
+        ]));
+        assert!(std::fs::read(&out).unwrap() == data, "{bs} {off}");
+    }
+    assert!(mount_s[0] < mount_s[1], "mount device time {mount_s:?}");
+}

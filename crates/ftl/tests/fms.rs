@@ -1337,6 +1337,54 @@ fn layout_matches_the_documented_format() {
         );
     }
 
+    // Segment summaries (features bit 3): where they go, and their bytes.
+    use ftl::fms::layout::{SegSummary, FEATURE_SUMMARY, SUMMARY_HEADER, SUMMARY_MAGIC};
+    assert_eq!(FEATURE_SUMMARY, 8);
+    let rows = [
+        ("nandsim-256m", 1024, Some(31), 257),
+        ("nandsim-256m", 512, None, 0),
+        ("slc-large-1g", 4096, Some(63), 497),
+        ("slc-large-1g", 2048, None, 0),
+        ("mlc2-2g", 4096, Some(127), 977),
+        ("mlc2-2g", 2048, None, 0),
+        ("intel-series2plus-24m", 4096, None, 0),
+    ];
+    for (preset, bs, page, bytes) in rows {
+        let geo = DeviceSpec::preset(preset).unwrap().geometry;
+        let l = Layout::new(&geo, bs).unwrap();
+        assert_eq!(l.summary_page, page, "{preset} {bs}");
+        assert_eq!(l.features() & FEATURE_SUMMARY != 0, page.is_some());
+        if page.is_some() {
+            assert_eq!(l.summary_bytes(), bytes, "{preset} {bs}");
+        }
+        assert_eq!(l.with_summary(false).summary_page, None);
+    }
+    let records: Vec<u8> = (0..2 * 15).map(|i| i as u8).collect();
+    let mut b = vec![0u8; SUMMARY_HEADER + records.len()];
+    SegSummary {
+        seg: 9,
+        erase_seq: 0x0102_0304_0506,
+        format_id: 0x0A0B_0C0D_0E0F,
+    }
+    .encode(&records, &mut b);
+    assert_eq!(&b[0..4], b"FMSS");
+    assert_eq!(u32at(&b, 0), SUMMARY_MAGIC);
+    assert_eq!(u32at(&b, 4), 9);
+    assert_eq!(
+        (u64at(&b, 8), u64at(&b, 16)),
+        (0x0102_0304_0506, 0x0A0B_0C0D_0E0F)
+    );
+    assert_eq!(u32at(&b, 24), 2);
+    let mut c = b[0..28].to_vec();
+    c.extend_from_slice(&b[32..]);
+    assert_eq!(u32at(&b, 28), crc32c::crc32c(&c));
+    assert_eq!(&b[32..], &records[..]);
+    let (d, recs) = SegSummary::decode(&b, 2).unwrap();
+    assert_eq!((d.seg, recs), (9, &records[..]));
+    assert!(SegSummary::decode(&b, 3).is_none());
+    b[40] ^= 1;
+    assert!(SegSummary::decode(&b, 2).is_none());
+
     // Placement on a formatted medium, header mode: entry of slot k at segment byte
     // 64 + 24k, index entry 0 at page 1 of the index segment.
     let (spec, cfg) = intel();

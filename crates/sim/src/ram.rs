@@ -207,12 +207,18 @@ mod tests {
             let ram = estimate(&c).unwrap();
             let p = crate::driver::prepare(&c).unwrap();
             // Besides the store, the device's flags; of the index segment the store has
-            // kept only the pages written so far.
+            // kept only the pages written so far, and summary pages only of the segments
+            // that filled (the estimate counts every segment's).
             let g = &c.device.geometry;
             let store = p.fms.nand().store().ram_bytes() + g.blocks as u64 * 5;
             let index = g.pages_per_block as u64 * (g.page_size as u64 + 8);
+            let lay = p.fms.layout();
+            let summaries = lay.summary_page.map_or(0, |_| {
+                let pages = (lay.summary_bytes() as u64).div_ceil(g.page_size as u64);
+                g.blocks as u64 * pages * (g.page_size as u64 + 8)
+            });
             assert!(
-                ram.device >= store && ram.device <= store + index,
+                ram.device >= store && ram.device <= store + index + summaries,
                 "{}: device {} for a store of {store}",
                 c.device.name,
                 ram.device

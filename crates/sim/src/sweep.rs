@@ -447,6 +447,11 @@ pub const KEYS: &[KeyDef] = &[
         .fms
         .readonly_separation =
         v.as_bool().unwrap_or(true)),
+    key!("segment_summaries", Bool, "true", ok, |v, d| d
+        .cfg
+        .fms
+        .segment_summaries =
+        v.as_bool().unwrap_or(true)),
     key!("wear_threshold", OptInt, "none", fits_u32, |v, d| d
         .cfg
         .fms
@@ -1448,6 +1453,8 @@ type AtDefault = fn(&Value) -> bool;
 const LATE_KEYS: &[(&str, AtDefault)] = &[
     // Stop 20: the index log moves when its segment wears ahead (`FmsConfig::index_wear_gap`).
     ("index_wear_gap", |v| v.as_u64() == Some(8)),
+    // Stop 23: segment summaries in spare mode (`FmsConfig::segment_summaries`).
+    ("segment_summaries", |v| v.as_bool() == Some(true)),
 ];
 
 impl Job {

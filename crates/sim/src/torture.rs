@@ -312,6 +312,10 @@ pub struct TortureReport {
     /// Whether segment headers carry the medium's code (ECC media formatted since stop 22),
     /// as `fms info` says it.
     pub header_code: bool,
+    /// Whether the medium has segment summaries (spare mode, `fms info`'s
+    /// `segment_summaries`): the first mount after each cut reads them, the second every
+    /// record, and the two must rebuild the same tables.
+    pub segment_summaries: bool,
     pub bitflip_rate: f64,
     /// Re-reads allowed per read (`FmsConfig::read_retries`, `--read-retries`).
     pub max_read_retries: u8,
@@ -376,10 +380,14 @@ pub struct RecoveryCounts {
     pub unreadable_trim_lists: u64,
     pub grown_bad_read: u64,
     pub index_lost: u64,
+    /// Cut points whose mount read at least one segment summary (not a recovery path:
+    /// the coverage of summaries, which the next mount checks against every record).
+    pub summaries_read: u64,
 }
 
 impl RecoveryCounts {
     fn add(&mut self, r: &MountReport) {
+        self.summaries_read += (r.summaries_read > 0) as u64;
         self.torn_records += (r.torn_records > 0) as u64;
         self.stale_live_copies += (r.stale_live_copies > 0) as u64;
         self.dirty_segments += (r.dirty_segments > 0) as u64;
@@ -922,11 +930,23 @@ fn flip_reads(ctx: &Ctx, nand: &mut Nand, salt: u64) {
 
 /// Reopen and mount `nand` (an FMS's, whose read counts are added to `reads`).
 fn remount(ctx: &Ctx, old: Fms, what: &str, reads: &mut ReadCounts) -> Result<Fms, String> {
+    remount_with(ctx, ctx.cfg.clone(), old, what, reads)
+}
+
+/// [`remount`] with configuration `cfg` (the second mount after a cut reads every record,
+/// not the segment summaries, so that comparing it with the first checks them).
+fn remount_with(
+    ctx: &Ctx,
+    cfg: FmsConfig,
+    old: Fms,
+    what: &str,
+    reads: &mut ReadCounts,
+) -> Result<Fms, String> {
     reads.add_fms(&old);
     let mut nand = Nand::open(ctx.spec.clone(), old.into_nand().into_store())
         .map_err(|e| format!("{what}: reopen: {e}"))?;
     flip_reads(ctx, &mut nand, what.len() as u64 ^ reads.bitflips);
-    Fms::mount(nand, ctx.cfg.clone()).map_err(|e| dev_err(&format!("{what}: mount"), e))
+    Fms::mount(nand, cfg).map_err(|e| dev_err(&format!("{what}: mount"), e))
 }
 
 /// Read every sector; classify each.
@@ -973,6 +993,16 @@ impl Tables {
     }
 
     fn diff(&self, other: &Tables) -> String {
+        self.diff_from(other, None)
+    }
+
+    /// [`Tables::diff`] of a mount that read segment summaries (`self`) with one that
+    /// read every record (`other`) of the same medium. `slots`: a segment the summary
+    /// mount found full (used, every slot written) and holding no valid block may be
+    /// anything holding no valid block to the records mount: a torn erase of a cleaned
+    /// segment can keep its header and summary and erase some of its slots (every block
+    /// of it had moved, so its records were all stale either way).
+    fn diff_from(&self, other: &Tables, slots: Option<u32>) -> String {
         let mut d = Vec::new();
         if let Some(l) = (0..self.map.len()).find(|&l| self.map[l] != other.map[l]) {
             d.push(format!(
@@ -986,7 +1016,14 @@ impl Tables {
                 SegState::Bad => (0, x.valid, 0, x.state),
                 _ => (x.erase_count, x.valid, x.next, x.state),
             };
-            if key(a) != key(b) {
+            let kept = |a: &ftl::fms::Seg, b: &ftl::fms::Seg| {
+                slots.is_some_and(|n| {
+                    (a.state, a.next, a.valid) == (SegState::Used, n, 0)
+                        && b.valid == 0
+                        && matches!(b.state, SegState::Used | SegState::Free)
+                })
+            };
+            if key(a) != key(b) && !kept(a, b) {
                 d.push(format!(
                     "segment {s}: erase count/valid/next/state {:?} vs {:?}",
                     key(a),
@@ -1327,19 +1364,49 @@ fn after_workload(
         Fms::mount(nand, ctx.cfg.clone()).map_err(|e| dev_err("after the cut: mount", e))?;
     out.recovered = Some(f1.mount_report().clone());
     let d1 = f1.tables_digest();
+    let t1 = Tables::of(&f1);
     check_erase_counts(&f1, &lost, "after the cut", &mut out.problems);
     let seen = read_all(ctx, &mut f1, "after the cut")?;
     verify(&model, &seen, "", &mut out.problems);
 
-    // Check (3): a second mount of the same medium rebuilds the same tables.
+    // Check (3): a second mount of the same medium rebuilds the same tables. It reads
+    // every record where the first took segment summaries (spare mode), so the summaries
+    // are checked against the records at every cut.
     let reads = &mut out.reads;
     let problems = &mut out.problems;
+    let records = FmsConfig {
+        segment_summaries: false,
+        ..ctx.cfg.clone()
+    };
     let mut f2 = remount(ctx, f1, "second mount", reads)?;
     let d2 = f2.tables_digest();
     if d1 != d2 {
         problems.push(format!(
-            "tables rebuilt after the cut ({d1:016x}) differ from a clean remount ({d2:016x})"
+            "tables rebuilt after the cut ({d1:016x}) differ from a clean remount ({d2:016x}): {}",
+            t1.diff(&Tables::of(&f2))
         ));
+    }
+    // Check (3b), on media with segment summaries (spare mode): a mount that reads every
+    // record instead finds the same blocks where the summaries put them; then a mount
+    // with summaries again, to go on from.
+    if f2.layout().summary_page.is_some() {
+        let t2 = Tables::of(&f2);
+        let slots = f2.layout().slots;
+        let f3 = remount_with(ctx, records, f2, "mount reading every record", reads)?;
+        let diff = t2.diff_from(&Tables::of(&f3), Some(slots));
+        if !diff.is_empty() {
+            problems.push(format!(
+                "tables rebuilt from the segment summaries differ from those rebuilt from every record: {diff}"
+            ));
+        }
+        f2 = remount(ctx, f3, "mount after the records", reads)?;
+        let d4 = f2.tables_digest();
+        if d4 != d2 {
+            problems.push(format!(
+                "tables rebuilt from the segment summaries ({d2:016x}) differ after a mount reading every record ({d4:016x}): {}",
+                t2.diff(&Tables::of(&f2))
+            ));
+        }
     }
     if !problems.is_empty() {
         return Ok(());
@@ -1743,6 +1810,7 @@ pub fn run_with_progress(
         ecc_code: ftl::fms::layout::ecc_name(lay.ecc_t),
         live_flag: lay.live.name(lay.mode).to_string(),
         header_code: lay.header_code_t().is_some(),
+        segment_summaries: lay.summary_page.is_some(),
         bitflip_rate: cfg.bitflip_rate,
         max_read_retries: cfg.fms.read_retries,
         reads: reads.into_inner().unwrap(),

@@ -135,6 +135,13 @@ pub struct FormatArgs {
     /// file.
     #[arg(long)]
     pub force: bool,
+    /// Format without segment summaries (spare mode): a full segment then costs a mount
+    /// one spare read per slot instead of one page read, as on media formatted before
+    /// them, which flashkit builds from before them can still mount. Summaries need room
+    /// after a segment's last slot (e.g. 4 KiB blocks on mlc2-2g or slc-large-1g, not
+    /// 2 KiB ones); `format` says whether the medium has them.
+    #[arg(long)]
+    pub no_segment_summaries: bool,
     #[command(flatten)]
     pub report: ReportArgs,
 }
@@ -160,6 +167,10 @@ pub struct FormatReport {
     /// Whether segment headers carry the medium's code (header features bit 2: every new
     /// format with ECC), so that mount corrects as many bits of a header as of data.
     pub header_code: bool,
+    /// Whether full segments get a segment summary (header features bit 3: new spare-mode
+    /// formats with room after a segment's last slot), read by mount instead of every
+    /// slot's record.
+    pub segment_summaries: bool,
     /// Device time the format took (erasing every good segment, writing the headers).
     pub format_time_s: f64,
 }
@@ -410,6 +421,7 @@ fn format(a: FormatArgs) -> Result<()> {
     let cfg = FmsConfig {
         ecc: a.ecc || a.ecc_bits.is_some(),
         ecc_strength: a.ecc_bits.unwrap_or(1),
+        segment_summaries: !a.no_segment_summaries,
         ..config("cat", bs)?
     };
     let reserve = cfg.reserve_segments();
@@ -448,6 +460,7 @@ fn format(a: FormatArgs) -> Result<()> {
         ecc_code: ftl::fms::layout::ecc_name(fms.layout().ecc_t),
         live_flag: live_flag(fms.layout()),
         header_code: fms.layout().header_code_t().is_some(),
+        segment_summaries: fms.layout().summary_page.is_some(),
         format_time_s: fms.nand().clock_s(),
     };
     if let Some(p) = &a.report.csv {
@@ -457,7 +470,7 @@ fn format(a: FormatArgs) -> Result<()> {
         return output::print_json(&r);
     }
     println!(
-        "formatted {}: FMS with {} blocks of {} ({} per segment), {} exported{}",
+        "formatted {}: FMS with {} blocks of {} ({} per segment), {} exported{}{}",
         r.image,
         r.logical_blocks,
         output::bytes(bs as u64),
@@ -467,6 +480,11 @@ fn format(a: FormatArgs) -> Result<()> {
             format!(", with ECC ({})", r.ecc_code)
         } else {
             String::new()
+        },
+        if r.segment_summaries {
+            ", with segment summaries"
+        } else {
+            ""
         }
     );
     // Where the rest of the medium goes (docs/format/fms.md, Mount step 0).
@@ -567,6 +585,11 @@ pub struct FmsInfo {
     /// Whether segment headers carry the medium's code (as `fms format` reports it;
     /// `false` on media formatted before it, and without ECC).
     pub header_code: bool,
+    /// Whether the medium has segment summaries (as `fms format` reports it), and how
+    /// many segments' records the mount took from theirs (one page read each instead of
+    /// a spare read per slot).
+    pub segment_summaries: bool,
+    pub summaries_read: u64,
     /// Reads the mount made again because a header, record, index entry or trim list
     /// failed its checksum, or a page did not read erased (a power cut's traces, or flips).
     pub read_retries: u64,
@@ -667,6 +690,8 @@ fn info(a: InfoArgs) -> Result<()> {
         ecc_code: ftl::fms::layout::ecc_name(fms.layout().ecc_t),
         live_flag: live_flag(fms.layout()),
         header_code: fms.layout().header_code_t().is_some(),
+        segment_summaries: fms.layout().summary_page.is_some(),
+        summaries_read: fms.mount_report().summaries_read,
         read_retries: fms.stats().read_retries,
         mount_paths: fms.mount_report().counts(),
         corrected_headers: fms.mount_report().corrected_headers.clone(),
@@ -713,6 +738,17 @@ fn info(a: InfoArgs) -> Result<()> {
                 "no (formatted before header codes: one bit of a header corrected, by CRC search)"
             } else {
                 "no"
+            },
+        )
+        .add(
+            "summaries",
+            if r.segment_summaries {
+                format!(
+                    "yes: segment summaries (mount read {} full segment(s) from their summary page)",
+                    r.summaries_read
+                )
+            } else {
+                "no (mount reads each slot's record)".to_string()
             },
         )
         .add(

@@ -73,6 +73,11 @@ pub struct SimArgs {
     /// Do not keep read-only data in separate segments.
     #[arg(long)]
     pub no_readonly_separation: bool,
+    /// Spare mode: write no segment summaries (a copy of a full segment's records after
+    /// its last slot, one page program per segment, which mount reads instead of every
+    /// record; on by default where a segment has room for one).
+    #[arg(long)]
+    pub no_segment_summaries: bool,
     /// Wear levelling: swap when erase counts differ by more than N (none = off).
     #[arg(long, default_value = default_of("wear_threshold"), value_delimiter = ',')]
     pub wear_threshold: Vec<String>,
@@ -259,6 +264,9 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
     }
     if a.no_readonly_separation {
         s.set_flag("readonly_separation", &["false"])?;
+    }
+    if a.no_segment_summaries {
+        s.set_flag("segment_summaries", &["false"])?;
     }
     Ok(s)
 }

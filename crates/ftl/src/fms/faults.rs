@@ -229,6 +229,18 @@ impl Fms {
                 return self.mark_garbage(seg);
             }
         }
+        // The summary's pages too (`segsum.rs`): a torn erase that kept the header may
+        // have kept the old summary, which names this header's erase sequence; a mount
+        // would take it for the summary of the slots written from here on.
+        if let Some(p) = self.lay.summary_page {
+            let first = self.nand.geometry().first_page(seg);
+            let pages = (self.lay.summary_bytes() as u64).div_ceil(self.lay.page_size as u64);
+            for k in 0..pages {
+                if !mount::page_erased(self, first + p as u64 + k)? {
+                    return self.mark_garbage(seg);
+                }
+            }
+        }
         self.segs[seg as usize].tail = Tail::Erased;
         Ok(true)
     }

@@ -9,7 +9,7 @@ use nand::DeviceSpec;
 use nand::Store;
 
 /// Preset `preset` shrunk to `blocks` erase blocks of `pages_per_block` pages.
-fn shrunk(preset: &str, blocks: u32, pages_per_block: u32) -> DeviceSpec {
+pub(super) fn shrunk(preset: &str, blocks: u32, pages_per_block: u32) -> DeviceSpec {
     let mut spec = DeviceSpec::preset(preset).unwrap();
     spec.geometry.blocks = blocks;
     spec.geometry.pages_per_block = pages_per_block;

@@ -68,9 +68,25 @@ pub const FEATURE_LIVE_BYTE: u32 = 2;
 /// spare-mode formats with ECC set it (`FmsConfig::header_code`); a reader that does not
 /// know it refuses the medium (an unknown bit).
 pub const FEATURE_HEADER_CODE: u32 = 4;
+/// Segment header features word, bit 3 (spare mode only; after stop 22): a data segment
+/// whose last slot is written gets a **segment summary** ([`SegSummary`]) in the pages
+/// after its last slot, a copy of every slot's spare record, so that mount reads one page
+/// for a full segment instead of a spare area per slot (the idea of JFFS2's erase-block
+/// summary). Set by new spare-mode formats when the pages past the last slot hold it
+/// (`FmsConfig::segment_summaries`, [`Layout::summary_page`]); a reader that does not know
+/// it refuses the medium (an unknown bit). The summary is a cache of what the records
+/// say: a mount that does not find a valid one reads the records.
+pub const FEATURE_SUMMARY: u32 = 8;
 /// The feature bits this version reads; a medium with others is refused at mount.
 pub const FEATURES_KNOWN: u32 =
-    FEATURE_ECC | FEATURE_LIVE_BYTE | FEATURE_HEADER_CODE | FEATURE_BCH_MASK;
+    FEATURE_ECC | FEATURE_LIVE_BYTE | FEATURE_HEADER_CODE | FEATURE_SUMMARY | FEATURE_BCH_MASK;
+/// Segment summary magic (bytes `46 4D 53 53`, "FMSS").
+pub const SUMMARY_MAGIC: u32 = 0x5353_4D46;
+/// Bytes of a segment summary before its records.
+pub const SUMMARY_HEADER: usize = 32;
+/// Bytes of each slot's record in a segment summary: the spare record as programmed (spare
+/// bytes 1..16).
+pub const SUMMARY_RECORD: usize = SPARE_RECORD - 1;
 /// Features bits 4..8, with [`FEATURE_ECC`]: the strength of the code, bits corrected per
 /// 512 bytes, when it is a BCH code (2..=8; `nand::bch`); 0 for the SEC-DED code (stop 21;
 /// zero before). A reader from before stop 21 refuses such a medium (an unknown bit)
@@ -249,6 +265,11 @@ pub struct Layout {
     /// ([`FEATURE_HEADER_CODE`]: new formats, and mounts of media whose headers have it).
     /// Without ECC, or in header mode, it has no effect ([`Layout::features`]).
     pub header_code: bool,
+    /// Spare mode: the page of a segment where its summary starts ([`FEATURE_SUMMARY`]),
+    /// right after the last slot's pages, when the medium has summaries (new formats,
+    /// and mounts of media whose headers have the bit) and the pages past the last slot
+    /// hold one; `None` otherwise.
+    pub summary_page: Option<u32>,
 }
 
 impl Layout {
@@ -373,6 +394,7 @@ impl Layout {
                 ecc_t: 0,
                 live: LiveFlag::Byte,
                 header_code: true,
+                summary_page: None,
             }
             .derived())
         } else {
@@ -415,8 +437,10 @@ impl Layout {
                 ecc_t: 0,
                 live: LiveFlag::Bit,
                 header_code: true,
+                summary_page: None,
             }
-            .derived())
+            .derived()
+            .with_summary(true))
         }
     }
 
@@ -443,6 +467,25 @@ impl Layout {
         }
     }
 
+    /// The layout with segment summaries ([`FEATURE_SUMMARY`]) or without (media
+    /// formatted before the feature, or with `FmsConfig::segment_summaries` off). Spare
+    /// mode only, and only when the pages after the last slot hold
+    /// [`Layout::summary_bytes`]: otherwise there are none.
+    pub fn with_summary(self, on: bool) -> Layout {
+        let first = 1 + self.slots * self.pages_per_slot;
+        let room = self.pages_per_seg.saturating_sub(first) as usize * self.page_size as usize;
+        let fits = self.mode == RecordMode::Spare && room >= self.summary_bytes();
+        Layout {
+            summary_page: (on && fits).then_some(first),
+            ..self
+        }
+    }
+
+    /// Bytes of a segment summary: [`SUMMARY_HEADER`] and a record per slot.
+    pub fn summary_bytes(&self) -> usize {
+        SUMMARY_HEADER + self.slots as usize * SUMMARY_RECORD
+    }
+
     /// The features word of this layout's segment headers: the code
     /// ([`features_of`]) and, in header mode with [`LiveFlag::Byte`],
     /// [`FEATURE_LIVE_BYTE`]; in spare mode with ECC and [`Layout::header_code`],
@@ -452,7 +495,12 @@ impl Layout {
             (RecordMode::Header, LiveFlag::Byte) => FEATURE_LIVE_BYTE,
             _ => 0,
         };
-        features_of(self.ecc_t) | live | self.header_code_feature()
+        let summary = if self.summary_page.is_some() {
+            FEATURE_SUMMARY
+        } else {
+            0
+        };
+        features_of(self.ecc_t) | live | self.header_code_feature() | summary
     }
 
     /// [`FEATURE_HEADER_CODE`] when this layout's headers carry a code, else 0.
@@ -795,6 +843,64 @@ impl Record {
 ///
 /// The rest of the slot is `0xFF`.
 pub struct TrimList;
+
+/// A segment summary ([`FEATURE_SUMMARY`]; `docs/format/fms.md`, "Segment summary"):
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 4 | magic [`SUMMARY_MAGIC`] |
+/// | 4 | 4 | segment number |
+/// | 8 | 8 | erase sequence of the segment's header |
+/// | 16 | 8 | format number of the segment's header |
+/// | 24 | 4 | slots |
+/// | 28 | 4 | crc32c of bytes 0..28 followed by the records |
+/// | 32 + 15·k | 15 | slot `k`'s spare record as programmed (spare bytes 1..16) |
+pub struct SegSummary {
+    pub seg: u32,
+    pub erase_seq: u64,
+    pub format_id: u64,
+}
+
+impl SegSummary {
+    /// Encode the summary of `records` (15 bytes a slot) into `out`
+    /// ([`SUMMARY_HEADER`] + `records.len()` bytes).
+    pub fn encode(&self, records: &[u8], out: &mut [u8]) {
+        assert_eq!(out.len(), SUMMARY_HEADER + records.len());
+        assert!(records.len().is_multiple_of(SUMMARY_RECORD));
+        out[0..4].copy_from_slice(&SUMMARY_MAGIC.to_le_bytes());
+        out[4..8].copy_from_slice(&self.seg.to_le_bytes());
+        out[8..16].copy_from_slice(&self.erase_seq.to_le_bytes());
+        out[16..24].copy_from_slice(&self.format_id.to_le_bytes());
+        out[24..28].copy_from_slice(&((records.len() / SUMMARY_RECORD) as u32).to_le_bytes());
+        out[SUMMARY_HEADER..].copy_from_slice(records);
+        let crc = Self::crc(out);
+        out[28..32].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    fn crc(b: &[u8]) -> u32 {
+        crc32c::crc32c_append(crc32c::crc32c(&b[0..28]), &b[SUMMARY_HEADER..])
+    }
+
+    /// Decode a summary of `slots` records (`b` is [`SUMMARY_HEADER`] + 15·`slots` bytes):
+    /// its header and records, or `None` when the magic, slot count or checksum is wrong.
+    pub fn decode(b: &[u8], slots: u32) -> Option<(SegSummary, &[u8])> {
+        let word = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+        let dword = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+        if b.len() != SUMMARY_HEADER + slots as usize * SUMMARY_RECORD
+            || word(0) != SUMMARY_MAGIC
+            || word(24) != slots
+            || word(28) != Self::crc(b)
+        {
+            return None;
+        }
+        let s = SegSummary {
+            seg: word(4),
+            erase_seq: dword(8),
+            format_id: dword(16),
+        };
+        Some((s, &b[SUMMARY_HEADER..]))
+    }
+}
 
 impl TrimList {
     /// Entries one slot of `block_size` bytes holds.

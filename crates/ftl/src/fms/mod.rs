@@ -23,6 +23,7 @@ pub mod layout;
 mod mount;
 mod ram;
 pub mod redistribute;
+mod segsum;
 pub mod select;
 mod summary;
 mod trims;
@@ -109,6 +110,15 @@ pub struct FmsConfig {
     /// which flashkit builds without it still mount: for tests of old media. A mount takes
     /// it from the medium. Default `true`.
     pub header_code: bool,
+    /// Spare mode: write a segment summary after a segment's last slot, a copy of its
+    /// slots' records, so that mount reads one page for a full segment instead of every
+    /// slot's spare area (`layout::FEATURE_SUMMARY`, `docs/format/fms.md`, "Segment
+    /// summary"), when the pages past the last slot hold it (`Layout::summary_page`).
+    /// Format: whether the medium has them (`false` formats media as before the
+    /// feature). Mount: whether to read them (`false` reads every record, as a medium
+    /// without them is read; a medium that has them still gets them written). Default
+    /// `true`.
+    pub segment_summaries: bool,
     /// Reads of a structure that fails its checksum or its ECC, after the first, before it
     /// counts as torn or the read fails (the model's bit flips are transient, as read
     /// disturb and most real flips are): 2 by default.
@@ -168,6 +178,7 @@ impl Default for FmsConfig {
             ecc_strength: 1,
             live_byte: true,
             header_code: true,
+            segment_summaries: true,
             scrub_threshold: None,
             read_retries: 2,
             index_wear_gap: Some(8),
@@ -490,6 +501,12 @@ pub struct Fms {
     /// Blocks to scrub at the next flush: (logical block, the copy whose read found the
     /// flips). A block written or moved since is left alone.
     scrub: Vec<(u32, u32)>,
+    /// Each segment's header erase sequence as this FMS wrote or mount read it (what its
+    /// segment summary carries; 0: unknown). Empty on media without summaries.
+    hdr_seq: Vec<u64>,
+    /// Spare mode with segment summaries: the records programmed into segments not yet
+    /// full (`segsum.rs`).
+    pending: Vec<segsum::Pending>,
 }
 
 impl Fms {
@@ -551,6 +568,8 @@ impl Fms {
             dac_means: self.dac_means.clone(),
             ecc_override: self.ecc_override.clone(),
             scrub: self.scrub.clone(),
+            hdr_seq: self.hdr_seq.clone(),
+            pending: self.pending.clone(),
         })
     }
 
@@ -622,6 +641,12 @@ impl Fms {
             dac_means: Box::new([0; 8]),
             ecc_override: None,
             scrub: Vec::new(),
+            hdr_seq: if lay.summary_page.is_some() {
+                vec![0; segments]
+            } else {
+                Vec::new()
+            },
+            pending: Vec::new(),
             adaptive,
             hot: HotDegree::new(if keeps_hot { n } else { 0 }, half_life),
             indexed: used.is_some() || aged.is_some() || sums.is_some() || wear.is_some(),
@@ -871,6 +896,7 @@ impl Fms {
             + self.wear.as_ref().map_or(0, |u| u.ram_bytes())
             + self.adaptive.as_ref().map_or(0, |a| a.ram_bytes())
             + self.trims.ram_bytes()
+            + self.hdr_seq.len() as u64 * 8
     }
 
     /// A digest of the tables rebuilt at mount (map, valid counts, erase counts, free slots,
@@ -1492,7 +1518,11 @@ impl Fms {
                 let p0 = first + off / ps;
                 let spare = rec.encode_spare();
                 if let (true, Some(b)) = (self.lay.ecc(), data) {
-                    return self.program_slot_ecc(p0, b, &spare);
+                    self.program_slot_ecc(p0, b, &spare)?;
+                    if self.lay.summary_page.is_some() {
+                        self.note_record(seg, slot, &spare)?;
+                    }
+                    return Ok(());
                 }
                 for k in 0..pps {
                     let d = match data {
@@ -1506,6 +1536,9 @@ impl Fms {
                         &layout::PAGE_MARK[..]
                     };
                     self.nand.program(p0 + k, 0, d, Some((1, sp)))?;
+                }
+                if self.lay.summary_page.is_some() {
+                    self.note_record(seg, slot, &spare)?;
                 }
             }
         }
@@ -1745,6 +1778,9 @@ impl Fms {
             Err(e) => return Err(e.into()),
         }
         self.stats.erasures += 1;
+        if !self.pending.is_empty() {
+            self.drop_pending(seg);
+        }
         let s = &mut self.segs[seg as usize];
         s.erase_count = s.erase_count.saturating_add(1);
         s.valid = 0;
@@ -1770,6 +1806,9 @@ impl Fms {
             features: self.lay.features(),
         };
         self.erase_seq = self.erase_seq.saturating_add(1);
+        if let Some(h) = self.hdr_seq.get_mut(seg as usize) {
+            *h = hdr.erase_seq;
+        }
         let first = self.nand.geometry().first_page(seg);
         let bytes = hdr.encode();
         // With a header code (`layout::FEATURE_HEADER_CODE`), the code of the page's first
@@ -2015,5 +2054,7 @@ impl BlockDevice for Fms {
 mod flip_tests;
 #[cfg(test)]
 mod header_code_tests;
+#[cfg(test)]
+mod segsum_tests;
 #[cfg(test)]
 mod tests;

@@ -37,8 +37,8 @@ use nand::{BadState, Nand};
 use super::layout::{
     ecc_name, ecc_strength_of, header_code_of, medium_time_ps, one_bit_from, IndexEntry, Layout,
     LiveFlag, Record, RecordMode, SegHeader, TrimList, ECC_SPARE_OFFSET, ENTRY, FEATURES_KNOWN,
-    FEATURE_HEADER_CODE, FEATURE_LIVE_BYTE, INDEX_ENTRY, PAD_RECORD, SEG_HEADER, SPARE_RECORD,
-    TRIM_LIST_LBN,
+    FEATURE_HEADER_CODE, FEATURE_LIVE_BYTE, FEATURE_SUMMARY, INDEX_ENTRY, PAD_RECORD, SEG_HEADER,
+    SPARE_RECORD, TRIM_LIST_LBN,
 };
 use super::trims::{ListSlot, Tomb};
 use super::{Fms, FmsConfig, IndexLog, SegState, Tail, NONE};
@@ -86,6 +86,10 @@ pub struct MountReport {
     /// and the block they name reads an older copy (or zeros). Named here so that the
     /// loss is not silent.
     pub flipped_records: Vec<SlotRecord>,
+    /// Spare mode: segments whose records the mount took from their segment summary
+    /// (one page read) instead of reading each slot's spare area (`segsum.rs`). Not a
+    /// recovery path.
+    pub summaries_read: u64,
 }
 
 /// A slot whose record a mount found one bit from a valid record, and the block the
@@ -305,7 +309,17 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                     h.features
                 )));
             }
-            lay = lay.with_live_byte(live).with_header_code(hcode);
+            let summary = h.features & FEATURE_SUMMARY != 0;
+            if summary && lay.clone().with_summary(true).summary_page.is_none() {
+                return Err(DevError::corrupt(format!(
+                    "segment {seg}: header features {:#x} say segment summaries, which need spare mode and room after the last slot: written for another device, or corrupt",
+                    h.features
+                )));
+            }
+            lay = lay
+                .with_live_byte(live)
+                .with_header_code(hcode)
+                .with_summary(summary);
             if t > 0 {
                 lay = lay.with_ecc(t, &geo).map_err(|e| {
                     DevError::corrupt(format!("segment {seg}: header says ECC, but {e}"))
@@ -315,12 +329,21 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                 f.nand.set_overflip_at(super::overflip_at(t));
             }
             f.lay = lay.clone();
+            // Each segment's header erase sequence, for the summaries this FMS writes
+            // (allocated by the medium's feature, not the configuration's).
+            f.hdr_seq = match lay.summary_page {
+                Some(_) => vec![0; lay.segments as usize],
+                None => Vec::new(),
+            };
             f.cfg.live_byte = live;
             f.cfg.header_code = hcode;
         }
         any_header = true;
         format_id.get_or_insert(h.format_id);
         f.segs[si].erase_count = h.erase_count;
+        if let Some(e) = f.hdr_seq.get_mut(si) {
+            *e = h.erase_seq;
+        }
         max_ec = max_ec.max(h.erase_count);
         f.erase_seq = f.erase_seq.max(h.erase_seq.saturating_add(1));
         if h.kind == 1 {
@@ -343,7 +366,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             }
             continue;
         }
-        let (last_used, stop) = read_records(&mut f, seg, &mut found)?;
+        let (last_used, stop) = read_records(&mut f, seg, &mut found, (h.erase_seq, h.format_id))?;
         opened_ms(&mut hdr_ps[si], found.oldest_ms);
         let (next, torn) = first_free(&mut f, seg, last_used, stop)?;
         f.segs[si].next = next;
@@ -453,7 +476,10 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             f.retired.push(seg);
             continue;
         }
-        read_records(&mut f, seg, &mut found)?;
+        if let Some(e) = f.hdr_seq.get_mut(seg as usize) {
+            *e = h.erase_seq;
+        }
+        read_records(&mut f, seg, &mut found, (h.erase_seq, h.format_id))?;
         opened_ms(&mut hdr_ps[seg as usize], found.oldest_ms);
         read_grown.push(seg);
     }
@@ -850,7 +876,11 @@ pub(super) fn first_free(
 pub(super) fn first_free_on_flash(f: &mut Fms, seg: u32) -> DevResult<(u32, bool)> {
     let mut entries = vec![0u8; f.lay.slots as usize * ENTRY];
     let mut last_used = None;
-    let stop = for_each_record(f, seg, &mut entries, |slot, _| {
+    let header = (
+        f.hdr_seq.get(seg as usize).copied().unwrap_or(0),
+        f.format_id,
+    );
+    let stop = for_each_record(f, seg, &mut entries, header, |slot, _| {
         last_used = Some(slot);
         Ok(())
     })?;
@@ -899,6 +929,7 @@ fn unlike(this: u32, medium: u32) -> Option<(String, String)> {
     let t = |f: u32| ecc_strength_of(f).unwrap_or(0);
     let live = |f: u32| f & FEATURE_LIVE_BYTE != 0;
     let code = |f: u32| f & FEATURE_HEADER_CODE != 0;
+    let summary = |f: u32| f & FEATURE_SUMMARY != 0;
     if t(this) != t(medium) {
         Some((with_ecc(t(this)), with_ecc(t(medium))))
     } else if live(this) != live(medium) {
@@ -908,6 +939,15 @@ fn unlike(this: u32, medium: u32) -> Option<(String, String)> {
             with_header_code(code(this)).into(),
             with_header_code(code(medium)).into(),
         ))
+    } else if summary(this) != summary(medium) {
+        let with = |on: bool| {
+            if on {
+                "with segment summaries"
+            } else {
+                "without segment summaries"
+            }
+        };
+        Some((with(summary(this)).into(), with(summary(medium)).into()))
     } else {
         None
     }
@@ -1105,7 +1145,13 @@ fn first_valid_after(f: &mut Fms, after: u32) -> DevResult<Option<SegHeader>> {
 }
 
 /// Read `buf.len()` bytes starting at byte `off` of the segment whose first page is `first`.
-fn read_span(nand: &mut Nand, lay: &Layout, first: u64, off: u64, buf: &mut [u8]) -> DevResult<()> {
+pub(super) fn read_span(
+    nand: &mut Nand,
+    lay: &Layout,
+    first: u64,
+    off: u64,
+    buf: &mut [u8],
+) -> DevResult<()> {
     for (page, col, at, n) in lay.pages_of(off, buf.len() as u64) {
         nand.read(first + page, col, &mut buf[at..at + n])?;
     }
@@ -1276,7 +1322,15 @@ struct Flips {
 /// Read the records of segment `seg` into `found`: the newest per block, superseded copies
 /// still live, trim-list slots. Returns the last slot holding a record, torn or not, and
 /// the slot where the scan stopped, read fully erased (spare mode, [`for_each_record`]).
-fn read_records(f: &mut Fms, seg: u32, found: &mut Found) -> DevResult<(Option<u32>, Option<u32>)> {
+///
+/// `header`: the erase sequence and format number of the segment's header, which a
+/// segment summary must carry to be read instead of the records (`segsum.rs`).
+fn read_records(
+    f: &mut Fms,
+    seg: u32,
+    found: &mut Found,
+    header: (u64, u64),
+) -> DevResult<(Option<u32>, Option<u32>)> {
     let Found {
         best,
         stale_live,
@@ -1338,7 +1392,7 @@ fn read_records(f: &mut Fms, seg: u32, found: &mut Found) -> DevResult<(Option<u
         }
         Ok(())
     };
-    let stop = for_each_record(f, seg, entries, consider)?;
+    let stop = for_each_record(f, seg, entries, header, consider)?;
     Ok((last_used, stop))
 }
 
@@ -1415,10 +1469,16 @@ fn spare_flip(b: &[u8], logical: u64) -> Option<Record> {
 /// Spare mode stops at the first slot that reads fully erased and whose next slot's
 /// record reads erased too ([`scan_ends_at`]), and returns it; header mode reads every
 /// entry (they come in one read) and returns `None`.
+///
+/// In spare mode, a segment summary valid for `header` (the segment header's erase
+/// sequence and format number; `segsum::read_summary`) gives the records instead, read as
+/// the spare areas would be, without the scan's stop (a summary is written only when the
+/// last slot is).
 fn for_each_record(
     f: &mut Fms,
     seg: u32,
     entries: &mut [u8],
+    header: (u64, u64),
     mut visit: impl FnMut(u32, RecordRead) -> DevResult<()>,
 ) -> DevResult<Option<u32>> {
     let lay = f.lay.clone();
@@ -1473,6 +1533,35 @@ fn for_each_record(
             }
         }
         RecordMode::Spare => {
+            // A full segment's slot 0 holds a record: only then is a summary looked for
+            // (the record's read is the scan's first), so an empty segment costs no
+            // summary read.
+            let mut pre = None;
+            if lay.summary_page.is_some() && f.cfg.segment_summaries {
+                let mut r = [0u8; SPARE_RECORD - 1];
+                f.nand.read(record_page(f, seg, 0), page_size + 1, &mut r)?;
+                pre = Some(r);
+            }
+            let summary = match pre {
+                Some(r) if !all_erased(&r) => super::segsum::read_summary(f, seg, header)?,
+                _ => None,
+            };
+            if let Some(records) = summary {
+                for (slot, r) in records.chunks_exact(SPARE_RECORD - 1).enumerate() {
+                    if all_erased(r) {
+                        continue;
+                    }
+                    let got = if r == PAD_RECORD {
+                        RecordRead::Torn
+                    } else if let Some(rec) = Record::decode_spare(r) {
+                        RecordRead::Valid(rec)
+                    } else {
+                        spare_flip(r, logical).map_or(RecordRead::Torn, RecordRead::Flipped)
+                    };
+                    visit(slot as u32, got)?;
+                }
+                return Ok(None);
+            }
             let mut spare = [0u8; SPARE_RECORD - 1];
             for slot in 0..slots {
                 let last = record_page(f, seg, slot);
@@ -1485,7 +1574,10 @@ fn for_each_record(
                     if t > 0 {
                         f.stats.read_retries += 1;
                     }
-                    f.nand.read(last, page_size + 1, &mut spare)?;
+                    match pre.take() {
+                        Some(r) => spare = r,
+                        None => f.nand.read(last, page_size + 1, &mut spare)?,
+                    }
                     if all_erased(&spare) || spare == PAD_RECORD {
                         got = Some(RecordRead::Torn);
                         break;

@@ -35,7 +35,8 @@ impl Sizing {
         let lay = Layout::new(geo, cfg.block_size)?
             .with_ecc(if cfg.ecc { cfg.ecc_strength } else { 0 }, geo)?
             .with_live_byte(cfg.live_byte)
-            .with_header_code(cfg.header_code);
+            .with_header_code(cfg.header_code)
+            .with_summary(cfg.segment_summaries);
         let segments = lay.segments as usize;
         // A physical slot number is `seg << slot_bits | slot`: shifts, not divisions by
         // the (often odd) slot count, on every lookup. Numbers past `slots` are unused.
@@ -169,9 +170,15 @@ impl Fms {
             .saturating_add(opt(z.wear, WearIndex::peak_ram_bytes_for(segments)))
             .saturating_add(opt(z.adaptive, Adaptive::ram_bytes_for(n)));
         let header_pages = (z.lay.header_bytes as u64).div_ceil(z.lay.page_size as u64);
+        // Every full segment's summary pages are kept too, and each segment's header
+        // erase sequence.
+        let summary_pages = z.lay.summary_page.map_or(0, |_| {
+            (z.lay.summary_bytes() as u64).div_ceil(z.lay.page_size as u64)
+        });
+        let tables = tables.saturating_add(if summary_pages > 0 { segments * 8 } else { 0 });
         Ok(RamEstimate {
             tables,
-            kept_pages: segments * header_pages + z.lay.pages_per_seg as u64,
+            kept_pages: segments * (header_pages + summary_pages) + z.lay.pages_per_seg as u64,
             logical_blocks: n,
             aged_groups,
         })

@@ -137,7 +137,12 @@ fn ram_estimate_tracks_the_tables() {
         // written so far (all of them in a long enough run). (A log that moved as its
         // segment wore, `index_wear_gap`, has its old segment erased at once.)
         let index_pages = f.lay.pages_per_seg as u64 - 1;
-        let least = nand::PayloadlessStore::ram_bytes_for(&geo, est.kept_pages - index_pages);
+        // Summary pages only of the segments that filled.
+        let summaries = f.lay.summary_page.map_or(0, |_| {
+            (f.lay.summary_bytes() as u64).div_ceil(f.lay.page_size as u64) * f.segs.len() as u64
+        });
+        let least =
+            nand::PayloadlessStore::ram_bytes_for(&geo, est.kept_pages - index_pages - summaries);
         assert!(
             (least..=est_store).contains(&store),
             "{name}: store estimate {least}..={est_store} for {store} bytes"
@@ -969,9 +974,9 @@ fn assert_no_problems(bad: &[String], what: &str) {
 
 /// What `tables_digest` covers, to compare and say how two FMSs differ.
 #[derive(PartialEq, Debug)]
-struct Tables(Vec<u32>, Vec<(u32, u32, u32, SegState)>, Vec<u32>);
+pub(super) struct Tables(Vec<u32>, Vec<(u32, u32, u32, SegState)>, Vec<u32>);
 
-fn tables(f: &Fms) -> Tables {
+pub(super) fn tables(f: &Fms) -> Tables {
     Tables(
         f.blocks.iter().map(|b| b.map).collect(),
         f.segs
@@ -990,7 +995,7 @@ fn tables(f: &Fms) -> Tables {
 }
 
 /// The first difference between two FMSs' tables.
-fn tables_diff(a: &Tables, b: &Tables) -> Option<String> {
+pub(super) fn tables_diff(a: &Tables, b: &Tables) -> Option<String> {
     if let Some(l) = (0..a.0.len()).find(|&l| a.0[l] != b.0[l]) {
         return Some(format!("block {l} at {} vs {}", a.0[l], b.0[l]));
     }
@@ -2721,7 +2726,7 @@ fn unknown_features_and_mixed_ecc_are_refused() {
     let mut hdr = SegHeader::decode(&h).unwrap().unwrap();
     assert_eq!(
         hdr.features,
-        layout::FEATURE_ECC | layout::FEATURE_HEADER_CODE
+        layout::FEATURE_ECC | layout::FEATURE_HEADER_CODE | layout::FEATURE_SUMMARY
     );
     // Rewrite segment 1's header (erase, then program) with other features or kind,
     // and mark its erase block grown bad when `bad`.
@@ -2786,15 +2791,31 @@ fn unknown_features_and_mixed_ecc_are_refused() {
     );
     // A grown-bad segment whose records the mount reads is held to the same rules (its
     // unknown features were ignored).
-    let e = with(fresh(), layout::FEATURE_ECC | 0x8, 0, true, &mut hdr).unwrap();
-    assert!(e.contains("segment 1") && e.contains("features 0x9"), "{e}");
+    let e = with(fresh(), layout::FEATURE_ECC | 0x200, 0, true, &mut hdr).unwrap();
+    assert!(
+        e.contains("segment 1") && e.contains("features 0x201"),
+        "{e}"
+    );
+    // Segment summaries on some segments only (stop 23).
+    let e = with(
+        fresh(),
+        layout::FEATURE_ECC | layout::FEATURE_HEADER_CODE,
+        0,
+        false,
+        &mut hdr,
+    )
+    .unwrap();
+    assert!(
+        e.contains("segment 1") && e.contains("without segment summaries"),
+        "{e}"
+    );
     let e = with(fresh(), 0, 0, true, &mut hdr).unwrap();
     assert!(
         e.contains("segment 1 (grown bad)") && e.contains("with"),
         "{e}"
     );
     // The same header as the others, grown bad: mounts (its records are read).
-    let same = layout::FEATURE_ECC | layout::FEATURE_HEADER_CODE;
+    let same = layout::FEATURE_ECC | layout::FEATURE_HEADER_CODE | layout::FEATURE_SUMMARY;
     assert_eq!(with(fresh(), same, 0, true, &mut hdr), None);
     drop(nd);
 }

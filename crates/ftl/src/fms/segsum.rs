@@ -1,0 +1,163 @@
+//! Segment summaries (spare mode; `layout::FEATURE_SUMMARY`, `docs/format/fms.md`,
+//! "Segment summary"): when a segment's last slot is programmed, the FMS programs a copy
+//! of every slot's spare record into the pages after the last slot, so that a mount reads
+//! one page for a full segment instead of one spare area per slot.
+//!
+//! The summary is a cache of the records, never their replacement: a mount that finds no
+//! valid summary for the segment's header reads the records, and a summary that is torn,
+//! stale or unreadable is simply not used. It can be trusted because a spare-mode slot is
+//! never programmed again once the segment is full: the records it copies are the ones
+//! on flash until the segment is next erased, and an erase (torn or not) only ever
+//! follows the moving of every valid block out of the segment, so a summary kept by a torn
+//! erase, with the old header, names only stale copies, as the records kept with it would.
+
+use super::mount;
+use super::*;
+use layout::{SegSummary, SUMMARY_RECORD};
+
+/// The records programmed into a segment not yet full, from slot `from` on (the slots
+/// before it were programmed before this FMS was mounted, or padded: they are read back
+/// when the summary is written).
+#[derive(Clone, Debug)]
+pub(super) struct Pending {
+    seg: u32,
+    from: u32,
+    records: Vec<u8>,
+}
+
+impl Fms {
+    /// Slot `slot` of `seg` was programmed with spare record `rec`: keep it, and after the
+    /// segment's last slot program the summary. Out of line: spare mode with summaries.
+    #[inline(never)]
+    pub(super) fn note_record(
+        &mut self,
+        seg: u32,
+        slot: u32,
+        rec: &[u8; SUMMARY_RECORD],
+    ) -> Result<(), NandError> {
+        let slots = self.lay.slots;
+        let i = match self.pending.iter().position(|p| p.seg == seg) {
+            Some(i) => i,
+            None => {
+                self.pending.push(Pending {
+                    seg,
+                    from: slot,
+                    records: vec![0xFF; slots as usize * SUMMARY_RECORD],
+                });
+                self.pending.len() - 1
+            }
+        };
+        let at = slot as usize * SUMMARY_RECORD;
+        self.pending[i].records[at..at + SUMMARY_RECORD].copy_from_slice(rec);
+        if slot + 1 < slots {
+            return Ok(());
+        }
+        let p = self.pending.swap_remove(i);
+        self.write_summary(p)
+    }
+
+    /// `seg` was erased: what was kept of its records is void.
+    pub(super) fn drop_pending(&mut self, seg: u32) {
+        self.pending.retain(|p| p.seg != seg);
+    }
+
+    /// Program the summary of the full segment `p.seg`. The slots before `p.from` are read
+    /// back (a segment opened before this mount, or a padded slot); a record that does not
+    /// decode after the re-reads is copied as read, where a mount reading the records would
+    /// also take it for torn. A program that cannot be made (leftovers of a torn erase on
+    /// the summary's page) leaves the segment without a summary, and one that fails
+    /// retires the segment as any failed program does; neither fails the write that
+    /// filled the segment, which is on flash.
+    #[cold]
+    #[inline(never)]
+    fn write_summary(&mut self, mut p: Pending) -> Result<(), NandError> {
+        let seg = p.seg;
+        let col = self.lay.page_size + 1;
+        let retries = self.cfg.meta_read_retries();
+        for slot in 0..p.from {
+            let page = mount::record_page(self, seg, slot);
+            let mut rec = [0u8; SUMMARY_RECORD];
+            for t in 0..=retries {
+                if t > 0 {
+                    self.stats.read_retries += 1;
+                }
+                self.nand.read(page, col, &mut rec)?;
+                if rec.iter().all(|&x| x == 0xFF)
+                    || rec == layout::PAD_RECORD
+                    || Record::decode_spare(&rec).is_some()
+                {
+                    break;
+                }
+            }
+            let at = slot as usize * SUMMARY_RECORD;
+            p.records[at..at + SUMMARY_RECORD].copy_from_slice(&rec);
+        }
+        let mut bytes = vec![0u8; self.lay.summary_bytes()];
+        SegSummary {
+            seg,
+            erase_seq: self.hdr_seq[seg as usize],
+            format_id: self.format_id,
+        }
+        .encode(&p.records, &mut bytes);
+        let first = self.nand.geometry().first_page(seg);
+        let off = self.lay.summary_page.expect("summaries") as u64 * self.lay.page_size as u64;
+        for (page, col, at, n) in self.lay.pages_of(off, bytes.len() as u64) {
+            match self
+                .nand
+                .program(first + page, col, Data::Bytes(&bytes[at..at + n]), None)
+            {
+                Ok(()) => {}
+                Err(
+                    NandError::SetsBits { .. }
+                    | NandError::NopExceeded { .. }
+                    | NandError::OutOfOrder { .. },
+                ) => return Ok(()),
+                Err(NandError::ProgramFailed { .. }) => {
+                    self.note_retired(seg);
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Mount: the records of `seg` from its summary, when the medium has summaries, the
+/// configuration reads them, and the summary pages hold a valid summary of this segment
+/// under the header it has (`expect`: the header's erase sequence and format number).
+/// `None`: read the records. Unwritten summary pages (the segment is not full) read
+/// erased at once; a summary that fails its checksum is read again (as every structure
+/// is) before it is given up.
+pub(super) fn read_summary(
+    f: &mut Fms,
+    seg: u32,
+    expect: (u64, u64),
+) -> DevResult<Option<Vec<u8>>> {
+    let Some(page) = f.lay.summary_page.filter(|_| f.cfg.segment_summaries) else {
+        return Ok(None);
+    };
+    let lay = f.lay.clone();
+    let slots = lay.slots;
+    let first = f.nand.geometry().first_page(seg);
+    let off = page as u64 * lay.page_size as u64;
+    let mut buf = vec![0u8; lay.summary_bytes()];
+    let ok = |b: &[u8]| b[..4].iter().all(|&x| x == 0xFF) || SegSummary::decode(b, slots).is_some();
+    let read = |n: &mut Nand, b: &mut [u8]| -> nand::Result<()> {
+        for (page, col, at, len) in lay.pages_of(off, b.len() as u64) {
+            n.read(first + page, col, &mut b[at..at + len])?;
+        }
+        Ok(())
+    };
+    if !mount::read_until(f, &mut buf, read, ok)? {
+        return Ok(None);
+    }
+    let Some((s, records)) = SegSummary::decode(&buf, slots) else {
+        return Ok(None);
+    };
+    if s.seg != seg || (s.erase_seq, s.format_id) != expect {
+        return Ok(None);
+    }
+    f.mount_report.summaries_read += 1;
+    Ok(Some(records.to_vec()))
+}

@@ -67,7 +67,7 @@ pub(super) fn written(spec: &DeviceSpec, cfg: &FmsConfig, n: u32) -> (Fms, Vec<V
 }
 
 /// XOR `mask` into byte `col` of page `ppn` of the store, for good.
-fn flip(store: &mut dyn Store, ppn: u64, col: u32, mask: u8) {
+pub(super) fn flip(store: &mut dyn Store, ppn: u64, col: u32, mask: u8) {
     let mut b = [0u8; 1];
     store.read(ppn, col, &mut b).unwrap();
     b[0] ^= mask;
@@ -293,7 +293,7 @@ fn a_header_mode_entry_bit_flipped_for_good_is_corrected() {
 }
 
 /// The spare-mode record of block `lbn`'s newest copy: its page and column.
-fn record_at(f: &Fms, lbn: u32) -> (u32, u32, u64, u32) {
+pub(super) fn record_at(f: &Fms, lbn: u32) -> (u32, u32, u64, u32) {
     let (seg, slot) = f.split(f.blocks[lbn as usize].map);
     let ppn = mount::record_page(f, seg, slot);
     (seg, slot, ppn, f.lay.page_size + 1)

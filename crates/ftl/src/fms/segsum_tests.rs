@@ -1,7 +1,7 @@
 //! Segment summaries (`segsum.rs`): written when a segment fills, read by mount instead of
 //! the records, equal to what the records say, never taken for slots written after them.
 
-use super::flip_tests::{assert_reads, content, mount, shrunk, written};
+use super::flip_tests::{assert_reads, content, flip, mount, record_at, shrunk, written};
 use super::tests::{tables, tables_diff};
 use super::*;
 use nand::DeviceSpec;
@@ -226,4 +226,45 @@ fn a_summary_kept_by_a_torn_erase_is_never_written_after() {
     g.flush().unwrap();
     let mut h = mount(&spec, &cfg, g.into_nand().into_store());
     assert_reads(&mut h, &model, "after the torn erase");
+}
+
+/// A spare record bit flipped for good in a full segment: mount reading records takes the
+/// record for torn (and reports it; `mount::spare_flip` says why it cannot correct it),
+/// so the block reads its older copy; the segment's summary, written when the record was
+/// whole, still holds it, and a mount reading summaries reads the block's newest copy.
+#[test]
+fn a_record_flipped_for_good_in_a_full_segment_is_read_from_its_summary() {
+    for (name, spec, cfg) in media() {
+        let (f, data) = written(&spec, &cfg, 120);
+        let slots = f.layout().slots;
+        // An overwritten block whose newest copy is in a full segment.
+        let lbn = (0..120u32)
+            .step_by(2)
+            .find(|&l| {
+                let (seg, _, _, _) = record_at(&f, l);
+                f.segments()[seg as usize].next == slots
+            })
+            .expect("a block in a full segment");
+        let (seg, slot, ppn, col) = record_at(&f, lbn);
+        let mut store = f.into_nand().into_store();
+        flip(&mut *store, ppn, col + 5, 0x08);
+        let copy = Nand::open(spec.clone(), store.try_clone().unwrap()).unwrap();
+        let mut g = mount(&spec, &cfg, store);
+        assert!(g.mount_report().flipped_records.is_empty(), "{name}");
+        assert_reads(&mut g, &data, name);
+        let records = FmsConfig {
+            segment_summaries: false,
+            ..cfg.clone()
+        };
+        let mut h = Fms::mount(copy, records).unwrap();
+        let want = SlotRecord {
+            segment: seg,
+            slot,
+            block: lbn,
+        };
+        assert_eq!(h.mount_report().flipped_records, vec![want], "{name}");
+        let mut buf = vec![0u8; cfg.block_size as usize];
+        h.read_block(lbn, Some(&mut buf)).unwrap();
+        assert_eq!(buf, content(lbn, 0, buf.len()), "{name}: the older copy");
+    }
 }

@@ -4,15 +4,19 @@
     fms-spec-check.py FLASHKIT_BINARY [--seeds N] [--factor F] [--only NAME] [--jobs J]
                       [--no-mutations] [--fuzz N] [--quick] [--keep] [--scratch DIR]
 
-1. Workloads: for 18 configurations (header mode on intel-series2plus-24m with 4 KiB,
-   1 KiB, 512 B blocks; spare mode on nandsim-256m, mlc2-2g, slc-large-1g; --ecc on
-   mlc2-2g and slc-large-1g, --ecc-bits 4 (BCH-4) on mlc2-2g, --ecc-bits 6 on slc-large-1g;
-   factory-bad blocks; low endurance until blocks wear out)
+1. Workloads: for 19 configurations (header mode on intel-series2plus-24m with 4 KiB,
+   1 KiB, 512 B blocks; spare mode on nandsim-256m, mlc2-2g, slc-large-1g, with segment
+   summaries where they fit (features bit 3) and mlc2-2g 4 KiB without
+   (--no-segment-summaries); --ecc on mlc2-2g and slc-large-1g, --ecc-bits 4 (BCH-4) on
+   mlc2-2g, --ecc-bits 6 on slc-large-1g; factory-bad blocks; low endurance until blocks
+   wear out)
    and N seeds, random `fms write` / `fms trim` (F x the capacity written, overwrites,
    all-0xFF and all-zero blocks, partial blocks, trims larger than one trim list).  At
    three checkpoints the spec reader's (fms-spec-reader.py) whole-device dump must equal
    `fms read` byte for byte, both must equal the data written (trimmed = zeros), and the
-   reader's figures must equal `fms info --json`.  At the end the reader's command line
+   reader's figures must equal `fms info --json` (summaries read included), and every
+   segment summary the reader uses must equal the records it copies (the reader reads
+   them too).  At the end the reader's command line
    (JSON hashes, --dump) is checked too, and its structure lint (documented byte-level
    invariants, ECC codes recomputed) must find nothing.
 2. Crafted states (seed 1, unless --no-mutations): power-cut leftovers and corrupt
@@ -22,8 +26,10 @@
    records, torn trim lists, torn slots, dirty/unknown headers, grown-bad segments,
    lost/duplicate index, ECC bit flips (BCH: 1, t, t + 1, ... bits of a chunk), header
    codes (2..t bits of a data and of the index segment's header, or of header and code;
-   t + 1 bits; code bits only), ...): reader and flashkit must agree, or both
-   refuse; `fms info`/`fms read` must leave the file unchanged.  Then --fuzz N randomly
+   t + 1 bits; code bits only), segment summaries (a bit flipped, another erase
+   sequence, segment, format number or slot count, magic erased, a copy unlike its
+   record; bit 3 cleared, or set without room), ...): reader and flashkit must agree, or
+   both refuse; `fms info`/`fms read` must leave the file unchanged.  Then --fuzz N randomly
    damaged copies (default 10).
 3. The docs' example tables, refused configurations, invalid inputs.
 
@@ -54,8 +60,11 @@ spec = importlib.util.spec_from_file_location("fms_spec_reader", os.path.join(HE
 reader = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(reader)
 
-# (name, device, nand blocks, fms block size or None for default, ecc, extra nand options);
-# ecc: False, True (--ecc, the SEC-DED code) or an int T (--ecc-bits T, BCH-T)
+# (name, device, nand blocks, fms block size or None for default, ecc, extra nand options,
+# then, after "--fms", extra `fms format` options); ecc: False, True (--ecc, the SEC-DED
+# code) or an int T (--ecc-bits T, BCH-T).  Segment summaries (features bit 3): every new
+# spare-mode format with room after the last slot has them (nandsim 1 KiB and 4 KiB, mlc2
+# and slc 4 KiB blocks), unless --no-segment-summaries.
 CONFIGS = [
     ("hdr-intel-4k", "intel-series2plus-24m", 12, None, False, []),
     ("hdr-intel-1k", "intel-series2plus-24m", 12, "1024", False, []),
@@ -65,6 +74,7 @@ CONFIGS = [
     ("spare-nandsim-512", "nandsim-256m", 20, "512", False, []),
     ("spare-mlc2-4k", "mlc2-2g", 10, None, False, []),
     ("spare-mlc2-2k", "mlc2-2g", 10, "2048", False, []),
+    ("nosum-mlc2-4k", "mlc2-2g", 10, None, False, ["--fms", "--no-segment-summaries"]),
     ("spare-slc-4k", "slc-large-1g", 12, None, False, []),
     ("spare-slc-2k", "slc-large-1g", 12, "2048", False, []),
     ("ecc-mlc2-4k", "mlc2-2g", 10, None, True, []),
@@ -111,6 +121,7 @@ COMPARE = [  # (info key, reader key)
     ("used_segments", "used_segments"), ("active_segments", "active_segments"),
     ("dirty_segments", "dirty_segments"), ("bad_segments", "bad_segments"),
     ("index_segments", "index_segments"), ("wear_min", "erase_min"),
+    ("segment_summaries", "segment_summaries"), ("summaries_read", "summaries_read"),
     ("wear_max", "erase_max"), ("torn_records", "torn_records"),
     ("stale_live_copies", "stale_live_copies"),
     ("unreadable_trim_lists", "unreadable_trim_lists"),
@@ -153,12 +164,17 @@ def nand_erases(img):
     return total
 
 
-def checkpoint(binary, img, model, scratch, tag, stop="", unknown=()):
-    """Compare reader dump, `fms read` and the model; reader figures with `fms info`."""
+def checkpoint(binary, img, model, scratch, tag, stop="", unknown=(), same_summaries=False):
+    """Compare reader dump, `fms read` and the model; reader figures with `fms info`.
+    `same_summaries` (images flashkit made, no torn erase): every summary the reader
+    uses must equal the records it copies (fms.md, "Segment summary")."""
     fi = info(binary, img)
     fms = reader.Fms(reader.NandImage(img), reserve=RESERVE, streams=STREAMS)
     rep = fms.report(with_blocks=False)
     diffs = []
+    if same_summaries and rep["summary_mismatches"]:
+        diffs.append("%d slot(s) whose record differs from its segment summary's copy, e.g. %s"
+                     % (rep["summary_mismatches"], fms.summary_mismatches[0]))
     for ik, rk in COMPARE:
         if ik in fi and fi[ik] != rep[rk]:
             diffs.append("%s: info %s, reader %s" % (ik, fi[ik], rep[rk]))
@@ -214,18 +230,30 @@ def checkpoint(binary, img, model, scratch, tag, stop="", unknown=()):
 
 def run_case(binary, scratch, cfg, seed, factor):
     name, dev, nblocks, bsz, ecc, extra = cfg
+    fms_opts = extra[extra.index("--fms") + 1:] if "--fms" in extra else []
+    extra = extra[:extra.index("--fms")] if "--fms" in extra else extra
     rng = random.Random("%s/%d" % (name, seed))
     img = os.path.join(scratch, "%s-s%d.img" % (name, seed))
     run([binary, "nand", "format", "--force", "--device", dev, "--blocks", str(nblocks)] + extra + [img])
-    cmd = [binary, "fms", "format", img]
+    cmd = [binary, "fms", "format", "--json", img] + fms_opts
     if bsz:
         cmd += ["--block-size", bsz]
     if ecc is True:
         cmd += ["--ecc"]
     elif ecc:
         cmd += ["--ecc-bits", str(ecc)]
-    run(cmd)
+    fmt = json.loads(run(cmd).stdout)
     fi = info(binary, img)
+    # fms.md, "Segment summary": a new spare-mode format sets features bit 3 when the
+    # pages after the last slot hold 32 + 15 x slots bytes (not with --no-segment-summaries)
+    f0 = reader.Fms(reader.NandImage(img))
+    want = (f0.mode == "spare" and "--no-segment-summaries" not in fms_opts
+            and (f0.img.ppb - 1 - f0.slots * f0.pps) * f0.img.page_size >= 32 + 15 * f0.slots)
+    bits = {bool(h["features"] & reader.SUMMARY) for h in f0.hdrs if isinstance(h, dict)}
+    f0.img.mm.close()
+    if bits != {want} or fmt.get("segment_summaries") != want or fi.get("segment_summaries") != want:
+        raise Fail("%s seed %d: segment summaries expected %s; header bit 3 %s, fms format --json %s, fms info %s"
+                   % (name, seed, want, sorted(bits), fmt.get("segment_summaries"), fi.get("segment_summaries")))
     erases0 = nand_erases(img)
     bs, lb = fi["block_size"], fi["logical_blocks"]
     cap = bs * lb
@@ -252,7 +280,7 @@ def run_case(binary, scratch, cfg, seed, factor):
     while True:
         if checkpoints[0] is not None and written >= checkpoints[0]:
             checkpoint(binary, img, model, scratch, "%s seed %d after %d ops" % (name, seed, ops),
-                       stop_reason, unknown)
+                       stop_reason, unknown, same_summaries=True)
             cps += 1
             checkpoints.pop(0)
         if written >= target or failed_ops >= 12:
@@ -303,8 +331,12 @@ def run_case(binary, scratch, cfg, seed, factor):
             failed_ops += 1
         else:
             written += len(data)
-    rep, fi = checkpoint(binary, img, model, scratch, "%s seed %d final" % (name, seed), stop_reason, unknown)
+    rep, fi = checkpoint(binary, img, model, scratch, "%s seed %d final" % (name, seed), stop_reason, unknown,
+                         same_summaries=True)
     cps += 1
+    if want and not rep["summaries_read"]:
+        raise Fail("%s seed %d final: a medium with segment summaries, %d used segments, but no summary read"
+                   % (name, seed, rep["used_segments"]))
     # the reader's command line: JSON block hashes and --dump agree with `fms read`
     cli_check(binary, img, scratch, rep, "%s seed %d" % (name, seed))
     fms = reader.Fms(reader.NandImage(img))
@@ -314,11 +346,12 @@ def run_case(binary, scratch, cfg, seed, factor):
         raise Fail("%s seed %d: structure check: %s" % (name, seed, "; ".join(viol[:5])))
     erases = nand_erases(img) - erases0
     return img, ("%-22s seed %d OK  %s %dB blk, %d lbn, %4d ops (%.1fx capacity, %d trims, %d ff, %d zero, %d partial), "
-            "%d checkpoints; final mapped %d, tombstones %d, trim lists %d, erase %d..%d (%d erases since format), bad %d (%d read, %d retired), index %d entries/%d wraps%s"
+            "%d checkpoints; final mapped %d, tombstones %d, trim lists %d, erase %d..%d (%d erases since format), bad %d (%d read, %d retired), index %d entries/%d wraps%s%s"
             % (name, seed, rep["mode"], bs, lb, ops, written / cap, n_trims, n_ff, n_zero, n_partial,
                cps, rep["mapped"], rep["tombstones"], rep["trim_lists"], rep["erase_min"],
                rep["erase_max"], erases, rep["bad_segments"], rep["grown_bad_read"], rep["retired_entries"],
                rep["index_entries"], (rep["index_erase_count"] or 1) - 1,
+               (", %d summaries read" % rep["summaries_read"]) if want else "",
                (", %d failed op(s), last: %s" % (failed_ops, stop_reason)) if stop_reason else ""))
 
 
@@ -673,7 +706,7 @@ def mutations(m, rng):
             t = f.bch_t
             for t2 in sorted({0, 2, 8} - {t}):
                 out.append(("header of used seg %d: BCH strength %d instead of %d, valid crc" % (g, t2, t),
-                            lambda m, g=g, t2=t2: m.header(g, features=f.hdrs[g]["features"] & ~0x1F0 | t2 << 4)))
+                            lambda m, g=g, t2=t2: m.header(g, features=f.hdrs[g]["features"] & ~0xF0 | t2 << 4)))
         out.append(("seg %d turned grown bad (same format)" % g, lambda m, g=g: m.set_state(g, 2)))
 
         def bad_old_format(m, g=g):
@@ -692,8 +725,8 @@ def mutations(m, rng):
 
         def bad_unknown_feature(m, g=g):
             m.set_state(g, 2)
-            m.header(g, features=f.hdrs[g]["features"] | 8)
-        out.append(("seg %d grown bad with an unknown feature bit" % g, bad_unknown_feature))
+            m.header(g, features=f.hdrs[g]["features"] | 0x200)
+        out.append(("seg %d grown bad with an unknown feature bit (bit 9)" % g, bad_unknown_feature))
         if f.index_seg is not None:
             def retired(m, g=g):
                 n = len(f.index_entries)
@@ -782,6 +815,129 @@ def mutations(m, rng):
             if isinstance(f.hdrs[g], dict):
                 m.header(g, logical=0)
     out.append(("capacity word 0 in every header", no_capacity))
+    out += summary_mutations(f, data_segs, recs, closed, rng)
+    return out
+
+
+def summaries_read(delta):
+    """An expectation: flashkit read `delta` fewer summaries than on the unmutated image
+    (the reader's count equals flashkit's: COMPARE)."""
+    def check(rep, fi, base):
+        if fi.get("summaries_read") != base["summaries_read"] - delta:
+            raise Fail("summaries_read %s, %d on the unmutated image (expected %d fewer)"
+                       % (fi.get("summaries_read"), base["summaries_read"], delta))
+    return check
+
+
+def summary_mutations(f, data_segs, recs, closed, rng):
+    """fms.md, "Segment summary (spare mode, features bit 3)": (what, mutate, expect)
+    where expect(rep, fi, base fms info) checks a medium both read, or is a pattern
+    flashkit's refusal must match (both must refuse)."""
+    img = f.img
+    out = []
+    if f.mode == "spare" and closed:
+        g = closed[0]
+        out.append(("header of used seg %d: summary bit toggled, valid crc (unlike the others)" % g,
+                    lambda m, g=g: m.header(g, features=f.hdrs[g]["features"] ^ reader.SUMMARY),
+                    r"segment \d+"))
+    if not f.summaries:
+        def every_header(m):
+            for h in range(img.blocks):
+                if isinstance(f.hdrs[h], dict):
+                    m.header(h, features=f.hdrs[h]["features"] | reader.SUMMARY)
+        if f.summary_room():
+            # formatted without (--no-segment-summaries): the summary pages read erased,
+            # so no segment has one and the records are read
+            def erased_pages(rep, fi, base):
+                if not fi.get("segment_summaries") or fi.get("summaries_read"):
+                    raise Fail("fms info: segment_summaries %s, summaries_read %s (expected true, 0)"
+                               % (fi.get("segment_summaries"), fi.get("summaries_read")))
+            out.append(("summary bit set in every header (room, pages erased: records read; same data)",
+                        every_header, erased_pages))
+        else:
+            # no room after the last slot (or header mode): refused, naming a segment
+            room = "header mode" if f.mode == "header" else "no room after the last slot"
+            out.append(("summary bit in every header (%s)" % room, every_header, r"segment \d+.*summar"))
+        return out
+    full = [g for g in data_segs if f.read_summary(g)[0] == "used"]
+    if not full:
+        return out
+    g = rng.choice(full)
+    off = f.summary_page * img.page_size
+    size = 32 + 15 * f.slots
+    ff15 = b"\xff" * 15
+
+    def put(m, g=g, recs_at=None, **fields):
+        b = bytearray(m.seg_get(g, off, size))
+        for k, v in fields.items():
+            o, fm = {"magic": (0, "<I"), "seg": (4, "<I"), "erase_seq": (8, "<Q"),
+                     "format": (16, "<Q"), "slots": (24, "<I")}[k]
+            struct.pack_into(fm, b, o, v)
+        for k, r in (recs_at or {}).items():
+            b[32 + 15 * k:47 + 15 * k] = r
+        struct.pack_into("<I", b, 28, reader.crc32c(bytes(b[32:]), reader.crc32c(bytes(b[0:28]))))
+        m.seg_put(g, off, bytes(b))
+    h = f.hdrs[g]
+
+    def flip(m):
+        a = rng.randrange(size * 8)
+        m.seg_put(g, off + a // 8, bytes([m.seg_get(g, off + a // 8, 1)[0] ^ (1 << a % 8)]))
+    out.append(("summary of seg %d: one bit flipped (checksum fails: records read; same data)" % g,
+                flip, summaries_read(1)))
+    out.append(("summary of seg %d: erase sequence + 1, valid crc (not used; same data)" % g,
+                lambda m: put(m, erase_seq=h["erase_seq"] + 1), summaries_read(1)))
+    g2 = [x for x in full if x != g]
+    out.append(("summary of seg %d: names seg %d, valid crc (not used; same data)" % (g, g2[0] if g2 else g + 1),
+                lambda m: put(m, seg=g2[0] if g2 else g + 1), summaries_read(1)))
+    out.append(("summary of seg %d: format number + 1, valid crc (not used; same data)" % g,
+                lambda m: put(m, format=h["format"] + 1), summaries_read(1)))
+    out.append(("summary of seg %d: slot count + 1, valid crc (not used; same data)" % g,
+                lambda m: put(m, slots=f.slots + 1), summaries_read(1)))
+    out.append(("summary of seg %d: magic erased (no summary; same data)" % g,
+                lambda m: m.seg_put(g, off, b"\xff" * 4), summaries_read(1)))
+    if len(full) > 1:
+        # another full segment's summary copied here: names the other segment
+        def copied(m, src=g2[0]):
+            m.seg_put(g, off, m.seg_get(src, off, size))
+        out.append(("summary of seg %d copied into seg %d (not used; same data)" % (g2[0], g),
+                    copied, summaries_read(1)))
+    blocks = [k for k, kind, _ in recs[g] if kind == "block"]
+    if blocks:
+        k = rng.choice(blocks)
+
+        def mism(rep, fi, base):
+            summaries_read(0)(rep, fi, base)
+            if rep["summary_mismatches"] != 1:
+                raise Fail("reader summary_mismatches %s, expected 1" % rep["summary_mismatches"])
+        # used as it is (records are read only without a valid summary): the block loses
+        # that copy in both, and the reader's cross-check names the slot
+        out.append(("summary of seg %d: slot %d's copy replaced by the pad record, valid crc (used)" % (g, k),
+                    lambda m: put(m, recs_at={k: bytes(15)}), mism))
+        r = bytearray(f.img.page_spare(g * img.ppb + 1 + k * f.pps + f.pps - 1, 1, 15))
+        # a valid record the records do not hold: a sequence number above every other,
+        # so that the summary's copy wins in both
+        r[4:9] = (f.next_seq + 1000).to_bytes(5, "little")
+        struct.pack_into("<I", r, 11, reader.crc32c(bytes(r[0:11])))
+        out.append(("summary of seg %d: slot %d's copy with a newer sequence number, valid crc (used)" % (g, k),
+                    lambda m: put(m, recs_at={k: bytes(r)}), mism))
+
+    # crafted (flashkit writes a summary only after the last slot's record): every copy
+    # 0xFF, or the last one; fms.md: such a summary is not used (records read; same data)
+    out.append(("summary of seg %d: every copy 0xFF, valid crc (not used; same data)" % g,
+                lambda m: put(m, recs_at={k: ff15 for k in range(f.slots)}), summaries_read(1)))
+    out.append(("summary of seg %d: last slot's copy 0xFF, valid crc (not used; same data)" % g,
+                lambda m: put(m, recs_at={f.slots - 1: ff15}), summaries_read(1)))
+
+    def clear_bit(m):
+        for x in range(img.blocks):
+            if isinstance(f.hdrs[x], dict):
+                m.header(x, features=f.hdrs[x]["features"] & ~reader.SUMMARY)
+
+    def none_read(rep, fi, base):
+        if fi.get("segment_summaries") or fi.get("summaries_read"):
+            raise Fail("bit 3 clear, but fms info: segment_summaries %s, summaries_read %s"
+                       % (fi.get("segment_summaries"), fi.get("summaries_read")))
+    out.append(("summary bit cleared in every header (records read; same data)", clear_bit, none_read))
     return out
 
 
@@ -799,6 +955,8 @@ def fuzz_targets(f):
             for k in range(f.slots):
                 t.append((g * img.ppb + 1 + k * f.pps + f.pps - 1, 1, 15, True))
                 t.append((g * img.ppb + 1 + k * f.pps, 0, 32, False))
+            if f.summaries and f.read_summary(g)[0] == "used":
+                t.append((g * img.ppb + f.summary_page, 0, min(img.page_size, 32 + 15 * f.slots), False))
     if f.index_seg is not None:
         t.append((f.index_seg * img.ppb + 1, 0, min(img.page_size, 16 * len(f.index_entries) + 16), False))
     return t
@@ -862,7 +1020,11 @@ def run_mutations(binary, scratch, img, name, seed):
     lines = []
     fails = 0
     orig = None  # the unmutated image's `fms read`, for the "(corrected)" cases
-    for what, fn in muts:
+    base = None  # the unmutated image's `fms info`, for the expectations
+    for what, fn, *expect in muts:
+        expect = expect[0] if expect else None
+        if expect is not None and base is None:
+            base = info(binary, img)
         m = Mut(img)
         fn(m)
         path = os.path.join(scratch, "mut.img")
@@ -875,7 +1037,11 @@ def run_mutations(binary, scratch, img, name, seed):
         ferr = q.stderr.decode(errors="replace").strip()
         tag = "%-22s seed %d mut %s:" % (name, seed, what)
         if p.returncode or q.returncode:
-            if p.returncode and q.returncode:
+            if p.returncode and q.returncode and isinstance(expect, str) and not re.search(expect, ferr):
+                fails += 1
+                FAILED_KINDS[re.sub(r"\d+", "N", what)] += 1
+                lines.append("%s FAIL both refuse, but fms's error does not match %r: %r" % (tag, expect, ferr))
+            elif p.returncode and q.returncode:
                 lines.append("%s OK  both refuse: reader %r; fms %r" % (tag, rerr, ferr.splitlines()[-1]))
             else:
                 fails += 1
@@ -886,6 +1052,10 @@ def run_mutations(binary, scratch, img, name, seed):
             continue
         try:
             rep, fi = checkpoint(binary, path, None, scratch, "mutated")
+            if isinstance(expect, str):
+                raise Fail("mutated: both read it, but it should be refused (%s)" % expect)
+            if expect is not None:
+                expect(rep, fi, base)
             with open(path, "rb") as fh:
                 if fh.read() != bytes(m.b):
                     raise Fail("mutated: fms info / fms read changed the image (docs: opened read-only)")
@@ -900,11 +1070,12 @@ def run_mutations(binary, scratch, img, name, seed):
                         raise Fail("mutated: the flips were within the code's strength, but the data read "
                                    "differs from the unmutated image's")
             lines.append("%s OK  mapped %d, free/used/active/dirty/index %d/%d/%d/%d/%d, torn %d, stale live %d, "
-                         "unreadable lists %d, grown bad read %d, index lost %s%s"
+                         "unreadable lists %d, grown bad read %d, index lost %s%s%s"
                          % (tag, rep["mapped"], rep["free_segments"], rep["used_segments"], rep["active_segments"],
                             rep["dirty_segments"], rep["index_segments"], rep["torn_records"],
                             rep["stale_live_copies"], rep["unreadable_trim_lists"], rep["grown_bad_read"],
                             rep["index_lost"],
+                            (", summaries read %d" % rep["summaries_read"]) if rep["segment_summaries"] else "",
                             ("; whole read refused by both: " + rep["read_refused"]) if "read_refused" in rep else ""))
         except Fail as e:
             fails += 1
@@ -965,6 +1136,19 @@ def layout_examples(binary, scratch):
         if got != (hb, slots, pps, per_page, cycle, slots):
             raise Fail("fms.md example %s %d: (header_bytes, slots, pps, per page, cycle, info slots) %s, doc %s"
                        % (dev, bs, got, (hb, slots, pps, per_page, cycle, slots)))
+    # fms.md "Segment summary": device, block size, slots, summary page, summary bytes
+    # (None: no room, no summaries); `fms format --json` says whether the medium has them
+    for dev, bs, slots, page, nbytes in [("nandsim-256m", 1024, 15, 31, 257), ("nandsim-256m", 512, 31, None, None),
+                                         ("slc-large-1g", 4096, 31, 63, 497), ("slc-large-1g", 2048, 63, None, None),
+                                         ("mlc2-2g", 4096, 63, 127, 977), ("mlc2-2g", 2048, 127, None, None)]:
+        run([binary, "nand", "format", "--force", "--device", dev, "--blocks", "10", path])
+        fmt = json.loads(run([binary, "fms", "format", "--json", path, "--block-size", str(bs)]).stdout)
+        f = reader.Fms(reader.NandImage(path))
+        got = (f.slots, f.summary_page, 32 + 15 * f.slots if f.summaries else None, fmt.get("segment_summaries"))
+        f.img.mm.close()
+        if got != (slots, page, nbytes, page is not None):
+            raise Fail("fms.md summary example %s %d: (slots, summary page, bytes, format's segment_summaries) %s, doc %s"
+                       % (dev, bs, got, (slots, page, nbytes, page is not None)))
     # a longer file is accepted, the bytes after the end ignored
     path = os.path.join(scratch, "layout.img")
     run([binary, "nand", "format", "--force", "--device", "slc-large-1g", "--blocks", "9", path])
@@ -985,7 +1169,7 @@ def layout_examples(binary, scratch):
     checkpoint(binary, path, None, scratch, "reformatted")
     os.unlink(path)
     return ("layout-examples        OK  nand-image.md offset/length table (3 rows), fms.md examples table (8 rows), "
-            "longer file accepted, reformat counts/format number")
+            "segment summary table (6 rows), longer file accepted, reformat counts/format number")
 
 
 def refused_configs(binary, scratch):
@@ -1063,13 +1247,15 @@ def invalid_inputs(binary, scratch):
     img = reader.NandImage(base)
     seg1 = img.data_off + img.ppb * img.raw_page  # segment 1's header, file bytes inverted
 
-    def unknown_feature(b):
+    def unknown_feature(b, bit):
+        # bit 3 (segment summaries) is known since stop 23: bits 9 and 31 are not
         h = bytearray(x ^ 0xFF for x in b[seg1:seg1 + 64])
-        h[48] |= 8
+        struct.pack_into("<I", h, 48, struct.unpack_from("<I", h, 48)[0] | 1 << bit)
         h[60:64] = reader.crc32c(bytes(h[0:60])).to_bytes(4, "little")
         b[seg1:seg1 + 64] = bytes(x ^ 0xFF for x in h)
         return b
-    variant("unknown-feature-bit", unknown_feature)
+    variant("unknown-feature-bit-9", lambda b: unknown_feature(b, 9))
+    variant("unknown-feature-bit-31", lambda b: unknown_feature(b, 31))
 
     def live_byte_on_spare(b):
         # fms.md, segment header offset 48: the live byte is a header-mode feature
@@ -1099,6 +1285,8 @@ def task(binary, scratch, cfg, seed, factor, mutate):
     FAILED_KINDS.clear()
     try:
         img, line = run_case(binary, sub, cfg, seed, factor)
+    except reader.SpecError as e:
+        return ["%-22s seed %d FAIL reader: %s" % (cfg[0], seed, e)], 1, 1, {}
     except Fail as e:
         return ["%-22s seed %d FAIL %s" % (cfg[0], seed, e)], 1, 1, {}
     lines, cases, failures = [line], 1, 0

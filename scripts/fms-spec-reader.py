@@ -5,6 +5,7 @@ Specs: docs/format/nand-image.md (NAND image container) and docs/format/fms.md
 (Flash Memory Server on-flash format and mount rules).  Standard library only.
 
     fms-spec-reader.py IMAGE [--dump OUT] [--no-blocks] [--lint] [--reserve N] [--streams N]
+                       [--no-summary-check]
 
 prints JSON {"block_size", "logical_blocks", "mapped", "blocks": {lbn: sha256}, ...}
 (plus the mount figures `fms info --json` reports) and with --dump writes the whole
@@ -18,7 +19,12 @@ list holding an uncorrectable chunk is unreadable, as flashkit does.  Header-mod
 entries' live state is read as the headers' features say: bit 0 alone, or with the live
 byte (features bit 1) a majority of bits 0 and 2..7.  A segment header that does not
 decode is corrected with the code its page's first chunk carries (features bit 2, up to
-the medium's strength in bits), else by one bit (CRC search), as flashkit does.
+the medium's strength in bits), else by one bit (CRC search), as flashkit does.  With
+segment summaries (features bit 3), a full segment's records come from its summary when
+it is valid for the segment's header ("summaries_read"); the records of such a segment
+are read too, and a slot whose record decodes but differs from the summary's copy is
+counted in "summary_mismatches" (listed in "summary_mismatch_slots"; --no-summary-check
+skips this cross-check: "summary_mismatches" is then null).
 Any invalid input gives a one-line error on stderr and exit status 1.
 
 The mount is read-only: the repairs mount would make (clearing stale live bits,
@@ -419,18 +425,22 @@ TRIM_MAGIC = 0x544D5346
 INDEX_MAGIC = 0x1DE5
 
 
-FEATURES_KNOWN = 0x1F7  # bit 0 ECC, bit 1 live byte, bit 2 header code, bits 4..8 BCH strength
+FEATURES_KNOWN = 0xFF  # bit 0 ECC, bit 1 live byte, bit 2 header code, bit 3 segment
+#                        summaries, bits 4-7 BCH strength
 LIVE_BYTE = 0x02  # features bit 1 (fms.md, "Header-mode entry")
 HEADER_CODE = 0x04  # features bit 2 (fms.md, "Segment header")
+SUMMARY = 0x08  # features bit 3 (fms.md, "Segment summary (spare mode, features bit 3)")
+SUMMARY_MAGIC = 0x53534D46  # bytes 46 4D 53 53, "FMSS"
+PAD_RECORD = bytes(15)
 
 
 def features_error(f):
     """fms.md, segment header offset 48: None when mount accepts the features word, else
-    why not (bit 0 ECC; bit 1 live byte; bits 4..8, with bit 0, the BCH strength 2..8;
-    other bits zero)."""
+    why not (bit 0 ECC; bit 1 live byte; bit 2 header code; bit 3 segment summaries;
+    bits 4-7, with bit 0, the BCH strength 2..8; other bits zero)."""
     if f & ~FEATURES_KNOWN:
         return "has unknown feature bits 0x%x" % (f & ~FEATURES_KNOWN)
-    t = (f >> 4) & 0x1F
+    t = (f >> 4) & 0xF
     if t and not f & 1:
         return "has a BCH strength (%d) without the ECC bit" % t
     if t == 1 or t > 8:
@@ -445,7 +455,7 @@ def header_code_t(f):
     first chunk carries (1 SEC-DED, 2..8 BCH), or 0 when it carries none."""
     if not (f & HEADER_CODE and f & 1) or features_error(f):
         return 0
-    return ((f >> 4) & 0x1F) or 1
+    return ((f >> 4) & 0xF) or 1
 
 
 def header_chunk_code(t, hdr):
@@ -499,6 +509,18 @@ def one_bit_from(b, decode):
     return found
 
 
+def decode_summary(b, slots):
+    """fms.md, "Segment summary": (segment, erase sequence, format number, records) of a
+    summary of `slots` records (32 + 15 slots bytes), or None when its magic, slot count
+    or checksum is wrong."""
+    if len(b) != 32 + 15 * slots:
+        return None
+    magic, seg, eseq, fmt, n, crc = struct.unpack_from("<IIQQII", b, 0)
+    if magic != SUMMARY_MAGIC or n != slots or crc32c(b[32:], crc32c(b[0:28])) != crc:
+        return None
+    return seg, eseq, fmt, b[32:]
+
+
 def flags_live(flags, live_byte):
     """fms.md, "Header-mode entry": with the live byte (features bit 1) live when at least
     4 of bits 0 and 2..7 are set; without it, bit 0."""
@@ -535,8 +557,17 @@ def decode_spare_record(r):
 
 
 class Fms:
-    def __init__(self, img, reserve=None, streams=None):
+    def __init__(self, img, reserve=None, streams=None, check_summaries=True):
         self.img = img
+        # With segment summaries: also read the records of every segment whose summary
+        # is used, and list the slots whose record decodes but differs from the
+        # summary's copy (`summary_mismatches`; fms.md: the summary is a copy of the
+        # records, so on a medium that saw no torn erase there are none).
+        self.check_summaries = check_summaries
+        self.summaries = False
+        self.summary_page = None
+        self.summaries_used = 0
+        self.summary_mismatches = []
         self.ecc_bad = 0
         self.ecc_corrected = 0
         self.reserve = reserve
@@ -576,11 +607,96 @@ class Fms:
                 raise SpecError("configuration: fewer than 2 slots per segment")
         return slots
 
+    # -- segment summaries (fms.md, "Segment summary (spare mode, features bit 3)")
+    def summary_room(self):
+        """Whether the pages after the last slot hold a summary (spare mode)."""
+        if self.mode != "spare":
+            return False
+        first = 1 + self.slots * self.pps
+        return (self.img.ppb - first) * self.img.page_size >= 32 + 15 * self.slots
+
+    def summary_bytes(self, seg):
+        return self.img.seg_bytes(seg, self.summary_page * self.img.page_size, 32 + 15 * self.slots)
+
+    def read_summary(self, seg):
+        """(status, records): 'none' (the first four bytes read 0xFF: not full, or no
+        summaries on this medium), 'invalid' (magic, slot count or checksum wrong),
+        'foreign' (decodes but names another segment, or another header's erase sequence
+        or format number) or 'used' with the 15 x slots record bytes."""
+        if not self.summaries:
+            return "none", None
+        h = self.hdrs[seg]
+        b = self.summary_bytes(seg)
+        if b[0:4] == ff(4):
+            return "none", None
+        d = decode_summary(b, self.slots)
+        if d is None:
+            return "invalid", None
+        sg, eseq, fmt, recs = d
+        if not isinstance(h, dict) or (sg, eseq, fmt) != (seg, h["erase_seq"], h["format"]):
+            return "foreign", None
+        # fms.md: used only when the last slot's copy is not 15 0xFF (written only after
+        # the last slot's program)
+        if recs[15 * (self.slots - 1):] == ff(15):
+            return "unfinished", None
+        return "used", recs
+
+    def classify_record(self, r):
+        """A spare record as the scan reads it: None (0xFF: no record), or (kind, rec)."""
+        if r == ff(15):
+            return None
+        d = decode_spare_record(r)
+        if d is not None:
+            return d
+        # fms.md, Mount step 2: torn, but one bit from a valid record (not the pad
+        # record) naming a block of the capacity or a trim list is reported.
+        fix = None if r == PAD_RECORD else one_bit_from(r, decode_spare_record)
+        if fix is not None and fix[0] == "block" and fix[1]["lbn"] >= self.logical:
+            fix = None
+        return ("torn", {"flipped": fix} if fix is not None else None)
+
     # -- records
-    def read_records(self, seg):
-        """[(slot, kind, rec)] for used slots; kind 'block' | 'trim' | 'torn'."""
+    def segment_records(self, seg):
+        """([(slot, kind, rec)] for used slots, whether they came from the segment's
+        summary).  fms.md, Mount step 2: a full segment's records come from its summary
+        when it decodes, names the segment and carries its header's erase sequence and
+        format number; every record it holds is read as the scan would read the spare
+        area, without the scan's stop."""
+        if self.mode == "spare":
+            # fms.md, Mount step 2: the summary is looked for only when slot 0's record
+            # does not read 15 0xFF
+            first = self.img.page_spare(seg * self.img.ppb + 1 + self.pps - 1, 1, 15)
+            st, recs = self.read_summary(seg) if first != ff(15) else ("none", None)
+            if st == "used":
+                out = []
+                for k in range(self.slots):
+                    c = self.classify_record(recs[15 * k:15 * k + 15])
+                    if c is not None:
+                        out.append((k, c[0], c[1]))
+                return out, True
+        return self.read_records(seg, use_summary=False), False
+
+    def summary_check(self, seg):
+        """Slots of `seg` whose record decodes but differs from its summary's copy."""
+        st, recs = self.read_summary(seg)
+        bad = []
+        if st != "used":
+            return bad
+        base = seg * self.img.ppb
+        for k in range(self.slots):
+            r = self.img.page_spare(base + 1 + k * self.pps + self.pps - 1, 1, 15)
+            if decode_spare_record(r) is not None and r != recs[15 * k:15 * k + 15]:
+                bad.append("segment %d slot %d: record %s, summary %s"
+                           % (seg, k, r.hex(), recs[15 * k:15 * k + 15].hex()))
+        return bad
+
+    def read_records(self, seg, use_summary=True):
+        """[(slot, kind, rec)] for used slots; kind 'block' | 'trim' | 'torn'.  In spare
+        mode a valid summary stands for the records unless `use_summary` is false."""
         img = self.img
         out = []
+        if use_summary and self.mode == "spare":
+            return self.segment_records(seg)[0]
         if self.mode == "header":
             raw = img.seg_bytes(seg, 64, 24 * self.slots)
             for k in range(self.slots):
@@ -610,16 +726,8 @@ class Fms:
                             and self.slot_erased(seg, k):
                         break
                     continue
-                d = decode_spare_record(r)
-                if d is not None:
-                    out.append((k, d[0], d[1]))
-                    continue
-                # fms.md, Mount step 2: torn, but one bit from a valid record (not the
-                # pad record) naming a block of the capacity or a trim list is reported.
-                fix = None if r == bytes(15) else one_bit_from(r, decode_spare_record)
-                if fix is not None and fix[0] == "block" and fix[1]["lbn"] >= self.logical:
-                    fix = None
-                out.append((k, "torn", {"flipped": fix} if fix is not None else None))
+                d = self.classify_record(r)
+                out.append((k, d[0], d[1]))
         return out
 
     def chunk_code(self, chunk):
@@ -771,8 +879,8 @@ class Fms:
             if img.state[g] == 2 and hdrs[g]["kind"] != 0:
                 continue
             if (hdrs[g]["features"] & FEATURES_KNOWN) != (first["features"] & FEATURES_KNOWN):
-                raise SpecError("segment %d: ECC feature bit, live-byte bit, header-code bit or BCH strength differs from segment %d's"
-                                % (g, good_valid[0]))
+                raise SpecError("segment %d: ECC feature bit, live-byte bit, header-code bit, segment-summary bit "
+                                "or BCH strength differs from segment %d's" % (g, good_valid[0]))
         self.ecc = bool(first["features"] & 1)
         self.live_byte = bool(first["features"] & LIVE_BYTE)
         if self.live_byte and self.mode != "header":
@@ -780,13 +888,23 @@ class Fms:
         self.header_code = header_code_t(first["features"])
         if first["features"] & HEADER_CODE and self.mode != "spare":
             raise SpecError("header-code feature on a header-mode (nop = 0) device")
-        self.bch_t = (first["features"] >> 4) & 0x1F
+        self.bch_t = (first["features"] >> 4) & 0xF
         self.bch = bch(self.bch_t) if self.bch_t else None
         self.code_bytes = self.bch.nbytes if self.bch else 3
         self.format_no = first["format"]
         bs = first["block_size"]
         slots = self.geometry(bs)
         self.block_size, self.slots = bs, slots
+        # fms.md, "Segment summary": the bit on a medium without room after the last slot
+        # for the summary (or in header mode) is refused (corrupt or foreign)
+        self.summaries = bool(first["features"] & SUMMARY)
+        if self.summaries:
+            if not self.summary_room():
+                raise SpecError("segment %d: header features 0x%x say segment summaries, but %s"
+                                % (good_valid[0], first["features"],
+                                   "this is a header-mode device" if self.mode != "spare" else
+                                   "the pages after the last slot cannot hold one (%d bytes)" % (32 + 15 * slots)))
+            self.summary_page = 1 + slots * self.pps
         if self.ecc:
             if self.mode != "spare":
                 raise SpecError("ECC feature on a header-mode (nop = 0) device")
@@ -866,6 +984,7 @@ class Fms:
                 ec[g] = max_ec
 
         # records (step 2)
+        self.hdrs = hdrs
         self.grown_bad_read = 0
         readable = []
         for g in range(nseg):
@@ -884,9 +1003,18 @@ class Fms:
         best = {}          # lbn -> (seq, seg, slot, rec)
         all_blocks = []    # (lbn, seq, seg, slot, rec)
         trim_slots = []    # (seq, seg, slot)
+        self.summaries_used = 0
+        self.summary_mismatches = []
         for g in readable:
             last = -1
-            for k, kind, rec in self.read_records(g):
+            recs, from_summary = self.segment_records(g)
+            if from_summary:
+                # fms.md, Mount step 2: the segment's first free slot is `slots`
+                self.summaries_used += 1
+                last = slots - 1
+                if self.check_summaries:
+                    self.summary_mismatches += self.summary_check(g)
+            for k, kind, rec in recs:
                 last = max(last, k)
                 if kind == "torn":
                     self.torn_records += 1
@@ -1110,9 +1238,33 @@ class Fms:
             if self.roles[g] != "data":
                 continue
             if self.mode == "spare":
-                for p in range(1 + self.slots * self.pps, ppb):
-                    if img.page_data(g * ppb + p) != ff(ps) or img.page_spare(g * ppb + p) != ff(ss):
-                        v("segment %d page %d (past the last slot) programmed" % (g, p))
+                first = 1 + self.slots * self.pps
+                # fms.md, "Segment summary": with summaries, the summary (32 + 15 slots
+                # bytes from page `first` on) and nothing else; a full segment has one
+                # (no power cut, no failed program), naming it, its header's erase
+                # sequence and format number, and every slot's spare bytes 1..16 as
+                # programmed (0xFF for a slot without a record)
+                sb = 32 + 15 * self.slots if self.summaries else 0
+                if sb:
+                    st, recs = self.read_summary(g)
+                    last_rec = img.page_spare(g * ppb + first - 1, 1, 15)
+                    if st == "none" and last_rec != ff(15):
+                        v("segment %d: full (last slot's record programmed) but no summary" % g)
+                    elif st != "none" and st != "used":
+                        v("segment %d: summary pages hold an %s summary" % (g, st))
+                    elif st == "used":
+                        if last_rec == ff(15):
+                            v("segment %d: summary, but the last slot's record reads erased" % g)
+                        for k in range(self.slots):
+                            r = img.page_spare(g * ppb + 1 + k * self.pps + self.pps - 1, 1, 15)
+                            if r != recs[15 * k:15 * k + 15]:
+                                v("segment %d slot %d: summary copy %s, record %s"
+                                  % (g, k, recs[15 * k:15 * k + 15].hex(), r.hex()))
+                for p in range(first, ppb):
+                    col = max(0, min(ps, sb - (p - first) * ps))
+                    if img.page_data(g * ppb + p, col) != ff(ps - col) or img.page_spare(g * ppb + p) != ff(ss):
+                        v("segment %d page %d (past the last slot) programmed%s"
+                          % (g, p, " beyond the summary" if sb else ""))
             if self.mode == "header":
                 raw = img.seg_bytes(g, 64, 24 * self.slots)
                 for k in range(self.slots):
@@ -1239,11 +1391,20 @@ class Fms:
             "live_flag": ("byte" if self.live_byte else "bit") if self.mode == "header" else "none",
             # as fms info: whether segment headers carry the medium's code (features bit 2)
             "header_code": bool(self.header_code),
+            # as fms info: whether the medium has segment summaries (features bit 3), and
+            # how many segments' records came from theirs
+            "segment_summaries": self.summaries,
+            "summaries_read": self.summaries_used,
+            # not in fms info: slots whose record decodes but differs from the summary's
+            # copy, in segments whose summary was used (None: not checked)
+            "summary_mismatches": len(self.summary_mismatches) if self.check_summaries else None,
             "format_number": self.format_no,
             "next_seq": self.next_seq,
             "next_erase_seq": self.next_erase_seq,
             "active": {str(s): g for s, g in sorted(self.active.items())},
         }
+        if self.summary_mismatches:
+            out["summary_mismatch_slots"] = self.summary_mismatches[:20]
         if with_blocks:
             out["torn_erase_reads"] = self.torn_erase_reads
             out["blocks"] = blocks
@@ -1265,6 +1426,7 @@ def main(argv):
     streams = None
     lint = False
     with_blocks = True
+    check_summaries = True
     path = None
     i = 0
     while i < len(args):
@@ -1291,6 +1453,8 @@ def main(argv):
             lint = True
         elif a == "--no-blocks":
             with_blocks = False
+        elif a == "--no-summary-check":
+            check_summaries = False
         elif a in ("-h", "--help"):
             print(__doc__.strip())
             return 0
@@ -1302,8 +1466,9 @@ def main(argv):
             raise SpecError("more than one image given")
         i += 1
     if path is None:
-        raise SpecError("usage: fms-spec-reader.py IMAGE [--dump OUT] [--no-blocks] [--lint] [--reserve N] [--streams N]")
-    fms = Fms(NandImage(path), reserve, streams)
+        raise SpecError("usage: fms-spec-reader.py IMAGE [--dump OUT] [--no-blocks] [--lint] [--reserve N] [--streams N] "
+                        "[--no-summary-check]")
+    fms = Fms(NandImage(path), reserve, streams, check_summaries)
     out = fms.report(with_blocks)
     if lint:
         out["lint"] = fms.lint(limit=1000)

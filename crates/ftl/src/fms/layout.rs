@@ -87,7 +87,7 @@ pub const SUMMARY_HEADER: usize = 32;
 /// Bytes of each slot's record in a segment summary: the spare record as programmed (spare
 /// bytes 1..16).
 pub const SUMMARY_RECORD: usize = SPARE_RECORD - 1;
-/// Features bits 4..8, with [`FEATURE_ECC`]: the strength of the code, bits corrected per
+/// Features bits 4–7, with [`FEATURE_ECC`]: the strength of the code, bits corrected per
 /// 512 bytes, when it is a BCH code (2..=8; `nand::bch`); 0 for the SEC-DED code (stop 21;
 /// zero before). A reader from before stop 21 refuses such a medium (an unknown bit)
 /// rather than reading BCH codes as SEC-DED ones.

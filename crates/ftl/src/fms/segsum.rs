@@ -125,7 +125,8 @@ impl Fms {
 
 /// Mount: the records of `seg` from its summary, when the medium has summaries, the
 /// configuration reads them, and the summary pages hold a valid summary of this segment
-/// under the header it has (`expect`: the header's erase sequence and format number).
+/// under the header it has (`expect`: the header's erase sequence and format number)
+/// whose last slot's copy is not erased.
 /// `None`: read the records. Unwritten summary pages (the segment is not full) read
 /// erased at once; a summary that fails its checksum is read again (as every structure
 /// is) before it is given up.
@@ -155,7 +156,10 @@ pub(super) fn read_summary(
     let Some((s, records)) = SegSummary::decode(&buf, slots) else {
         return Ok(None);
     };
-    if s.seg != seg || (s.erase_seq, s.format_id) != expect {
+    // The FMS writes a summary only after programming the last slot, with its record or
+    // the pad record: one whose last copy is erased was not written by it.
+    let last = &records[records.len() - SUMMARY_RECORD..];
+    if s.seg != seg || (s.erase_seq, s.format_id) != expect || last.iter().all(|&b| b == 0xFF) {
         return Ok(None);
     }
     f.mount_report.summaries_read += 1;

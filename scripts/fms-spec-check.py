@@ -245,10 +245,10 @@ def run_case(binary, scratch, cfg, seed, factor):
     fmt = json.loads(run(cmd).stdout)
     fi = info(binary, img)
     # fms.md, "Segment summary": a new spare-mode format sets features bit 3 when the
-    # pages after the last slot hold 32 + 15 x slots bytes (not with --no-segment-summaries)
+    # pages after the last slot hold 32 + 19 x slots bytes (not with --no-segment-summaries)
     f0 = reader.Fms(reader.NandImage(img))
     want = (f0.mode == "spare" and "--no-segment-summaries" not in fms_opts
-            and (f0.img.ppb - 1 - f0.slots * f0.pps) * f0.img.page_size >= 32 + 15 * f0.slots)
+            and (f0.img.ppb - 1 - f0.slots * f0.pps) * f0.img.page_size >= 32 + 19 * f0.slots)
     bits = {bool(h["features"] & reader.SUMMARY) for h in f0.hdrs if isinstance(h, dict)}
     f0.img.mm.close()
     if bits != {want} or fmt.get("segment_summaries") != want or fi.get("segment_summaries") != want:
@@ -864,7 +864,7 @@ def summary_mutations(f, data_segs, recs, closed, rng):
         return out
     g = rng.choice(full)
     off = f.summary_page * img.page_size
-    size = 32 + 15 * f.slots
+    size = 32 + 19 * f.slots
     ff15 = b"\xff" * 15
 
     def put(m, g=g, recs_at=None, **fields):
@@ -874,7 +874,7 @@ def summary_mutations(f, data_segs, recs, closed, rng):
                      "format": (16, "<Q"), "slots": (24, "<I")}[k]
             struct.pack_into(fm, b, o, v)
         for k, r in (recs_at or {}).items():
-            b[32 + 15 * k:47 + 15 * k] = r
+            b[32 + 19 * k:47 + 19 * k] = r
         struct.pack_into("<I", b, 28, reader.crc32c(bytes(b[32:]), reader.crc32c(bytes(b[0:28]))))
         m.seg_put(g, off, bytes(b))
     h = f.hdrs[g]
@@ -956,7 +956,7 @@ def fuzz_targets(f):
                 t.append((g * img.ppb + 1 + k * f.pps + f.pps - 1, 1, 15, True))
                 t.append((g * img.ppb + 1 + k * f.pps, 0, 32, False))
             if f.summaries and f.read_summary(g)[0] == "used":
-                t.append((g * img.ppb + f.summary_page, 0, min(img.page_size, 32 + 15 * f.slots), False))
+                t.append((g * img.ppb + f.summary_page, 0, min(img.page_size, 32 + 19 * f.slots), False))
     if f.index_seg is not None:
         t.append((f.index_seg * img.ppb + 1, 0, min(img.page_size, 16 * len(f.index_entries) + 16), False))
     return t
@@ -1138,13 +1138,13 @@ def layout_examples(binary, scratch):
                        % (dev, bs, got, (hb, slots, pps, per_page, cycle, slots)))
     # fms.md "Segment summary": device, block size, slots, summary page, summary bytes
     # (None: no room, no summaries); `fms format --json` says whether the medium has them
-    for dev, bs, slots, page, nbytes in [("nandsim-256m", 1024, 15, 31, 257), ("nandsim-256m", 512, 31, None, None),
-                                         ("slc-large-1g", 4096, 31, 63, 497), ("slc-large-1g", 2048, 63, None, None),
-                                         ("mlc2-2g", 4096, 63, 127, 977), ("mlc2-2g", 2048, 127, None, None)]:
+    for dev, bs, slots, page, nbytes in [("nandsim-256m", 1024, 15, 31, 317), ("nandsim-256m", 512, 31, None, None),
+                                         ("slc-large-1g", 4096, 31, 63, 621), ("slc-large-1g", 2048, 63, None, None),
+                                         ("mlc2-2g", 4096, 63, 127, 1229), ("mlc2-2g", 2048, 127, None, None)]:
         run([binary, "nand", "format", "--force", "--device", dev, "--blocks", "10", path])
         fmt = json.loads(run([binary, "fms", "format", "--json", path, "--block-size", str(bs)]).stdout)
         f = reader.Fms(reader.NandImage(path))
-        got = (f.slots, f.summary_page, 32 + 15 * f.slots if f.summaries else None, fmt.get("segment_summaries"))
+        got = (f.slots, f.summary_page, 32 + 19 * f.slots if f.summaries else None, fmt.get("segment_summaries"))
         f.img.mm.close()
         if got != (slots, page, nbytes, page is not None):
             raise Fail("fms.md summary example %s %d: (slots, summary page, bytes, format's segment_summaries) %s, doc %s"

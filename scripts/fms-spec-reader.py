@@ -510,10 +510,10 @@ def one_bit_from(b, decode):
 
 
 def decode_summary(b, slots):
-    """fms.md, "Segment summary": (segment, erase sequence, format number, records) of a
-    summary of `slots` records (32 + 15 slots bytes), or None when its magic, slot count
-    or checksum is wrong."""
-    if len(b) != 32 + 15 * slots:
+    """fms.md, "Segment summary": (segment, erase sequence, format number, slots) of a
+    summary of `slots` slots (32 + 19 slots bytes: each slot its 15-byte record and a
+    4-byte time), or None when its magic, slot count or checksum is wrong."""
+    if len(b) != 32 + 19 * slots:
         return None
     magic, seg, eseq, fmt, n, crc = struct.unpack_from("<IIQQII", b, 0)
     if magic != SUMMARY_MAGIC or n != slots or crc32c(b[32:], crc32c(b[0:28])) != crc:
@@ -613,10 +613,10 @@ class Fms:
         if self.mode != "spare":
             return False
         first = 1 + self.slots * self.pps
-        return (self.img.ppb - first) * self.img.page_size >= 32 + 15 * self.slots
+        return (self.img.ppb - first) * self.img.page_size >= 32 + 19 * self.slots
 
     def summary_bytes(self, seg):
-        return self.img.seg_bytes(seg, self.summary_page * self.img.page_size, 32 + 15 * self.slots)
+        return self.img.seg_bytes(seg, self.summary_page * self.img.page_size, 32 + 19 * self.slots)
 
     def read_summary(self, seg):
         """(status, records): 'none' (the first four bytes read 0xFF: not full, or no
@@ -637,7 +637,7 @@ class Fms:
             return "foreign", None
         # fms.md: used only when the last slot's copy is not 15 0xFF (written only after
         # the last slot's program)
-        if recs[15 * (self.slots - 1):] == ff(15):
+        if recs[19 * (self.slots - 1):19 * (self.slots - 1) + 15] == ff(15):
             return "unfinished", None
         return "used", recs
 
@@ -670,7 +670,7 @@ class Fms:
             if st == "used":
                 out = []
                 for k in range(self.slots):
-                    c = self.classify_record(recs[15 * k:15 * k + 15])
+                    c = self.classify_record(recs[19 * k:19 * k + 15])
                     if c is not None:
                         out.append((k, c[0], c[1]))
                 return out, True
@@ -685,9 +685,9 @@ class Fms:
         base = seg * self.img.ppb
         for k in range(self.slots):
             r = self.img.page_spare(base + 1 + k * self.pps + self.pps - 1, 1, 15)
-            if decode_spare_record(r) is not None and r != recs[15 * k:15 * k + 15]:
+            if decode_spare_record(r) is not None and r != recs[19 * k:19 * k + 15]:
                 bad.append("segment %d slot %d: record %s, summary %s"
-                           % (seg, k, r.hex(), recs[15 * k:15 * k + 15].hex()))
+                           % (seg, k, r.hex(), recs[19 * k:19 * k + 15].hex()))
         return bad
 
     def read_records(self, seg, use_summary=True):
@@ -903,7 +903,7 @@ class Fms:
                 raise SpecError("segment %d: header features 0x%x say segment summaries, but %s"
                                 % (good_valid[0], first["features"],
                                    "this is a header-mode device" if self.mode != "spare" else
-                                   "the pages after the last slot cannot hold one (%d bytes)" % (32 + 15 * slots)))
+                                   "the pages after the last slot cannot hold one (%d bytes)" % (32 + 19 * slots)))
             self.summary_page = 1 + slots * self.pps
         if self.ecc:
             if self.mode != "spare":
@@ -1239,12 +1239,12 @@ class Fms:
                 continue
             if self.mode == "spare":
                 first = 1 + self.slots * self.pps
-                # fms.md, "Segment summary": with summaries, the summary (32 + 15 slots
+                # fms.md, "Segment summary": with summaries, the summary (32 + 19 slots
                 # bytes from page `first` on) and nothing else; a full segment has one
                 # (no power cut, no failed program), naming it, its header's erase
                 # sequence and format number, and every slot's spare bytes 1..16 as
                 # programmed (0xFF for a slot without a record)
-                sb = 32 + 15 * self.slots if self.summaries else 0
+                sb = 32 + 19 * self.slots if self.summaries else 0
                 if sb:
                     st, recs = self.read_summary(g)
                     last_rec = img.page_spare(g * ppb + first - 1, 1, 15)
@@ -1257,9 +1257,9 @@ class Fms:
                             v("segment %d: summary, but the last slot's record reads erased" % g)
                         for k in range(self.slots):
                             r = img.page_spare(g * ppb + 1 + k * self.pps + self.pps - 1, 1, 15)
-                            if r != recs[15 * k:15 * k + 15]:
+                            if r != recs[19 * k:19 * k + 15]:
                                 v("segment %d slot %d: summary copy %s, record %s"
-                                  % (g, k, recs[15 * k:15 * k + 15].hex(), r.hex()))
+                                  % (g, k, recs[19 * k:19 * k + 15].hex(), r.hex()))
                 for p in range(first, ppb):
                     col = max(0, min(ps, sb - (p - first) * ps))
                     if img.page_data(g * ppb + p, col) != ff(ps - col) or img.page_spare(g * ppb + p) != ff(ss):

@@ -1341,11 +1341,11 @@ fn layout_matches_the_documented_format() {
     use ftl::fms::layout::{SegSummary, FEATURE_SUMMARY, SUMMARY_HEADER, SUMMARY_MAGIC};
     assert_eq!(FEATURE_SUMMARY, 8);
     let rows = [
-        ("nandsim-256m", 1024, Some(31), 257),
+        ("nandsim-256m", 1024, Some(31), 317),
         ("nandsim-256m", 512, None, 0),
-        ("slc-large-1g", 4096, Some(63), 497),
+        ("slc-large-1g", 4096, Some(63), 621),
         ("slc-large-1g", 2048, None, 0),
-        ("mlc2-2g", 4096, Some(127), 977),
+        ("mlc2-2g", 4096, Some(127), 1229),
         ("mlc2-2g", 2048, None, 0),
         ("intel-series2plus-24m", 4096, None, 0),
     ];
@@ -1359,7 +1359,9 @@ fn layout_matches_the_documented_format() {
         }
         assert_eq!(l.with_summary(false).summary_page, None);
     }
-    let records: Vec<u8> = (0..2 * 15).map(|i| i as u8).collect();
+    // Two slots of 19 bytes: the record (15) and the time (u32, 0xFFFFFFFF unknown).
+    let mut records: Vec<u8> = (0..2 * 19).map(|i| i as u8).collect();
+    records[34..38].copy_from_slice(&[0xFF; 4]);
     let mut b = vec![0u8; SUMMARY_HEADER + records.len()];
     SegSummary {
         seg: 9,
@@ -1381,6 +1383,14 @@ fn layout_matches_the_documented_format() {
     assert_eq!(&b[32..], &records[..]);
     let (d, recs) = SegSummary::decode(&b, 2).unwrap();
     assert_eq!((d.seg, recs), (9, &records[..]));
+    assert_eq!(
+        SegSummary::slot(&recs[..19]),
+        (&records[..15], u32at(&records, 15))
+    );
+    assert_eq!(
+        SegSummary::slot(&recs[19..]),
+        (&records[19..34], ftl::fms::layout::SUMMARY_NO_TIME)
+    );
     assert!(SegSummary::decode(&b, 3).is_none());
     b[40] ^= 1;
     assert!(SegSummary::decode(&b, 2).is_none());

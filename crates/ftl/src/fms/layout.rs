@@ -87,6 +87,12 @@ pub const SUMMARY_HEADER: usize = 32;
 /// Bytes of each slot's record in a segment summary: the spare record as programmed (spare
 /// bytes 1..16).
 pub const SUMMARY_RECORD: usize = SPARE_RECORD - 1;
+/// Bytes of each slot in a segment summary: its record ([`SUMMARY_RECORD`]) and the time
+/// of its block's last user write (u32 milliseconds, as a header-mode entry's;
+/// `0xFFFFFFFF`: not known, the record's time as mount had it without summaries).
+pub const SUMMARY_SLOT: usize = SUMMARY_RECORD + 4;
+/// A summary slot's time when it is not known.
+pub const SUMMARY_NO_TIME: u32 = u32::MAX;
 /// Features bits 4–7, with [`FEATURE_ECC`]: the strength of the code, bits corrected per
 /// 512 bytes, when it is a BCH code (2..=8; `nand::bch`); 0 for the SEC-DED code (stop 21;
 /// zero before). A reader from before stop 21 refuses such a medium (an unknown bit)
@@ -481,9 +487,9 @@ impl Layout {
         }
     }
 
-    /// Bytes of a segment summary: [`SUMMARY_HEADER`] and a record per slot.
+    /// Bytes of a segment summary: [`SUMMARY_HEADER`] and [`SUMMARY_SLOT`] bytes a slot.
     pub fn summary_bytes(&self) -> usize {
-        SUMMARY_HEADER + self.slots as usize * SUMMARY_RECORD
+        SUMMARY_HEADER + self.slots as usize * SUMMARY_SLOT
     }
 
     /// The features word of this layout's segment headers: the code
@@ -756,6 +762,16 @@ impl Record {
     /// Offset, inside an entry, of the flags byte.
     pub const FLAGS_OFFSET: usize = 5;
 
+    /// The time a segment summary keeps for this record's slot ([`SUMMARY_SLOT`]): the
+    /// block's last user write, or [`SUMMARY_NO_TIME`] for a trim list.
+    pub fn summary_time(&self) -> u32 {
+        if self.lbn == TRIM_LIST_LBN {
+            SUMMARY_NO_TIME
+        } else {
+            self.time_ms
+        }
+    }
+
     /// Decode a header-mode entry, its live state read as `live` says (the medium's
     /// [`Layout::live`]).
     pub fn decode_entry(b: &[u8], live: LiveFlag) -> Option<Record> {
@@ -824,7 +840,8 @@ impl Record {
             readonly: b[9] & 0x10 == 0,
             live: true,
             updates: b[10] as u16,
-            time_ms: 0,
+            // Spare records carry no time (a segment summary may: `SUMMARY_SLOT`).
+            time_ms: SUMMARY_NO_TIME,
         })
     }
 }
@@ -853,8 +870,9 @@ pub struct TrimList;
 /// | 8 | 8 | erase sequence of the segment's header |
 /// | 16 | 8 | format number of the segment's header |
 /// | 24 | 4 | slots |
-/// | 28 | 4 | crc32c of bytes 0..28 followed by the records |
-/// | 32 + 15·k | 15 | slot `k`'s spare record as programmed (spare bytes 1..16) |
+/// | 28 | 4 | crc32c of bytes 0..28 followed by the slots' bytes |
+/// | 32 + 19·k | 15 | slot `k`'s spare record as programmed (spare bytes 1..16) |
+/// | 47 + 19·k | 4 | the time of slot `k`'s block's last user write, ms ([`SUMMARY_NO_TIME`]: not known) |
 pub struct SegSummary {
     pub seg: u32,
     pub erase_seq: u64,
@@ -862,17 +880,17 @@ pub struct SegSummary {
 }
 
 impl SegSummary {
-    /// Encode the summary of `records` (15 bytes a slot) into `out`
-    /// ([`SUMMARY_HEADER`] + `records.len()` bytes).
-    pub fn encode(&self, records: &[u8], out: &mut [u8]) {
-        assert_eq!(out.len(), SUMMARY_HEADER + records.len());
-        assert!(records.len().is_multiple_of(SUMMARY_RECORD));
+    /// Encode the summary of `slots` ([`SUMMARY_SLOT`] bytes each) into `out`
+    /// ([`SUMMARY_HEADER`] + `slots.len()` bytes).
+    pub fn encode(&self, slots: &[u8], out: &mut [u8]) {
+        assert_eq!(out.len(), SUMMARY_HEADER + slots.len());
+        assert!(slots.len().is_multiple_of(SUMMARY_SLOT));
         out[0..4].copy_from_slice(&SUMMARY_MAGIC.to_le_bytes());
         out[4..8].copy_from_slice(&self.seg.to_le_bytes());
         out[8..16].copy_from_slice(&self.erase_seq.to_le_bytes());
         out[16..24].copy_from_slice(&self.format_id.to_le_bytes());
-        out[24..28].copy_from_slice(&((records.len() / SUMMARY_RECORD) as u32).to_le_bytes());
-        out[SUMMARY_HEADER..].copy_from_slice(records);
+        out[24..28].copy_from_slice(&((slots.len() / SUMMARY_SLOT) as u32).to_le_bytes());
+        out[SUMMARY_HEADER..].copy_from_slice(slots);
         let crc = Self::crc(out);
         out[28..32].copy_from_slice(&crc.to_le_bytes());
     }
@@ -881,12 +899,13 @@ impl SegSummary {
         crc32c::crc32c_append(crc32c::crc32c(&b[0..28]), &b[SUMMARY_HEADER..])
     }
 
-    /// Decode a summary of `slots` records (`b` is [`SUMMARY_HEADER`] + 15·`slots` bytes):
-    /// its header and records, or `None` when the magic, slot count or checksum is wrong.
+    /// Decode a summary of `slots` slots (`b` is [`SUMMARY_HEADER`] + 19·`slots` bytes):
+    /// its header and the slots' bytes, or `None` when the magic, slot count or checksum
+    /// is wrong.
     pub fn decode(b: &[u8], slots: u32) -> Option<(SegSummary, &[u8])> {
         let word = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
         let dword = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
-        if b.len() != SUMMARY_HEADER + slots as usize * SUMMARY_RECORD
+        if b.len() != SUMMARY_HEADER + slots as usize * SUMMARY_SLOT
             || word(0) != SUMMARY_MAGIC
             || word(24) != slots
             || word(28) != Self::crc(b)
@@ -899,6 +918,12 @@ impl SegSummary {
             format_id: dword(16),
         };
         Some((s, &b[SUMMARY_HEADER..]))
+    }
+
+    /// A summary slot's record bytes and time ([`SUMMARY_NO_TIME`]: not known).
+    pub fn slot(bytes: &[u8]) -> (&[u8], u32) {
+        let t = u32::from_le_bytes(bytes[SUMMARY_RECORD..SUMMARY_SLOT].try_into().unwrap());
+        (&bytes[..SUMMARY_RECORD], t)
     }
 }
 

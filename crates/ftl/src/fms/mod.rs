@@ -1520,7 +1520,7 @@ impl Fms {
                 if let (true, Some(b)) = (self.lay.ecc(), data) {
                     self.program_slot_ecc(p0, b, &spare)?;
                     if self.lay.summary_page.is_some() {
-                        self.note_record(seg, slot, &spare)?;
+                        self.note_record(seg, slot, &spare, rec.summary_time())?;
                     }
                     return Ok(());
                 }
@@ -1538,7 +1538,7 @@ impl Fms {
                     self.nand.program(p0 + k, 0, d, Some((1, sp)))?;
                 }
                 if self.lay.summary_page.is_some() {
-                    self.note_record(seg, slot, &spare)?;
+                    self.note_record(seg, slot, &spare, rec.summary_time())?;
                 }
             }
         }

@@ -36,9 +36,9 @@ use nand::{BadState, Nand};
 
 use super::layout::{
     ecc_name, ecc_strength_of, header_code_of, medium_time_ps, one_bit_from, IndexEntry, Layout,
-    LiveFlag, Record, RecordMode, SegHeader, TrimList, ECC_SPARE_OFFSET, ENTRY, FEATURES_KNOWN,
-    FEATURE_HEADER_CODE, FEATURE_LIVE_BYTE, FEATURE_SUMMARY, INDEX_ENTRY, PAD_RECORD, SEG_HEADER,
-    SPARE_RECORD, TRIM_LIST_LBN,
+    LiveFlag, Record, RecordMode, SegHeader, SegSummary, TrimList, ECC_SPARE_OFFSET, ENTRY,
+    FEATURES_KNOWN, FEATURE_HEADER_CODE, FEATURE_LIVE_BYTE, FEATURE_SUMMARY, INDEX_ENTRY,
+    PAD_RECORD, SEG_HEADER, SPARE_RECORD, SUMMARY_NO_TIME, SUMMARY_SLOT, TRIM_LIST_LBN,
 };
 use super::trims::{ListSlot, Tomb};
 use super::{Fms, FmsConfig, IndexLog, SegState, Tail, NONE};
@@ -542,6 +542,10 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         // the cleaner, the copy's time).
         let t = match lay.mode {
             RecordMode::Header => medium_time_ps(b.rec.time_ms as u64),
+            // With the time its segment's summary kept (stop 23).
+            RecordMode::Spare if b.rec.time_ms != SUMMARY_NO_TIME => {
+                medium_time_ps(b.rec.time_ms as u64)
+            }
             RecordMode::Spare => hdr_ps[seg],
         };
         let t = t.unwrap_or(resumed);
@@ -1362,7 +1366,9 @@ fn read_records(
             *torn += 1;
             return Ok(());
         };
-        if timed {
+        // Header-mode entries carry a time; spare records only through their segment's
+        // summary (`SUMMARY_NO_TIME` otherwise).
+        if timed || r.time_ms != SUMMARY_NO_TIME {
             *newest_ms = (*newest_ms).max(r.time_ms);
             *oldest_ms = (*oldest_ms).min(r.time_ms);
         }
@@ -1546,15 +1552,17 @@ fn for_each_record(
                 Some(r) if !all_erased(&r) => super::segsum::read_summary(f, seg, header)?,
                 _ => None,
             };
-            if let Some(records) = summary {
-                for (slot, r) in records.chunks_exact(SPARE_RECORD - 1).enumerate() {
+            if let Some(entries) = summary {
+                for (slot, e) in entries.chunks_exact(SUMMARY_SLOT).enumerate() {
+                    let (r, time_ms) = SegSummary::slot(e);
                     if all_erased(r) {
                         continue;
                     }
                     let got = if r == PAD_RECORD {
                         RecordRead::Torn
                     } else if let Some(rec) = Record::decode_spare(r) {
-                        RecordRead::Valid(rec)
+                        // The block's time, which the spare record lacks.
+                        RecordRead::Valid(Record { time_ms, ..rec })
                     } else {
                         spare_flip(r, logical).map_or(RecordRead::Torn, RecordRead::Flipped)
                     };

@@ -13,27 +13,31 @@
 
 use super::mount;
 use super::*;
-use layout::{SegSummary, SUMMARY_RECORD};
+use layout::{SegSummary, SUMMARY_RECORD, SUMMARY_SLOT};
 
 /// The records programmed into a segment not yet full, from slot `from` on (the slots
-/// before it were programmed before this FMS was mounted, or padded: they are read back
-/// when the summary is written).
+/// before it were programmed before this FMS was mounted, or padded: their records are
+/// read back when the summary is written, their times left unknown), each with its
+/// block's time, as the summary holds them ([`SUMMARY_SLOT`] bytes a slot).
 #[derive(Clone, Debug)]
 pub(super) struct Pending {
     seg: u32,
     from: u32,
-    records: Vec<u8>,
+    slots: Vec<u8>,
 }
 
 impl Fms {
-    /// Slot `slot` of `seg` was programmed with spare record `rec`: keep it, and after the
-    /// segment's last slot program the summary. Out of line: spare mode with summaries.
+    /// Slot `slot` of `seg` was programmed with spare record `rec`, for a block last
+    /// written by a user at `time_ms` ([`layout::SUMMARY_NO_TIME`] for a trim list): keep
+    /// them, and after the segment's last slot program the summary. Out of line: spare
+    /// mode with summaries.
     #[inline(never)]
     pub(super) fn note_record(
         &mut self,
         seg: u32,
         slot: u32,
         rec: &[u8; SUMMARY_RECORD],
+        time_ms: u32,
     ) -> Result<(), NandError> {
         let slots = self.lay.slots;
         let i = match self.pending.iter().position(|p| p.seg == seg) {
@@ -42,13 +46,15 @@ impl Fms {
                 self.pending.push(Pending {
                     seg,
                     from: slot,
-                    records: vec![0xFF; slots as usize * SUMMARY_RECORD],
+                    slots: vec![0xFF; slots as usize * SUMMARY_SLOT],
                 });
                 self.pending.len() - 1
             }
         };
-        let at = slot as usize * SUMMARY_RECORD;
-        self.pending[i].records[at..at + SUMMARY_RECORD].copy_from_slice(rec);
+        let at = slot as usize * SUMMARY_SLOT;
+        let entry = &mut self.pending[i].slots[at..at + SUMMARY_SLOT];
+        entry[..SUMMARY_RECORD].copy_from_slice(rec);
+        entry[SUMMARY_RECORD..].copy_from_slice(&time_ms.to_le_bytes());
         if slot + 1 < slots {
             return Ok(());
         }
@@ -89,8 +95,8 @@ impl Fms {
                     break;
                 }
             }
-            let at = slot as usize * SUMMARY_RECORD;
-            p.records[at..at + SUMMARY_RECORD].copy_from_slice(&rec);
+            let at = slot as usize * SUMMARY_SLOT;
+            p.slots[at..at + SUMMARY_RECORD].copy_from_slice(&rec);
         }
         let mut bytes = vec![0u8; self.lay.summary_bytes()];
         SegSummary {
@@ -98,7 +104,7 @@ impl Fms {
             erase_seq: self.hdr_seq[seg as usize],
             format_id: self.format_id,
         }
-        .encode(&p.records, &mut bytes);
+        .encode(&p.slots, &mut bytes);
         let first = self.nand.geometry().first_page(seg);
         let off = self.lay.summary_page.expect("summaries") as u64 * self.lay.page_size as u64;
         for (page, col, at, n) in self.lay.pages_of(off, bytes.len() as u64) {
@@ -123,7 +129,8 @@ impl Fms {
     }
 }
 
-/// Mount: the records of `seg` from its summary, when the medium has summaries, the
+/// Mount: the slots of `seg` from its summary ([`SUMMARY_SLOT`] bytes each: record and
+/// time), when the medium has summaries, the
 /// configuration reads them, and the summary pages hold a valid summary of this segment
 /// under the header it has (`expect`: the header's erase sequence and format number)
 /// whose last slot's copy is not erased.
@@ -153,15 +160,15 @@ pub(super) fn read_summary(
     if !mount::read_until(f, &mut buf, read, ok)? {
         return Ok(None);
     }
-    let Some((s, records)) = SegSummary::decode(&buf, slots) else {
+    let Some((s, entries)) = SegSummary::decode(&buf, slots) else {
         return Ok(None);
     };
     // The FMS writes a summary only after programming the last slot, with its record or
     // the pad record: one whose last copy is erased was not written by it.
-    let last = &records[records.len() - SUMMARY_RECORD..];
+    let (last, _) = SegSummary::slot(&entries[entries.len() - SUMMARY_SLOT..]);
     if s.seg != seg || (s.erase_seq, s.format_id) != expect || last.iter().all(|&b| b == 0xFF) {
         return Ok(None);
     }
     f.mount_report.summaries_read += 1;
-    Ok(Some(records.to_vec()))
+    Ok(Some(entries.to_vec()))
 }

@@ -14,6 +14,21 @@ fn run_ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The first `len` bytes of FMS image `img`, read by `fms read` into a file in `dir`.
+fn read_all(img: &str, len: usize, dir: &Path) -> Vec<u8> {
+    let out = dir.join("o.bin");
+    ok(flashkit([
+        "fms",
+        "read",
+        img,
+        "--length",
+        &len.to_string(),
+        "--output",
+        path_str(&out),
+    ]));
+    std::fs::read(&out).unwrap()
+}
+
 /// Format `img` as a `device` image of `blocks` erase blocks, then as an FMS of
 /// `block_size` blocks.
 fn fms_image(img: &str, device: &str, blocks: &str, block_size: &str) {
@@ -1253,17 +1268,7 @@ fn ecc_bits_format_a_bch_medium() {
     let input = dir.path().join("d.bin");
     std::fs::write(&input, &data).unwrap();
     ok(flashkit(["fms", "write", s, "--input", path_str(&input)]));
-    let out = dir.path().join("o.bin");
-    ok(flashkit([
-        "fms",
-        "read",
-        s,
-        "--length",
-        "100000",
-        "--output",
-        path_str(&out),
-    ]));
-    assert_eq!(std::fs::read(&out).unwrap(), data);
+    assert_eq!(read_all(s, 100_000, dir.path()), data);
     fails_with_all(
         flashkit(["fms", "format", s, "--ecc-bits", "8", "--force"]),
         &["64-byte spare area", "52 code bytes", "BCH-8", "68 bytes"],
@@ -1732,17 +1737,7 @@ fn format_and_info_name_the_live_flag() {
     want.extend_from_slice(&data);
     want[0..4096].copy_from_slice(&data[0..4096]);
     want[8192..12288].fill(0);
-    let out = dir.path().join("o.bin");
-    ok(flashkit([
-        "fms",
-        "read",
-        s,
-        "--length",
-        &want.len().to_string(),
-        "--output",
-        path_str(&out),
-    ]));
-    assert!(std::fs::read(&out).unwrap() == want);
+    assert!(read_all(s, want.len(), dir.path()) == want);
     let v = json(&ok(flashkit(["fms", "info", s, "--json"])));
     assert_eq!(
         (v["live_flag"].as_str(), v["stale_live_copies"].as_u64()),
@@ -1800,17 +1795,7 @@ fn format_and_info_say_whether_headers_carry_a_code() {
     for _ in 0..16 {
         ok(flashkit(["fms", "write", s, "--input", path_str(&input)]));
     }
-    let out = dir.path().join("o.bin");
-    ok(flashkit([
-        "fms",
-        "read",
-        s,
-        "--length",
-        &data.len().to_string(),
-        "--output",
-        path_str(&out),
-    ]));
-    assert!(std::fs::read(&out).unwrap() == data);
+    assert!(read_all(s, data.len(), dir.path()) == data);
     let v = json(&ok(flashkit(["fms", "info", s, "--json"])));
     assert_eq!(v["header_code"], false);
     assert!(v["wear_max"].as_u64().unwrap() > 1, "the cleaner ran: {v}");
@@ -1854,17 +1839,7 @@ fn format_and_info_say_whether_segments_carry_summaries() {
         let t = text(&ok(flashkit(["fms", "info", s])).stdout);
         let line = t.lines().find(|l| l.starts_with("summaries")).unwrap();
         assert_eq!(line.contains("yes"), want, "{line}");
-        let out = dir.path().join("o.bin");
-        ok(flashkit([
-            "fms",
-            "read",
-            s,
-            "--length",
-            &data.len().to_string(),
-            "--output",
-            path_str(&out),
-        ]));
-        assert!(std::fs::read(&out).unwrap() == data, "{bs} {off}");
+        assert!(read_all(s, data.len(), dir.path()) == data, "{bs} {off}");
     }
     assert!(mount_s[0] < mount_s[1], "mount device time {mount_s:?}");
 }

@@ -1842,4 +1842,15 @@ fn format_and_info_say_whether_segments_carry_summaries() {
         assert!(read_all(s, data.len(), dir.path()) == data, "{bs} {off}");
     }
     assert!(mount_s[0] < mount_s[1], "mount device time {mount_s:?}");
+    // Without room, the text names the block size that leaves some.
+    let img = dir.path().join("hint.img");
+    let s = path_str(&img);
+    ok(flashkit([
+        "nand", "format", s, "--device", "mlc2-2g", "--blocks", "12",
+    ]));
+    let t = text(&ok(flashkit(["fms", "format", s, "--block-size", "2KiB"])).stdout);
+    assert!(
+        t.contains("no segment summaries: 2 KiB blocks fill each segment; --block-size 4 KiB"),
+        "{t}"
+    );
 }

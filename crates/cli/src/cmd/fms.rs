@@ -440,6 +440,24 @@ fn format(a: FormatArgs) -> Result<()> {
             Some((n * b as u64, b))
         })
         .max();
+    // Spare mode without room for segment summaries (blocks that fill the segment): the
+    // smallest larger block size that leaves room for one.
+    let summary_at = (!a.no_segment_summaries)
+        .then(|| {
+            let room = |b: u32| {
+                ftl::fms::layout::Layout::new(&geo, b)
+                    .is_ok_and(|l| l.with_summary(true).summary_page.is_some())
+            };
+            let spare = geo.nop > 0;
+            (spare && !room(bs))
+                .then(|| {
+                    (bs.trailing_zeros() + 1..=16)
+                        .map(|k| 1u32 << k)
+                        .find(|&b| room(b))
+                })
+                .flatten()
+        })
+        .flatten();
     let mut fms =
         Fms::format(nand, cfg).with_context(|| format!("{}: format", a.image.display()))?;
     fms.flush()
@@ -507,6 +525,13 @@ fn format(a: FormatArgs) -> Result<()> {
             "  --block-size {} would export {}",
             output::bytes(b as u64),
             output::bytes(cap)
+        );
+    }
+    if let Some(b) = summary_at {
+        println!(
+            "  no segment summaries: {} blocks fill each segment; --block-size {} leaves room for one (a mount then reads a page per full segment instead of a spare area per block)",
+            output::bytes(bs as u64),
+            output::bytes(b as u64)
         );
     }
     Ok(())

@@ -175,6 +175,21 @@ fn format_write_read_across_processes_on_nand_and_nor() {
                 "{device}: {k}"
             );
         }
+        // Rows read from a summary: as many as the summary says, each a full segment.
+        let summarised: Vec<&serde_json::Value> =
+            rows.iter().filter(|r| r["summary"] == true).collect();
+        assert_eq!(
+            Some(summarised.len() as u64),
+            info["summaries_read"].as_u64(),
+            "{device}"
+        );
+        assert!(
+            summarised
+                .iter()
+                .all(|r| r["used_slots"] == info["blocks_per_segment"]),
+            "{device}"
+        );
+        assert_eq!(summarised.is_empty(), device != "nandsim-256m", "{device}");
         let good = rows.iter().filter(|r| r["state"] != "bad");
         let max = good
             .clone()

@@ -858,10 +858,15 @@ pub struct SegmentRow {
     pub created_s: f64,
     /// Device time a block of it was last superseded or trimmed, s.
     pub last_invalidated_s: f64,
+    /// Whether the mount read its records from its segment summary (spare mode: a full
+    /// segment of a medium with summaries).
+    pub summary: bool,
 }
 
 /// `fms info --segments`: the segment lookup table as mount rebuilt it.
 fn segment_table(fms: &Fms, report: &ReportArgs) -> Result<()> {
+    let summarised: std::collections::HashSet<u32> =
+        fms.mount_report().summarised.iter().copied().collect();
     let rows: Vec<SegmentRow> = fms
         .segments()
         .iter()
@@ -892,6 +897,7 @@ fn segment_table(fms: &Fms, report: &ReportArgs) -> Result<()> {
                 stream: (s.state == SegState::Active).then_some(s.stream),
                 created_s: s.created_ps as f64 / 1e12,
                 last_invalidated_s: s.last_inval_ps as f64 / 1e12,
+                summary: summarised.contains(&(i as u32)),
             }
         })
         .collect();
@@ -911,6 +917,7 @@ fn segment_table(fms: &Fms, report: &ReportArgs) -> Result<()> {
         "stream",
         "created s",
         "invalidated s",
+        "summary",
     ]);
     let or_dash = |s: String| if s.is_empty() { "-".to_string() } else { s };
     for r in &rows {
@@ -924,6 +931,7 @@ fn segment_table(fms: &Fms, report: &ReportArgs) -> Result<()> {
             or_dash(r.stream.map(|s| s.to_string()).unwrap_or_default()),
             format!("{:.3}", r.created_s),
             format!("{:.3}", r.last_invalidated_s),
+            if r.summary { "yes" } else { "-" }.to_string(),
         ]);
     }
     t.print()

@@ -90,6 +90,9 @@ pub struct MountReport {
     /// (one page read) instead of reading each slot's spare area (`segsum.rs`). Not a
     /// recovery path.
     pub summaries_read: u64,
+    /// Those segments, in the order mount read them (`fms info --segments`).
+    #[serde(skip)]
+    pub summarised: Vec<u32>,
 }
 
 /// A slot whose record a mount found one bit from a valid record, and the block the

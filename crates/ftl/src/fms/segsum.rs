@@ -170,5 +170,6 @@ pub(super) fn read_summary(
         return Ok(None);
     }
     f.mount_report.summaries_read += 1;
+    f.mount_report.summarised.push(seg);
     Ok(Some(entries.to_vec()))
 }

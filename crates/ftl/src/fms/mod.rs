@@ -501,12 +501,10 @@ pub struct Fms {
     /// Blocks to scrub at the next flush: (logical block, the copy whose read found the
     /// flips). A block written or moved since is left alone.
     scrub: Vec<(u32, u32)>,
-    /// Each segment's header erase sequence as this FMS wrote or mount read it (what its
-    /// segment summary carries; 0: unknown). Empty on media without summaries.
-    hdr_seq: Vec<u64>,
-    /// Spare mode with segment summaries: the records programmed into segments not yet
-    /// full (`segsum.rs`).
-    pending: Vec<segsum::Pending>,
+    /// Media with segment summaries: what writing them needs (`segsum.rs`); boxed, and
+    /// `None` on other media, so that the FMS's own row stays as it was for the simulator's
+    /// header-mode runs.
+    segsum: Option<Box<segsum::Summaries>>,
 }
 
 impl Fms {
@@ -568,8 +566,7 @@ impl Fms {
             dac_means: self.dac_means.clone(),
             ecc_override: self.ecc_override.clone(),
             scrub: self.scrub.clone(),
-            hdr_seq: self.hdr_seq.clone(),
-            pending: self.pending.clone(),
+            segsum: self.segsum.clone(),
         })
     }
 
@@ -641,12 +638,7 @@ impl Fms {
             dac_means: Box::new([0; 8]),
             ecc_override: None,
             scrub: Vec::new(),
-            hdr_seq: if lay.summary_page.is_some() {
-                vec![0; segments]
-            } else {
-                Vec::new()
-            },
-            pending: Vec::new(),
+            segsum: segsum::Summaries::for_layout(&lay),
             adaptive,
             hot: HotDegree::new(if keeps_hot { n } else { 0 }, half_life),
             indexed: used.is_some() || aged.is_some() || sums.is_some() || wear.is_some(),
@@ -896,7 +888,7 @@ impl Fms {
             + self.wear.as_ref().map_or(0, |u| u.ram_bytes())
             + self.adaptive.as_ref().map_or(0, |a| a.ram_bytes())
             + self.trims.ram_bytes()
-            + self.hdr_seq.len() as u64 * 8
+            + self.segsum.as_ref().map_or(0, |s| s.ram_bytes())
     }
 
     /// A digest of the tables rebuilt at mount (map, valid counts, erase counts, free slots,
@@ -1519,26 +1511,23 @@ impl Fms {
                 let spare = rec.encode_spare();
                 if let (true, Some(b)) = (self.lay.ecc(), data) {
                     self.program_slot_ecc(p0, b, &spare)?;
-                    if self.lay.summary_page.is_some() {
-                        self.note_record(seg, slot, &spare, rec.summary_time())?;
+                } else {
+                    for k in 0..pps {
+                        let d = match data {
+                            Some(b) => Data::Bytes(&b[(k * ps) as usize..((k + 1) * ps) as usize]),
+                            None => Data::Opaque(ps as u32),
+                        };
+                        // The last page carries the record, the others a written mark.
+                        let sp = if k == pps - 1 {
+                            &spare[..]
+                        } else {
+                            &layout::PAGE_MARK[..]
+                        };
+                        self.nand.program(p0 + k, 0, d, Some((1, sp)))?;
                     }
-                    return Ok(());
-                }
-                for k in 0..pps {
-                    let d = match data {
-                        Some(b) => Data::Bytes(&b[(k * ps) as usize..((k + 1) * ps) as usize]),
-                        None => Data::Opaque(ps as u32),
-                    };
-                    // The last page carries the record, the others a written mark.
-                    let sp = if k == pps - 1 {
-                        &spare[..]
-                    } else {
-                        &layout::PAGE_MARK[..]
-                    };
-                    self.nand.program(p0 + k, 0, d, Some((1, sp)))?;
                 }
                 if self.lay.summary_page.is_some() {
-                    self.note_record(seg, slot, &spare, rec.summary_time())?;
+                    self.note_record(seg, slot, rec)?;
                 }
             }
         }
@@ -1778,8 +1767,8 @@ impl Fms {
             Err(e) => return Err(e.into()),
         }
         self.stats.erasures += 1;
-        if !self.pending.is_empty() {
-            self.drop_pending(seg);
+        if let Some(s) = &mut self.segsum {
+            s.erased(seg);
         }
         let s = &mut self.segs[seg as usize];
         s.erase_count = s.erase_count.saturating_add(1);
@@ -1806,8 +1795,8 @@ impl Fms {
             features: self.lay.features(),
         };
         self.erase_seq = self.erase_seq.saturating_add(1);
-        if let Some(h) = self.hdr_seq.get_mut(seg as usize) {
-            *h = hdr.erase_seq;
+        if let Some(s) = &mut self.segsum {
+            s.set_header(seg, hdr.erase_seq);
         }
         let first = self.nand.geometry().first_page(seg);
         let bytes = hdr.encode();

@@ -334,18 +334,15 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             f.lay = lay.clone();
             // Each segment's header erase sequence, for the summaries this FMS writes
             // (allocated by the medium's feature, not the configuration's).
-            f.hdr_seq = match lay.summary_page {
-                Some(_) => vec![0; lay.segments as usize],
-                None => Vec::new(),
-            };
+            f.segsum = super::segsum::Summaries::for_layout(&lay);
             f.cfg.live_byte = live;
             f.cfg.header_code = hcode;
         }
         any_header = true;
         format_id.get_or_insert(h.format_id);
         f.segs[si].erase_count = h.erase_count;
-        if let Some(e) = f.hdr_seq.get_mut(si) {
-            *e = h.erase_seq;
+        if let Some(s) = &mut f.segsum {
+            s.set_header(seg, h.erase_seq);
         }
         max_ec = max_ec.max(h.erase_count);
         f.erase_seq = f.erase_seq.max(h.erase_seq.saturating_add(1));
@@ -479,8 +476,8 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             f.retired.push(seg);
             continue;
         }
-        if let Some(e) = f.hdr_seq.get_mut(seg as usize) {
-            *e = h.erase_seq;
+        if let Some(s) = &mut f.segsum {
+            s.set_header(seg, h.erase_seq);
         }
         read_records(&mut f, seg, &mut found, (h.erase_seq, h.format_id))?;
         opened_ms(&mut hdr_ps[seg as usize], found.oldest_ms);
@@ -883,10 +880,7 @@ pub(super) fn first_free(
 pub(super) fn first_free_on_flash(f: &mut Fms, seg: u32) -> DevResult<(u32, bool)> {
     let mut entries = vec![0u8; f.lay.slots as usize * ENTRY];
     let mut last_used = None;
-    let header = (
-        f.hdr_seq.get(seg as usize).copied().unwrap_or(0),
-        f.format_id,
-    );
+    let header = (f.segsum.as_ref().map_or(0, |s| s.header(seg)), f.format_id);
     let stop = for_each_record(f, seg, &mut entries, header, |slot, _| {
         last_used = Some(slot);
         Ok(())

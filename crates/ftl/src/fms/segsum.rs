@@ -26,45 +26,80 @@ pub(super) struct Pending {
     slots: Vec<u8>,
 }
 
+/// What writing segment summaries needs: each segment's header erase sequence (which its
+/// summary carries), as this FMS wrote or mount read it (0: unknown), and the records of
+/// the segments being written.
+#[derive(Clone, Debug)]
+pub(super) struct Summaries {
+    hdr_seq: Vec<u64>,
+    pending: Vec<Pending>,
+}
+
+impl Summaries {
+    /// For a medium laid out as `lay`: `None` without summaries.
+    pub(super) fn for_layout(lay: &Layout) -> Option<Box<Summaries>> {
+        lay.summary_page.map(|_| {
+            Box::new(Summaries {
+                hdr_seq: vec![0; lay.segments as usize],
+                pending: Vec::new(),
+            })
+        })
+    }
+
+    pub(super) fn set_header(&mut self, seg: u32, erase_seq: u64) {
+        self.hdr_seq[seg as usize] = erase_seq;
+    }
+
+    pub(super) fn header(&self, seg: u32) -> u64 {
+        self.hdr_seq[seg as usize]
+    }
+
+    /// `seg` was erased: what was kept of its records is void.
+    pub(super) fn erased(&mut self, seg: u32) {
+        if !self.pending.is_empty() {
+            self.pending.retain(|p| p.seg != seg);
+        }
+    }
+
+    pub(super) fn ram_bytes(&self) -> u64 {
+        self.hdr_seq.len() as u64 * 8
+    }
+}
+
 impl Fms {
-    /// Slot `slot` of `seg` was programmed with spare record `rec`, for a block last
-    /// written by a user at `time_ms` ([`layout::SUMMARY_NO_TIME`] for a trim list): keep
-    /// them, and after the segment's last slot program the summary. Out of line: spare
-    /// mode with summaries.
+    /// Slot `slot` of `seg` was programmed with record `rec`: keep its spare bytes and its
+    /// block's time ([`Record::summary_time`]), and after the segment's last slot program
+    /// the summary. Out of line: spare mode with summaries.
     #[inline(never)]
     pub(super) fn note_record(
         &mut self,
         seg: u32,
         slot: u32,
-        rec: &[u8; SUMMARY_RECORD],
-        time_ms: u32,
+        rec: &Record,
     ) -> Result<(), NandError> {
+        let (spare, time_ms) = (rec.encode_spare(), rec.summary_time());
         let slots = self.lay.slots;
-        let i = match self.pending.iter().position(|p| p.seg == seg) {
+        let pending = &mut self.segsum.as_mut().expect("summaries").pending;
+        let i = match pending.iter().position(|p| p.seg == seg) {
             Some(i) => i,
             None => {
-                self.pending.push(Pending {
+                pending.push(Pending {
                     seg,
                     from: slot,
                     slots: vec![0xFF; slots as usize * SUMMARY_SLOT],
                 });
-                self.pending.len() - 1
+                pending.len() - 1
             }
         };
         let at = slot as usize * SUMMARY_SLOT;
-        let entry = &mut self.pending[i].slots[at..at + SUMMARY_SLOT];
-        entry[..SUMMARY_RECORD].copy_from_slice(rec);
+        let entry = &mut pending[i].slots[at..at + SUMMARY_SLOT];
+        entry[..SUMMARY_RECORD].copy_from_slice(&spare);
         entry[SUMMARY_RECORD..].copy_from_slice(&time_ms.to_le_bytes());
         if slot + 1 < slots {
             return Ok(());
         }
-        let p = self.pending.swap_remove(i);
+        let p = pending.swap_remove(i);
         self.write_summary(p)
-    }
-
-    /// `seg` was erased: what was kept of its records is void.
-    pub(super) fn drop_pending(&mut self, seg: u32) {
-        self.pending.retain(|p| p.seg != seg);
     }
 
     /// Program the summary of the full segment `p.seg`. The slots before `p.from` are read
@@ -101,7 +136,7 @@ impl Fms {
         let mut bytes = vec![0u8; self.lay.summary_bytes()];
         SegSummary {
             seg,
-            erase_seq: self.hdr_seq[seg as usize],
+            erase_seq: self.segsum.as_ref().map_or(0, |s| s.header(seg)),
             format_id: self.format_id,
         }
         .encode(&p.slots, &mut bytes);

@@ -16,14 +16,18 @@ pub(super) fn shrunk(preset: &str, blocks: u32, pages_per_block: u32) -> DeviceS
     spec
 }
 
-/// The three record modes and media: header mode (NOR), spare mode (small-page SLC),
-/// spare mode with ECC on an in-order MLC.
-fn media() -> Vec<(&'static str, DeviceSpec, FmsConfig)> {
-    let cfg = |block_size, ecc| FmsConfig {
+/// The default configuration with `block_size` blocks, with or without ECC.
+pub(super) fn cfg(block_size: u32, ecc: bool) -> FmsConfig {
+    FmsConfig {
         block_size,
         ecc,
         ..FmsConfig::default()
-    };
+    }
+}
+
+/// The three record modes and media: header mode (NOR), spare mode (small-page SLC),
+/// spare mode with ECC on an in-order MLC.
+fn media() -> Vec<(&'static str, DeviceSpec, FmsConfig)> {
     vec![
         (
             "intel-series2plus-24m",

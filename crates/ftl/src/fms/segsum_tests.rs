@@ -1,7 +1,7 @@
 //! Segment summaries (`segsum.rs`): written when a segment fills, read by mount instead of
 //! the records, equal to what the records say, never taken for slots written after them.
 
-use super::flip_tests::{assert_reads, content, flip, mount, record_at, shrunk, written};
+use super::flip_tests::{assert_reads, cfg, content, flip, mount, record_at, shrunk, written};
 use super::tests::{tables, tables_diff};
 use super::*;
 use nand::DeviceSpec;
@@ -10,11 +10,6 @@ use rand::{Rng, SeedableRng};
 /// Spare-mode media with room for a summary after the last slot: small-page SLC (1 KiB
 /// blocks), and an in-order MLC with 4 KiB blocks, with and without ECC.
 fn media() -> Vec<(&'static str, DeviceSpec, FmsConfig)> {
-    let cfg = |block_size, ecc| FmsConfig {
-        block_size,
-        ecc,
-        ..FmsConfig::default()
-    };
     vec![
         (
             "nandsim-256m",

@@ -1527,7 +1527,7 @@ impl Fms {
                     }
                 }
                 if self.lay.summary_page.is_some() {
-                    self.note_record(seg, slot, rec)?;
+                    self.note_record(seg, slot, &spare, rec.summary_time())?;
                 }
             }
         }

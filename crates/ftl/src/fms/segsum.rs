@@ -33,6 +33,10 @@ pub(super) struct Pending {
 pub(super) struct Summaries {
     hdr_seq: Vec<u64>,
     pending: Vec<Pending>,
+    /// Buffers of summaries written, for the next segments' (no allocation per segment
+    /// in the simulator's runs), and the summary's bytes as programmed.
+    spare_bufs: Vec<Vec<u8>>,
+    scratch: Vec<u8>,
 }
 
 impl Summaries {
@@ -42,6 +46,8 @@ impl Summaries {
             Box::new(Summaries {
                 hdr_seq: vec![0; lay.segments as usize],
                 pending: Vec::new(),
+                spare_bufs: Vec::new(),
+                scratch: Vec::new(),
             })
         })
     }
@@ -56,8 +62,9 @@ impl Summaries {
 
     /// `seg` was erased: what was kept of its records is void.
     pub(super) fn erased(&mut self, seg: u32) {
-        if !self.pending.is_empty() {
-            self.pending.retain(|p| p.seg != seg);
+        if let Some(i) = self.pending.iter().position(|p| p.seg == seg) {
+            let p = self.pending.swap_remove(i);
+            self.spare_bufs.push(p.slots);
         }
     }
 
@@ -67,38 +74,42 @@ impl Summaries {
 }
 
 impl Fms {
-    /// Slot `slot` of `seg` was programmed with record `rec`: keep its spare bytes and its
-    /// block's time ([`Record::summary_time`]), and after the segment's last slot program
-    /// the summary. Out of line: spare mode with summaries.
+    /// Slot `slot` of `seg` was programmed with spare record `rec` for a block last written
+    /// by a user at `time_ms` ([`Record::summary_time`]): keep them, and after the
+    /// segment's last slot program the summary. Out of line: spare mode with summaries.
     #[inline(never)]
     pub(super) fn note_record(
         &mut self,
         seg: u32,
         slot: u32,
-        rec: &Record,
+        rec: &[u8; SUMMARY_RECORD],
+        time_ms: u32,
     ) -> Result<(), NandError> {
-        let (spare, time_ms) = (rec.encode_spare(), rec.summary_time());
         let slots = self.lay.slots;
-        let pending = &mut self.segsum.as_mut().expect("summaries").pending;
-        let i = match pending.iter().position(|p| p.seg == seg) {
+        let s = self.segsum.as_mut().expect("summaries");
+        let i = match s.pending.iter().position(|p| p.seg == seg) {
             Some(i) => i,
             None => {
-                pending.push(Pending {
+                // Every slot from `from` on is written before the summary; those before it
+                // are read back then.
+                let mut buf = s.spare_bufs.pop().unwrap_or_default();
+                buf.resize(slots as usize * SUMMARY_SLOT, 0xFF);
+                s.pending.push(Pending {
                     seg,
                     from: slot,
-                    slots: vec![0xFF; slots as usize * SUMMARY_SLOT],
+                    slots: buf,
                 });
-                pending.len() - 1
+                s.pending.len() - 1
             }
         };
         let at = slot as usize * SUMMARY_SLOT;
-        let entry = &mut pending[i].slots[at..at + SUMMARY_SLOT];
-        entry[..SUMMARY_RECORD].copy_from_slice(&spare);
+        let entry = &mut s.pending[i].slots[at..at + SUMMARY_SLOT];
+        entry[..SUMMARY_RECORD].copy_from_slice(rec);
         entry[SUMMARY_RECORD..].copy_from_slice(&time_ms.to_le_bytes());
         if slot + 1 < slots {
             return Ok(());
         }
-        let p = pending.swap_remove(i);
+        let p = s.pending.swap_remove(i);
         self.write_summary(p)
     }
 
@@ -132,14 +143,26 @@ impl Fms {
             }
             let at = slot as usize * SUMMARY_SLOT;
             p.slots[at..at + SUMMARY_RECORD].copy_from_slice(&rec);
+            p.slots[at + SUMMARY_RECORD..at + SUMMARY_SLOT].fill(0xFF);
         }
-        let mut bytes = vec![0u8; self.lay.summary_bytes()];
+        let s = self.segsum.as_mut().expect("summaries");
+        let mut bytes = std::mem::take(&mut s.scratch);
+        bytes.resize(self.lay.summary_bytes(), 0);
         SegSummary {
             seg,
-            erase_seq: self.segsum.as_ref().map_or(0, |s| s.header(seg)),
+            erase_seq: s.header(seg),
             format_id: self.format_id,
         }
         .encode(&p.slots, &mut bytes);
+        let r = self.program_summary(seg, &bytes);
+        let s = self.segsum.as_mut().expect("summaries");
+        s.scratch = bytes;
+        s.spare_bufs.push(p.slots);
+        r
+    }
+
+    /// Program summary `bytes` into `seg`'s summary pages, one program a page.
+    fn program_summary(&mut self, seg: u32, bytes: &[u8]) -> Result<(), NandError> {
         let first = self.nand.geometry().first_page(seg);
         let off = self.lay.summary_page.expect("summaries") as u64 * self.lay.page_size as u64;
         for (page, col, at, n) in self.lay.pages_of(off, bytes.len() as u64) {

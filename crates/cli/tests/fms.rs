@@ -14,6 +14,16 @@ fn run_ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Create `img`, an erased NAND image of `device` with `blocks` erase blocks (and `nand
+/// format`'s `extra` options).
+fn nand_image(img: &str, device: &str, blocks: &str, extra: &[&str]) {
+    let mut args = vec![
+        "nand", "format", img, "--device", device, "--blocks", blocks,
+    ];
+    args.extend_from_slice(extra);
+    run_ok(&args);
+}
+
 /// The first `len` bytes of FMS image `img`, read by `fms read` into a file in `dir`.
 fn read_all(img: &str, len: usize, dir: &Path) -> Vec<u8> {
     let out = dir.join("o.bin");
@@ -44,9 +54,7 @@ fn format_write_read_across_processes_on_nand_and_nor() {
     ] {
         let img = dir.path().join(format!("{device}.img"));
         let img = img.to_str().unwrap();
-        run_ok(&[
-            "nand", "format", img, "--device", device, "--blocks", blocks,
-        ]);
+        nand_image(img, device, blocks, &[]);
         let formatted: serde_json::Value = serde_json::from_str(&run_ok(&[
             "fms",
             "format",
@@ -241,9 +249,7 @@ fn unformatted_or_foreign_images_are_one_line_errors() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("raw.img");
     let img = img.to_str().unwrap();
-    run_ok(&[
-        "nand", "format", img, "--device", "mlc2-2g", "--blocks", "16",
-    ]);
+    nand_image(img, "mlc2-2g", "16", &[]);
     for args in [
         vec!["fms", "info", img],
         vec!["fms", "read", img, "--length", "512"],
@@ -407,17 +413,7 @@ fn a_worn_out_image_says_so_and_stays_readable() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("worn.img");
     let img = img.to_str().unwrap();
-    run_ok(&[
-        "nand",
-        "format",
-        img,
-        "--device",
-        "intel-series2plus-24m",
-        "--blocks",
-        "8",
-        "--endurance",
-        "3",
-    ]);
+    nand_image(img, "intel-series2plus-24m", "8", &["--endurance", "3"]);
     run_ok(&["fms", "format", img, "--block-size", "4KiB"]);
     let input = dir.path().join("in.bin");
     // Each rewrite with other bytes, so that what a failed one wrote shows.
@@ -948,9 +944,7 @@ fn ecc_is_a_format_option_the_image_remembers() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("mlc.img");
     let img = img.to_str().unwrap();
-    run_ok(&[
-        "nand", "format", img, "--device", "mlc2-2g", "--blocks", "24",
-    ]);
+    nand_image(img, "mlc2-2g", "24", &[]);
     let f: serde_json::Value = serde_json::from_str(&run_ok(&[
         "fms",
         "format",
@@ -1009,15 +1003,7 @@ fn ecc_is_a_format_option_the_image_remembers() {
 
     let small = dir.path().join("nandsim.img");
     let small = small.to_str().unwrap();
-    run_ok(&[
-        "nand",
-        "format",
-        small,
-        "--device",
-        "nandsim-256m",
-        "--blocks",
-        "32",
-    ]);
+    nand_image(small, "nandsim-256m", "32", &[]);
     let o = flashkit(["fms", "format", small, "--block-size", "1KiB", "--ecc"]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
@@ -1136,17 +1122,7 @@ fn wear_levelling_in_storage_mode_lengthens_life() {
         let img = dir.path().join("w.img");
         let img = img.to_str().unwrap();
         let _ = std::fs::remove_file(img);
-        run_ok(&[
-            "nand",
-            "format",
-            img,
-            "--device",
-            "nandsim-256m",
-            "--blocks",
-            "16",
-            "--endurance",
-            "15",
-        ]);
+        nand_image(img, "nandsim-256m", "16", &["--endurance", "15"]);
         run_ok(&["fms", "format", img, "--block-size", "1KiB"]);
         let with = |v: &[&str]| -> Vec<String> {
             let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
@@ -1272,9 +1248,7 @@ fn ecc_bits_format_a_bch_medium() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("b.img");
     let s = path_str(&img);
-    ok(flashkit([
-        "nand", "format", s, "--device", "mlc2-2g", "--blocks", "32",
-    ]));
+    nand_image(s, "mlc2-2g", "32", &[]);
     let o = ok(flashkit(["fms", "format", s, "--ecc-bits", "4", "--json"]));
     let v = json(&o);
     assert_eq!(v["ecc"], true);
@@ -1571,17 +1545,7 @@ fn a_header_bit_flipped_in_the_image_is_corrected_and_named() {
 
 /// A 32-block `nandsim-256m` image at `img` with blocks 3 and 7 factory bad.
 fn nandsim_32_with_two_bad(img: &str) {
-    run_ok(&[
-        "nand",
-        "format",
-        img,
-        "--device",
-        "nandsim-256m",
-        "--blocks",
-        "32",
-        "--bad-blocks",
-        "3,7",
-    ]);
+    nand_image(img, "nandsim-256m", "32", &["--bad-blocks", "3,7"]);
 }
 
 /// `fms check` reads every mapped block and reports what the reads found. On an ECC
@@ -1596,15 +1560,7 @@ fn check_reads_every_block_and_names_the_unreadable_ones() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("ecc.img");
     let img = img.to_str().unwrap();
-    run_ok(&[
-        "nand",
-        "format",
-        img,
-        "--device",
-        "slc-large-1g",
-        "--blocks",
-        "16",
-    ]);
+    nand_image(img, "slc-large-1g", "16", &[]);
     run_ok(&["fms", "format", img, "--block-size", "2KiB", "--ecc"]);
     let input = dir.path().join("in.bin");
     let data = pattern(20 * 2048, 11);
@@ -1700,9 +1656,7 @@ fn format_and_info_name_the_live_flag() {
     ] {
         let img = dir.path().join(format!("{device}.img"));
         let s = path_str(&img);
-        ok(flashkit([
-            "nand", "format", s, "--device", device, "--blocks", blocks,
-        ]));
+        nand_image(s, device, blocks, &[]);
         let v = json(&ok(flashkit(["fms", "format", s, "--json"])));
         assert_eq!(v["live_flag"], want, "{device}");
         let v = json(&ok(flashkit(["fms", "info", s, "--json"])));
@@ -1771,9 +1725,7 @@ fn format_and_info_say_whether_headers_carry_a_code() {
     for (ecc, want) in [(Some("4"), true), (Some("1"), true), (None, false)] {
         let img = dir.path().join(format!("mlc-{ecc:?}.img"));
         let s = path_str(&img);
-        ok(flashkit([
-            "nand", "format", s, "--device", "mlc2-2g", "--blocks", "12",
-        ]));
+        nand_image(s, "mlc2-2g", "12", &[]);
         let mut args = vec!["fms", "format", s, "--json"];
         if let Some(t) = ecc {
             args.extend(["--ecc-bits", t]);
@@ -1834,9 +1786,7 @@ fn format_and_info_say_whether_segments_carry_summaries() {
     ] {
         let img = dir.path().join(format!("mlc-{bs}-{off}.img"));
         let s = path_str(&img);
-        ok(flashkit([
-            "nand", "format", s, "--device", "mlc2-2g", "--blocks", "24",
-        ]));
+        nand_image(s, "mlc2-2g", "24", &[]);
         let mut args = vec!["fms", "format", s, "--json", "--block-size", bs];
         if off {
             args.push("--no-segment-summaries");
@@ -1860,9 +1810,7 @@ fn format_and_info_say_whether_segments_carry_summaries() {
     // Without room, the text names the block size that leaves some.
     let img = dir.path().join("hint.img");
     let s = path_str(&img);
-    ok(flashkit([
-        "nand", "format", s, "--device", "mlc2-2g", "--blocks", "12",
-    ]));
+    nand_image(s, "mlc2-2g", "12", &[]);
     let t = text(&ok(flashkit(["fms", "format", s, "--block-size", "2KiB"])).stdout);
     assert!(
         t.contains("no segment summaries: 2 KiB blocks fill each segment; --block-size 4 KiB"),

@@ -213,10 +213,7 @@ mod tests {
             let store = p.fms.nand().store().ram_bytes() + g.blocks as u64 * 5;
             let index = g.pages_per_block as u64 * (g.page_size as u64 + 8);
             let lay = p.fms.layout();
-            let summaries = lay.summary_page.map_or(0, |_| {
-                let pages = (lay.summary_bytes() as u64).div_ceil(g.page_size as u64);
-                g.blocks as u64 * pages * (g.page_size as u64 + 8)
-            });
+            let summaries = g.blocks as u64 * lay.summary_pages() as u64 * (g.page_size as u64 + 8);
             assert!(
                 ram.device >= store && ram.device <= store + index + summaries,
                 "{}: device {} for a store of {store}",

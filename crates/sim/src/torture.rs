@@ -387,7 +387,7 @@ pub struct RecoveryCounts {
 
 impl RecoveryCounts {
     fn add(&mut self, r: &MountReport) {
-        self.summaries_read += (r.summaries_read > 0) as u64;
+        self.summaries_read += (r.summaries_read() > 0) as u64;
         self.torn_records += (r.torn_records > 0) as u64;
         self.stale_live_copies += (r.stale_live_copies > 0) as u64;
         self.dirty_segments += (r.dirty_segments > 0) as u64;

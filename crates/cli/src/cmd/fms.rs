@@ -716,7 +716,7 @@ fn info(a: InfoArgs) -> Result<()> {
         live_flag: live_flag(fms.layout()),
         header_code: fms.layout().header_code_t().is_some(),
         segment_summaries: fms.layout().summary_page.is_some(),
-        summaries_read: fms.mount_report().summaries_read,
+        summaries_read: fms.mount_report().summaries_read(),
         read_retries: fms.stats().read_retries,
         mount_paths: fms.mount_report().counts(),
         corrected_headers: fms.mount_report().corrected_headers.clone(),

@@ -234,8 +234,7 @@ impl Fms {
         // would take it for the summary of the slots written from here on.
         if let Some(p) = self.lay.summary_page {
             let first = self.nand.geometry().first_page(seg);
-            let pages = (self.lay.summary_bytes() as u64).div_ceil(self.lay.page_size as u64);
-            for k in 0..pages {
+            for k in 0..self.lay.summary_pages() as u64 {
                 if !mount::page_erased(self, first + p as u64 + k)? {
                     return self.mark_garbage(seg);
                 }

@@ -487,6 +487,14 @@ impl Layout {
         }
     }
 
+    /// Pages a segment's summary takes (0 without summaries).
+    pub fn summary_pages(&self) -> u32 {
+        match self.summary_page {
+            Some(_) => (self.summary_bytes() as u32).div_ceil(self.page_size),
+            None => 0,
+        }
+    }
+
     /// Bytes of a segment summary: [`SUMMARY_HEADER`] and [`SUMMARY_SLOT`] bytes a slot.
     pub fn summary_bytes(&self) -> usize {
         SUMMARY_HEADER + self.slots as usize * SUMMARY_SLOT

@@ -87,10 +87,8 @@ pub struct MountReport {
     /// loss is not silent.
     pub flipped_records: Vec<SlotRecord>,
     /// Spare mode: segments whose records the mount took from their segment summary
-    /// (one page read) instead of reading each slot's spare area (`segsum.rs`). Not a
-    /// recovery path.
-    pub summaries_read: u64,
-    /// Those segments, in the order mount read them (`fms info --segments`).
+    /// (one page read) instead of reading each slot's spare area (`segsum.rs`), in the
+    /// order it read them. Not a recovery path.
     #[serde(skip)]
     pub summarised: Vec<u32>,
 }
@@ -134,6 +132,12 @@ impl MountReport {
     /// bit flipped for good.
     pub fn is_clean(&self) -> bool {
         self.counts().iter().all(|&n| n == 0) && !self.found_flips()
+    }
+
+    /// How many segments' records the mount took from their summaries
+    /// ([`MountReport::summarised`]).
+    pub fn summaries_read(&self) -> u64 {
+        self.summarised.len() as u64
     }
 
     /// Whether the mount corrected a header or an entry, or found a spare record one bit
@@ -898,7 +902,7 @@ pub(super) fn read_until(
     buf: &mut [u8],
     mut read: impl FnMut(&mut Nand, &mut [u8]) -> nand::Result<()>,
     ok: impl Fn(&[u8]) -> bool,
-) -> DevResult<bool> {
+) -> nand::Result<bool> {
     for t in 0..=f.cfg.meta_read_retries() {
         if t > 0 {
             f.stats.read_retries += 1;
@@ -1152,7 +1156,7 @@ pub(super) fn read_span(
     first: u64,
     off: u64,
     buf: &mut [u8],
-) -> DevResult<()> {
+) -> nand::Result<()> {
     for (page, col, at, n) in lay.pages_of(off, buf.len() as u64) {
         nand.read(first + page, col, &mut buf[at..at + n])?;
     }
@@ -1166,7 +1170,12 @@ pub(super) fn page_erased(f: &mut Fms, ppn: u64) -> DevResult<bool> {
     let raw = f.nand.geometry().raw_page_size() as usize;
     let mut buf = vec![0u8; raw];
     let ecc = f.lay.ecc();
-    read_until(f, &mut buf, |n, b| n.read(ppn, 0, b), |b| erased(ecc, b))
+    Ok(read_until(
+        f,
+        &mut buf,
+        |n, b| n.read(ppn, 0, b),
+        |b| erased(ecc, b),
+    )?)
 }
 
 fn all_erased(b: &[u8]) -> bool {
@@ -1222,13 +1231,8 @@ pub(super) fn slot_erased(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
         return Ok(true);
     }
     let mut buf = vec![0u8; f.lay.block_size as usize];
-    let data = |n: &mut Nand, b: &mut [u8]| -> nand::Result<()> {
-        for (page, col, at, len) in lay.pages_of(off, b.len() as u64) {
-            n.read(first + page, col, &mut b[at..at + len])?;
-        }
-        Ok(())
-    };
-    read_until(f, &mut buf, data, |b| erased(ecc, b))
+    let data = |n: &mut Nand, b: &mut [u8]| read_span(n, &lay, first, off, b);
+    Ok(read_until(f, &mut buf, data, |b| erased(ecc, b))?)
 }
 
 /// The index log as mount reads it.

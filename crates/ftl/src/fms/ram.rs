@@ -172,9 +172,7 @@ impl Fms {
         let header_pages = (z.lay.header_bytes as u64).div_ceil(z.lay.page_size as u64);
         // Every full segment's summary pages are kept too, and each segment's header
         // erase sequence.
-        let summary_pages = z.lay.summary_page.map_or(0, |_| {
-            (z.lay.summary_bytes() as u64).div_ceil(z.lay.page_size as u64)
-        });
+        let summary_pages = z.lay.summary_pages() as u64;
         let tables = tables.saturating_add(if summary_pages > 0 { segments * 8 } else { 0 });
         Ok(RamEstimate {
             tables,

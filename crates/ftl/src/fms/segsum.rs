@@ -125,22 +125,15 @@ impl Fms {
     fn write_summary(&mut self, mut p: Pending) -> Result<(), NandError> {
         let seg = p.seg;
         let col = self.lay.page_size + 1;
-        let retries = self.cfg.meta_read_retries();
         for slot in 0..p.from {
             let page = mount::record_page(self, seg, slot);
             let mut rec = [0u8; SUMMARY_RECORD];
-            for t in 0..=retries {
-                if t > 0 {
-                    self.stats.read_retries += 1;
-                }
-                self.nand.read(page, col, &mut rec)?;
-                if rec.iter().all(|&x| x == 0xFF)
-                    || rec == layout::PAD_RECORD
-                    || Record::decode_spare(&rec).is_some()
-                {
-                    break;
-                }
-            }
+            let ok = |b: &[u8]| {
+                b.iter().all(|&x| x == 0xFF)
+                    || b == layout::PAD_RECORD
+                    || Record::decode_spare(b).is_some()
+            };
+            mount::read_until(self, &mut rec, |n, b| n.read(page, col, b), ok)?;
             let at = slot as usize * SUMMARY_SLOT;
             p.slots[at..at + SUMMARY_RECORD].copy_from_slice(&rec);
             p.slots[at + SUMMARY_RECORD..at + SUMMARY_SLOT].fill(0xFF);
@@ -209,12 +202,7 @@ pub(super) fn read_summary(
     let off = page as u64 * lay.page_size as u64;
     let mut buf = vec![0u8; lay.summary_bytes()];
     let ok = |b: &[u8]| b[..4].iter().all(|&x| x == 0xFF) || SegSummary::decode(b, slots).is_some();
-    let read = |n: &mut Nand, b: &mut [u8]| -> nand::Result<()> {
-        for (page, col, at, len) in lay.pages_of(off, b.len() as u64) {
-            n.read(first + page, col, &mut b[at..at + len])?;
-        }
-        Ok(())
-    };
+    let read = |n: &mut Nand, b: &mut [u8]| mount::read_span(n, &lay, first, off, b);
     if !mount::read_until(f, &mut buf, read, ok)? {
         return Ok(None);
     }
@@ -227,7 +215,6 @@ pub(super) fn read_summary(
     if s.seg != seg || (s.erase_seq, s.format_id) != expect || last.iter().all(|&b| b == 0xFF) {
         return Ok(None);
     }
-    f.mount_report.summaries_read += 1;
     f.mount_report.summarised.push(seg);
     Ok(Some(entries.to_vec()))
 }

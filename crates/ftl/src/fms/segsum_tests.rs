@@ -43,7 +43,7 @@ fn both_mounts(f: Fms, spec: &DeviceSpec, cfg: &FmsConfig, what: &str) -> (Fms, 
         None,
         "{what}: records mount"
     );
-    assert_eq!(h.mount_report().summaries_read, 0, "{what}");
+    assert_eq!(h.mount_report().summaries_read(), 0, "{what}");
     let t = g.mount_time_ps();
     (g, t, h.mount_time_ps())
 }
@@ -64,7 +64,7 @@ fn full_segments_get_a_summary_that_mount_reads_instead_of_the_records() {
         let (mut g, with, without) = both_mounts(f, &spec, &cfg, name);
         // Every full segment is read from its summary (a stream's full segment too; the
         // partly written ones have none).
-        assert_eq!(g.mount_report().summaries_read, full, "{name}");
+        assert_eq!(g.mount_report().summaries_read(), full, "{name}");
         assert!(
             with < without,
             "{name}: mount took {with} ps, {without} without"
@@ -91,7 +91,7 @@ fn without_the_feature_no_summary_is_written_or_read() {
     };
     let mut g = mount(&spec, &on, f.into_nand().into_store());
     assert_eq!(g.layout().summary_page, None);
-    assert_eq!(g.mount_report().summaries_read, 0);
+    assert_eq!(g.mount_report().summaries_read(), 0);
     assert_reads(&mut g, &data, "no summaries");
 }
 
@@ -136,7 +136,7 @@ fn summaries_match_the_records_across_remounts_trims_and_cleaning() {
             g.flush().unwrap();
             let (g, _, _) = both_mounts(g, &spec, &cfg, &format!("{what}, after a few writes"));
             f = g;
-            read += f.mount_report().summaries_read;
+            read += f.mount_report().summaries_read();
             let mut buf = vec![0u8; bs];
             for (l, want) in model.iter().enumerate() {
                 f.read_block(l as u32, Some(&mut buf)).unwrap();

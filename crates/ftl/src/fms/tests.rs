@@ -138,9 +138,7 @@ fn ram_estimate_tracks_the_tables() {
         // segment wore, `index_wear_gap`, has its old segment erased at once.)
         let index_pages = f.lay.pages_per_seg as u64 - 1;
         // Summary pages only of the segments that filled.
-        let summaries = f.lay.summary_page.map_or(0, |_| {
-            (f.lay.summary_bytes() as u64).div_ceil(f.lay.page_size as u64) * f.segs.len() as u64
-        });
+        let summaries = f.lay.summary_pages() as u64 * f.segs.len() as u64;
         let least =
             nand::PayloadlessStore::ram_bytes_for(&geo, est.kept_pages - index_pages - summaries);
         assert!(

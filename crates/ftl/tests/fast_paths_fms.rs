@@ -210,16 +210,18 @@ fn nor(page_size: u32, pages_per_block: u32, blocks: u32) -> DeviceSpec {
     d
 }
 
-/// The cleaner's batched copy runs (`Nand::opaque_batch` and `Nand::opaque_page_batch`,
-/// simulation mode) against the
+/// The cleaner's batched copy runs (`Nand::opaque_batch` and `Nand::opaque_page_batch`
+/// in header mode, `Nand::opaque_page_batch_spare` in spare mode, simulation mode) and
+/// spare mode's slots of several pages programmed in one call, against the
 /// same runs made one call at a time (a payload-less device whose armed, never-firing
 /// fault plan declines every batch), over every policy, redistribution M1–M6, DAC regions
 /// with region selection and time thresholds, read-only separation and wear swaps, on
 /// header-mode devices (pages smaller, equal and larger than blocks, page sizes not powers
-/// of two, slots across pages) and spare-mode presets (no batch, the reorganised copy
-/// loop; mlc2-2g programs in order), with mounts in between (in-order devices without a
-/// page budget are refused by `Layout::new`): every result, the FMS's statistics and
-/// tables, the device's counters, clock and erase counts must agree.
+/// of two, slots across pages) and spare-mode presets (slots of one page and of several,
+/// segment summaries; mlc2-2g programs in order), with mounts in between (in-order
+/// devices without a page budget are refused by `Layout::new`): every result, the FMS's
+/// statistics and tables, the device's counters, clock and erase counts must agree, and
+/// at every mount the media (every raw page and its program count).
 #[test]
 fn batched_copy_runs_agree_with_one_call_at_a_time() {
     use ftl::fms::dac::RegionSelect;
@@ -232,9 +234,9 @@ fn batched_copy_runs_agree_with_one_call_at_a_time() {
         (nor(512, 64, 16), vec![512, 1024, 2048]),
         (nor(3000, 12, 16), vec![512, 1024, 2048, 4096]),
         (nor(1536, 24, 16), vec![1024, 4096]),
-        (small("nandsim-256m", 20, 32), vec![512, 2048]),
+        (small("nandsim-256m", 20, 32), vec![512, 1024, 2048]),
         (small("slc-large-1g", 16, 16), vec![2048, 4096]),
-        (small("mlc2-2g", 16, 16), vec![2048]),
+        (small("mlc2-2g", 16, 16), vec![2048, 4096]),
     ];
     let mut cfgs = Vec::new();
     for (p, policy) in Policy::ALL.into_iter().enumerate() {
@@ -269,6 +271,7 @@ fn batched_copy_runs_agree_with_one_call_at_a_time() {
     }
     let mut runs = 0;
     let (mut header_copies, mut all_swaps) = (0u64, 0u64);
+    let (mut spare_copies, mut multi_page_copies) = (0u64, 0u64);
     for (d, (spec, sizes)) in devices.iter().enumerate() {
         for (b, &block_size) in sizes.iter().enumerate() {
             // Every configuration on the first block size of a device, a rotating share of
@@ -318,21 +321,18 @@ fn batched_copy_runs_agree_with_one_call_at_a_time() {
                     if op == 39 && rng.gen_bool(0.2) {
                         copied += two[0].stats().blocks_copied;
                         swaps += two[0].stats().wear_swaps;
+                        let mut media = Vec::new();
                         two = std::mem::take(&mut two)
                             .into_iter()
                             .enumerate()
                             .map(|(k, f)| {
-                                let general = k == 1;
-                                let spec = f.nand().spec().clone();
-                                let mut nd = Nand::open(spec, f.into_nand().into_store()).unwrap();
-                                if general {
-                                    nd.set_faults(never_fires());
-                                }
-                                let mut f = Fms::mount(nd, cfg.clone()).unwrap();
+                                let (mut f, m) = remount(f, &cfg, k == 1);
+                                media.push(m);
                                 f.mark_readonly(0, (n / 5) as u32);
                                 f
                             })
                             .collect();
+                        assert!(media[0] == media[1], "{what}: medium at op {i}");
                     } else {
                         let r: Vec<String> = two
                             .iter_mut()
@@ -365,6 +365,11 @@ fn batched_copy_runs_agree_with_one_call_at_a_time() {
                 assert_eq!(ea, eg, "{what}: erase counts");
                 if two[0].layout().mode == ftl::fms::layout::RecordMode::Header {
                     header_copies += copied;
+                } else {
+                    spare_copies += copied;
+                    if two[0].layout().pages_per_slot > 1 {
+                        multi_page_copies += copied;
+                    }
                 }
                 all_swaps += swaps;
             }
@@ -372,5 +377,10 @@ fn batched_copy_runs_agree_with_one_call_at_a_time() {
     }
     assert!(runs > 200, "{runs} runs");
     assert!(header_copies > 0, "header-mode runs clean");
+    assert!(spare_copies > 0, "spare-mode runs clean");
+    assert!(
+        multi_page_copies > 0,
+        "runs with slots of several pages clean"
+    );
     assert!(all_swaps > 0, "wear levelling swaps");
 }

@@ -912,38 +912,104 @@ impl Nand {
         if self.faults_armed || self.dead {
             return false;
         }
-        // The largest read page, without a branch per read.
-        let top = reads.iter().fold(0u64, |m, &p| m.max(p));
-        if top >= self.pages {
-            return false;
-        }
         if count == 0 {
+            // The largest read page, without a branch per read.
+            let top = reads.iter().fold(0u64, |m, &p| m.max(p));
+            if top >= self.pages {
+                return false;
+            }
             return self.opaque_page_batch_apply(reads.len() as u64, first, 0, 0, 0);
         }
-        if first >= self.pages {
+        match self.page_batch_placement(reads, first, count) {
+            Some((block, wp)) => {
+                self.opaque_page_batch_apply(reads.len() as u64, first, count, block, wp)
+            }
+            None => false,
+        }
+    }
+
+    /// [`Nand::opaque_page_batch`] whose programs carry spare bytes, as the FMS's
+    /// spare-mode cleaner copies blocks in simulation mode: opaque reads of the data areas
+    /// of `reads`, then one program of each of the `ends.len()` consecutive pages from
+    /// `first`, page `first + k` with an opaque data area and the spare bytes
+    /// `spares[ends[k - 1]..ends[k]]` (from 0 for the first) at spare column `spare_col`
+    /// — what [`Nand::program`] of `Data::Opaque(page_size)` with `Some((spare_col,
+    /// bytes))` does for each. Returns true after doing exactly what those calls would
+    /// have done, false, having changed nothing, when one would fail, a fault plan is
+    /// installed or the store does not batch them
+    /// ([`Store::program_opaque_pages_spare`]).
+    ///
+    /// The rules of [`Nand::opaque_page_batch`], and for each page its spare bytes' range
+    /// (within the spare area) and the bit rule on them (the store compares them with the
+    /// spare area before it changes anything).
+    #[inline]
+    pub fn opaque_page_batch_spare(
+        &mut self,
+        reads: &[u64],
+        first: u64,
+        spare_col: u32,
+        spares: &[u8],
+        ends: &[u32],
+    ) -> bool {
+        if self.faults_armed || self.dead || ends.is_empty() {
             return false;
+        }
+        let count = ends.len() as u32;
+        let ss = self.geo.spare_size as u64;
+        let (mut at, mut ok) = (0u32, ends.last().map_or(0, |&e| e as usize) == spares.len());
+        for &e in ends {
+            ok &= (e >= at) & (spare_col as u64 + (e - at) as u64 <= ss);
+            at = e;
+        }
+        if !ok {
+            return false;
+        }
+        let Some((block, wp)) = self.page_batch_placement(reads, first, count) else {
+            return false;
+        };
+        if !self
+            .store
+            .program_opaque_pages_spare(first, spare_col, spares, ends)
+        {
+            return false;
+        }
+        self.page_batch_count(reads.len() as u64, count, spares.len() as u64, block, wp);
+        true
+    }
+
+    /// The rules of a batch of whole-page opaque reads `reads` and programs of the `count`
+    /// (at least one) consecutive pages from `first` ([`Nand::opaque_page_batch`]): every
+    /// read page in the device; the programs' pages in one good block of the device, each
+    /// with a program left; on in-order devices the first at the write pointer or the page
+    /// before it. `Some((block, write pointer after the batch))` when they pass.
+    #[inline(always)]
+    fn page_batch_placement(&self, reads: &[u64], first: u64, count: u32) -> Option<(u32, u32)> {
+        // The largest read page, without a branch per read.
+        let top = reads.iter().fold(0u64, |m, &p| m.max(p));
+        if top >= self.pages || first >= self.pages {
+            return None;
         }
         let block = match self.ppb_shift {
             Some(sh) => (first >> sh) as u32,
             None => self.geo.block_of(first),
         };
         if self.bad[block as usize] {
-            return false;
+            return None;
         }
         let idx = (first - self.geo.first_page(block)) as u32;
         if idx as u64 + count as u64 > self.geo.pages_per_block as u64 {
-            return false;
+            return None;
         }
         if self.geo.in_order {
             let wp = self.write_ptr[block as usize];
             if !(idx == wp || (wp > 0 && idx == wp - 1)) {
-                return false;
+                return None;
             }
         }
         if self.geo.nop != 0 && !self.pages_have_programs_left(first, count) {
-            return false;
+            return None;
         }
-        self.opaque_page_batch_apply(reads.len() as u64, first, count, block, idx + count)
+        Some((block, idx + count))
     }
 
     /// Every page of `first..first + count` has a program left ([`Nand::opaque_page_batch`]
@@ -968,6 +1034,15 @@ impl Nand {
         if count > 0 && !self.store.program_opaque_pages(first, count) {
             return false;
         }
+        self.page_batch_count(nreads, count, 0, block, wp);
+        true
+    }
+
+    /// The counters, clock and write pointer after a batch of `nreads` whole-page opaque
+    /// reads and `count` whole-page programs carrying `spare_bytes` spare bytes in all:
+    /// the sums of one call at a time, in integers.
+    #[inline(always)]
+    fn page_batch_count(&mut self, nreads: u64, count: u32, spare_bytes: u64, block: u32, wp: u32) {
         let ps = self.geo.page_size as u64;
         let np = count as u64;
         self.counters.page_reads += nreads;
@@ -975,12 +1050,12 @@ impl Nand {
         self.tick(nreads * self.costs.read + self.costs.read_byte * (nreads * ps));
         self.ops += np;
         self.counters.programs += np;
-        self.counters.bytes_programmed += np * ps;
-        self.tick(np * self.costs.program + self.costs.program_byte * (np * ps));
+        let bytes = np * ps + spare_bytes;
+        self.counters.bytes_programmed += bytes;
+        self.tick(np * self.costs.program + self.costs.program_byte * bytes);
         if np > 0 && self.geo.in_order {
             self.write_ptr[block as usize] = wp;
         }
-        true
     }
 
     /// [`Nand::opaque_batch`] once every rule has passed: the store's programs (false if it

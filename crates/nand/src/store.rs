@@ -181,6 +181,22 @@ pub trait Store: Send {
     fn program_opaque_pages(&mut self, _first: u64, _count: u32) -> bool {
         false
     }
+    /// [`Store::program_opaque_pages`] with spare bytes: page `first + k` of the
+    /// `ends.len()` consecutive pages from `first` also gets `spares[ends[k - 1]..ends[k]]`
+    /// (from 0 for the first) at spare column `spare_col`, as [`Store::program`] of an
+    /// opaque data area with those spare bytes would. The device has checked every rule
+    /// but the bit rule on the spare bytes, which the store checks for every page before
+    /// it changes anything: false, having done nothing, when one would set a bit, or when
+    /// the store does not batch (the default). ([`crate::Nand::opaque_page_batch_spare`].)
+    fn program_opaque_pages_spare(
+        &mut self,
+        _first: u64,
+        _spare_col: u32,
+        _spares: &[u8],
+        _ends: &[u32],
+    ) -> bool {
+        false
+    }
     /// [`Store::program`] of an opaque data area without spare bytes (the simulator's data
     /// programs): a call of its own so that a store can make it a short leaf.
     fn program_opaque_data(&mut self, ppn: u64, col: u32, len: u32) -> Result<()> {
@@ -786,6 +802,33 @@ impl Store for PayloadlessStore {
         }
         for p in &mut self.programs[a..b] {
             *p = p.saturating_add(1);
+        }
+        true
+    }
+    fn program_opaque_pages_spare(
+        &mut self,
+        first: u64,
+        spare_col: u32,
+        spares: &[u8],
+        ends: &[u32],
+    ) -> bool {
+        let ss = self.geo.spare_size as usize;
+        let col = spare_col as usize;
+        // The bit rule on every page's spare bytes first: nothing changes if one fails.
+        let mut at = 0usize;
+        for (k, &e) in ends.iter().enumerate() {
+            let base = (first as usize + k) * ss + col;
+            let new = &spares[at..e as usize];
+            if first_set_bit(&self.spare[base..base + new.len()], new).is_some() {
+                return false;
+            }
+            at = e as usize;
+        }
+        self.program_opaque_pages(first, ends.len() as u32);
+        let mut at = 0usize;
+        for (k, &e) in ends.iter().enumerate() {
+            self.write_spare(first + k as u64, col, &spares[at..e as usize]);
+            at = e as usize;
         }
         true
     }

@@ -114,6 +114,15 @@ enum Op {
         first: u64,
         count: u32,
     },
+    /// `Nand::opaque_page_batch_spare`, and where it declines, the same whole-page reads
+    /// and then the same whole-page opaque programs, each with its spare bytes, one call
+    /// at a time, up to the first failure.
+    OpaquePagesSpare {
+        reads: Vec<u64>,
+        first: u64,
+        spare_col: u32,
+        spares: Vec<Vec<u8>>,
+    },
     /// `Nand::read_then_clear_byte`.
     ReadClear {
         ppn: u64,
@@ -325,6 +334,54 @@ fn gen_page_batch(rng: &mut Xoshiro256PlusPlus, n: &Nand, ppn: u64) -> Op {
     }
 }
 
+/// [`gen_page_batch`] whose programs carry spare bytes, as the spare-mode cleaner makes
+/// them: at one spare column, each page's bytes (a mark or a record: lengths vary) usually
+/// only clearing bits of what the model holds there, now and then setting one or reaching
+/// past the spare area.
+fn gen_page_batch_spare(rng: &mut Xoshiro256PlusPlus, n: &Nand, model: &Model, ppn: u64) -> Op {
+    let Op::OpaquePages {
+        reads,
+        first,
+        count,
+    } = gen_page_batch(rng, n, ppn)
+    else {
+        unreachable!()
+    };
+    let g = n.geometry();
+    let (ps, ss) = (g.page_size as usize, g.spare_size);
+    let spare_col = match rng.gen_range(0..10) {
+        0 => rng.gen_range(0..ss.max(1)),
+        1 => ss.saturating_sub(1),
+        _ => 1.min(ss),
+    };
+    let spares = (0..count as u64)
+        .map(|k| {
+            let room = ss.saturating_sub(spare_col) as usize;
+            let len = match rng.gen_range(0..20) {
+                0 => room + 1,
+                1 => 0,
+                2..=9 => 1.min(room),
+                _ => 15.min(room),
+            };
+            let p = first + k;
+            let cur = if p < g.pages() {
+                let page = model.page(p);
+                let lo = (ps + spare_col as usize).min(page.len());
+                page[lo..(lo + len).min(page.len())].to_vec()
+            } else {
+                vec![]
+            };
+            bytes(rng, len, &cur)
+        })
+        .collect();
+    Op::OpaquePagesSpare {
+        reads,
+        first,
+        spare_col,
+        spares,
+    }
+}
+
 fn gen_op(rng: &mut Xoshiro256PlusPlus, n: &Nand, model: &Model, last: &mut u64) -> Op {
     let g = n.geometry().clone();
     let (ps, ss) = (g.page_size, g.spare_size);
@@ -339,7 +396,8 @@ fn gen_op(rng: &mut Xoshiro256PlusPlus, n: &Nand, model: &Model, last: &mut u64)
             vec![]
         }
     };
-    match rng.gen_range(0..114) {
+    match rng.gen_range(0..116) {
+        114..=115 => gen_page_batch_spare(rng, n, model, ppn),
         112..=113 => gen_page_batch(rng, n, ppn),
         0..=49 => {
             let (col, len) = pick_range(rng, ps);
@@ -533,6 +591,37 @@ fn apply(n: &mut Nand, op: &Op) -> (nand::Result<()>, Vec<Vec<u8>>) {
                 });
             (r, vec![vec![done]])
         }
+        Op::OpaquePagesSpare {
+            reads,
+            first,
+            spare_col,
+            spares,
+        } => {
+            let flat: Vec<u8> = spares.concat();
+            let ends: Vec<u32> = spares
+                .iter()
+                .scan(0u32, |at, b| {
+                    *at += b.len() as u32;
+                    Some(*at)
+                })
+                .collect();
+            if n.opaque_page_batch_spare(reads, *first, *spare_col, &flat, &ends) {
+                return (Ok(()), vec![vec![spares.len() as u8]]);
+            }
+            let ps = n.geometry().page_size;
+            let mut done = 0u8;
+            let r = reads
+                .iter()
+                .try_for_each(|&p| n.read_opaque(p, 0, ps))
+                .and_then(|()| {
+                    spares.iter().enumerate().try_for_each(|(k, b)| {
+                        n.program(first + k as u64, 0, Data::Opaque(ps), Some((*spare_col, b)))?;
+                        done += 1;
+                        Ok(())
+                    })
+                });
+            (r, vec![vec![done]])
+        }
         Op::ReadClear { ppn, col, clear } => match n.read_then_clear_byte(*ppn, *col, *clear) {
             // A failed read: nothing read, nothing programmed.
             Err(e) => (Err(e), vec![]),
@@ -624,6 +713,17 @@ fn model_apply(
         Op::OpaquePages { first, .. } => {
             for k in 0..read[0][0] as u64 {
                 m.fill(first + k, 0, ps, 0);
+            }
+        }
+        Op::OpaquePagesSpare {
+            first,
+            spare_col,
+            spares,
+            ..
+        } => {
+            for (k, b) in spares[..read[0][0] as usize].iter().enumerate() {
+                m.fill(first + k as u64, 0, ps, 0);
+                m.set(first + k as u64, ps + *spare_col as usize, b);
             }
         }
         _ => {}
@@ -1383,5 +1483,144 @@ fn opaque_page_batches_are_taken_when_they_succeed_and_declined_whole_otherwise(
         // A store that does not batch (RAM): declined.
         let mut r = Nand::ram(spec.clone()).unwrap();
         assert!(!r.opaque_page_batch(&[], 0, 1), "{}", spec.name);
+    }
+}
+
+/// `Nand::opaque_page_batch_spare` (whole pages with spare bytes, the spare-mode cleaner's
+/// copy runs) is taken when every program would succeed, leaving what the calls one at a
+/// time leave (data areas, spare areas, program counts, counters, clock, write pointer),
+/// and declined whole, changing nothing, on what a call at a time would refuse — among
+/// them the rules of the spare bytes: their range and the bit rule.
+#[test]
+fn opaque_page_batches_with_spare_bytes_are_taken_or_declined_whole() {
+    for spec in presets() {
+        let spec = shrink(&spec, 4, 8);
+        let g = spec.geometry.clone();
+        if g.spare_size < 16 {
+            continue;
+        }
+        let (ps, raw) = (g.page_size, g.raw_page_size() as usize);
+        let b1 = g.first_page(1);
+        let fresh = || {
+            let mut n = Nand::payloadless(spec.clone()).unwrap();
+            n.mark_factory_bad(&[3]).unwrap();
+            n.program(b1, 0, Data::Opaque(ps), Some((1, &[0x00][..])))
+                .unwrap();
+            n.program(b1 + 1, 0, Data::Bytes(&[0x5A; 24]), None)
+                .unwrap();
+            n.program(b1 + 2, 0, Data::Opaque(ps), Some((1, &[0x0F; 15][..])))
+                .unwrap();
+            n.program(b1 + 3, 0, Data::Opaque(ps), Some((3, &[0xF0; 2][..])))
+                .unwrap();
+            n
+        };
+        // A two-page slot's mark and record, then another's.
+        let rec = |x: u8| -> Vec<u8> { (0..15u8).map(|i| i.wrapping_mul(x)).collect() };
+        let pages: Vec<Vec<u8>> = vec![vec![0x00], rec(3), vec![0x00], rec(7)];
+        let flat = |p: &[Vec<u8>]| -> (Vec<u8>, Vec<u32>) {
+            let mut ends = vec![];
+            let mut at = 0;
+            for b in p {
+                at += b.len() as u32;
+                ends.push(at);
+            }
+            (p.concat(), ends)
+        };
+        let reads = vec![b1, b1 + 2, g.first_page(2), g.pages() - 1];
+        let (bytes, ends) = flat(&pages);
+        let mut a = fresh();
+        let mut b = fresh();
+        assert!(
+            a.opaque_page_batch_spare(&reads, b1 + 4, 1, &bytes, &ends),
+            "{}",
+            spec.name
+        );
+        for &p in &reads {
+            b.read_opaque(p, 0, ps).unwrap();
+        }
+        for (k, s) in pages.iter().enumerate() {
+            b.program(b1 + 4 + k as u64, 0, Data::Opaque(ps), Some((1, s)))
+                .unwrap();
+        }
+        assert_eq!(a.counters(), b.counters(), "{}", spec.name);
+        assert_eq!(a.clock_ps(), b.clock_ps(), "{}", spec.name);
+        assert_eq!(a.op_count(), b.op_count(), "{}", spec.name);
+        for p in 0..g.pages() {
+            assert_eq!(a.page_programs(p), b.page_programs(p), "{} {p}", spec.name);
+            let (mut ra, mut rb) = (vec![0u8; raw], vec![0u8; raw]);
+            a.read(p, 0, &mut ra).unwrap();
+            b.read(p, 0, &mut rb).unwrap();
+            assert_eq!(ra, rb, "{} page {p}", spec.name);
+        }
+        // The write pointer: the next page programs (or fails) alike.
+        for p in [b1 + 7, b1 + 8] {
+            let ra = a.program(p, 0, Data::Opaque(ps), Some((1, &[0u8][..])));
+            let rb = b.program(p, 0, Data::Opaque(ps), Some((1, &[0u8][..])));
+            assert_eq!(format!("{ra:?}"), format!("{rb:?}"), "{}", spec.name);
+        }
+        let ss = g.spare_size;
+        let long = vec![0u8; ss as usize];
+        let mut declined: Vec<(&str, u64, u32, Vec<Vec<u8>>)> = vec![
+            (
+                "spare bytes past the spare area",
+                b1 + 4,
+                1,
+                vec![long.clone()],
+            ),
+            (
+                "a spare column past the spare area",
+                b1 + 4,
+                ss,
+                vec![vec![0]],
+            ),
+            ("a bad block", g.first_page(3), 1, vec![vec![0]]),
+            ("past the block's end", b1 + 7, 1, vec![vec![0], vec![0]]),
+            ("a program past the device", g.pages(), 1, vec![vec![0]]),
+            ("no program", b1 + 4, 1, vec![]),
+        ];
+        if g.nop == 0 || g.nop >= 2 {
+            // Page b1 + 2's record cleared bits that 0xFF would set again (and the
+            // budget or order allows the program otherwise).
+            if !g.in_order {
+                declined.push(("a spare byte setting a bit", b1 + 2, 1, vec![vec![0xFF]]));
+            }
+        }
+        if g.in_order {
+            declined.push(("a skipped page", b1 + 5, 1, vec![vec![0]]));
+        }
+        // Every raw page and its program count, read through the device.
+        let snapshot = |n: &mut Nand| -> (Vec<u8>, Vec<u32>) {
+            let mut bytes = vec![0u8; g.pages() as usize * raw];
+            for (p, page) in bytes.chunks_exact_mut(raw).enumerate() {
+                n.read(p as u64, 0, page).unwrap();
+            }
+            (bytes, (0..g.pages()).map(|p| n.page_programs(p)).collect())
+        };
+        for (why, first, col, pages) in &declined {
+            let (mut a, mut c) = (fresh(), fresh());
+            let (bytes, ends) = flat(pages);
+            assert!(
+                !a.opaque_page_batch_spare(&[b1], *first, *col, &bytes, &ends),
+                "{}: {why}",
+                spec.name
+            );
+            assert_eq!(
+                (c.counters().clone(), c.clock_ps(), c.op_count()),
+                (a.counters().clone(), a.clock_ps(), a.op_count()),
+                "{}: {why}",
+                spec.name
+            );
+            assert!(snapshot(&mut a) == snapshot(&mut c), "{}: {why}", spec.name);
+        }
+        // Ends that do not match the bytes: declined.
+        let mut a = fresh();
+        assert!(!a.opaque_page_batch_spare(&[], b1 + 4, 1, &[0, 0], &[1]));
+        assert!(!a.opaque_page_batch_spare(&[], b1 + 4, 1, &[0, 0], &[2, 1]));
+        // A fault plan, even one that never fires: declined; a RAM store: declined.
+        let mut a = fresh();
+        a.set_faults(never_fires());
+        assert!(!a.opaque_page_batch_spare(&[], b1 + 4, 1, &[0], &[1]));
+        let mut r = Nand::ram(spec.clone()).unwrap();
+        assert!(!r.opaque_page_batch_spare(&[], 0, 1, &[0], &[1]));
     }
 }

@@ -474,6 +474,14 @@ impl Fms {
                         break;
                     }
                 }
+            } else if !storage && forced.is_none() {
+                match self.copy_run_spare(stream as usize, &moving[k..j]) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        r = Err(e);
+                        break;
+                    }
+                }
             } else {
                 0
             };
@@ -635,6 +643,97 @@ impl Fms {
         // What `commit_copy` does for each block, with the victim's row updated once for
         // the run: every block of a run comes from the one segment being evacuated, and no
         // device operation (so no clock tick) comes between their invalidations.
+        let victim = self.split(blocks[0].phys).0;
+        for (q, m) in blocks[..n].iter().enumerate() {
+            debug_assert_eq!(self.split(m.phys).0, victim);
+            let i = m.lbn as usize;
+            let phys = self.phys(seg, slot0 + q as u32);
+            self.blocks[i].region = m.region;
+            self.rev[m.phys as usize] = NONE;
+            self.blocks[i].map = phys;
+            self.rev[phys as usize] = m.lbn;
+        }
+        let v = &mut self.segs[victim as usize];
+        v.valid -= n as u32;
+        v.last_inval_ps = self.nand.clock_ps();
+        self.sync_used(victim);
+        self.stats.blocks_copied += n as u64;
+        Ok(n)
+    }
+
+    /// Spare mode, simulation mode: copy as many of `blocks` as fit into `stream`'s active
+    /// segment with one device call ([`Nand::opaque_page_batch_spare`]): the reads of every
+    /// block but the first (which the caller has read) and the programs of each slot's
+    /// pages with their spare bytes (a page mark, the record on the slot's last page) —
+    /// exactly the operations [`Fms::append`] makes a block at a time — then the segment
+    /// summary when the run fills the segment, as `append`'s last slot would, and the
+    /// tables as [`Fms::commit_copy`] leaves them, the victim's row once for the run (no
+    /// device operation comes between the invalidations). Returns how many were copied;
+    /// 0, with nothing done, when the device declines (an operation would fail, or a
+    /// fault plan is installed): the per-slot path then copies the first block. Out of
+    /// line: the header-mode cleaner never calls it.
+    #[inline(never)]
+    fn copy_run_spare(&mut self, stream: usize, blocks: &[Moving]) -> DevResult<usize> {
+        let seg = self.active_slot_segment(stream)?;
+        let slots = self.lay.slots;
+        let slot0 = self.segs[seg as usize].next;
+        if slot0 >= slots {
+            return Ok(0);
+        }
+        let n = ((slots - slot0) as usize).min(blocks.len());
+        let pps = self.lay.pages_per_slot as u64;
+        let ps = self.lay.page_size as u64;
+        let geo = self.nand.geometry();
+        let slot_page = |seg: u32, slot: u32| geo.first_page(seg) + self.lay.slot_offset(slot) / ps;
+        let mut reads = std::mem::take(&mut self.read_pages);
+        reads.clear();
+        for m in &blocks[1..n] {
+            let (s, slot) = self.split(m.phys);
+            let p = slot_page(s, slot);
+            reads.extend(p..p + pps);
+        }
+        let first = slot_page(seg, slot0);
+        let (mut spares, mut ends) = std::mem::take(&mut self.spare_run);
+        spares.clear();
+        ends.clear();
+        for (q, m) in blocks[..n].iter().enumerate() {
+            let mut rec = self.copy_record(m);
+            rec.seq = self.seq + q as u64;
+            for _ in 1..pps {
+                spares.extend_from_slice(&layout::PAGE_MARK);
+                ends.push(spares.len() as u32);
+            }
+            spares.extend_from_slice(&rec.encode_spare());
+            ends.push(spares.len() as u32);
+        }
+        let done = self
+            .nand
+            .opaque_page_batch_spare(&reads, first, 1, &spares, &ends);
+        self.read_pages = reads;
+        if !done {
+            self.spare_run = (spares, ends);
+            return Ok(0);
+        }
+        self.seq += n as u64;
+        let s = &mut self.segs[seg as usize];
+        s.next = slot0 + n as u32;
+        s.valid += n as u32;
+        let mut r = Ok(());
+        if self.lay.summary_page.is_some() {
+            for (q, m) in blocks[..n].iter().enumerate() {
+                let e = ends[(q + 1) * pps as usize - 1] as usize;
+                let rec: &[u8; layout::SUMMARY_RECORD] = spares[e - layout::SUMMARY_RECORD..e]
+                    .try_into()
+                    .expect("a record");
+                let time = self.copy_record(m).summary_time();
+                r = self.note_record(seg, slot0 + q as u32, rec, time);
+                if r.is_err() {
+                    break;
+                }
+            }
+        }
+        self.spare_run = (spares, ends);
+        r?;
         let victim = self.split(blocks[0].phys).0;
         for (q, m) in blocks[..n].iter().enumerate() {
             debug_assert_eq!(self.split(m.phys).0, victim);

@@ -476,6 +476,9 @@ pub struct Fms {
     spans: (Vec<nand::Span>, Vec<nand::Span>),
     /// The same run's read pages when slots are whole pages.
     read_pages: Vec<u64>,
+    /// Spare mode: a run's spare bytes and where each page's end
+    /// ([`Fms::copy_run_spare`]).
+    spare_run: (Vec<u8>, Vec<u32>),
     /// Spare mode: tombstones of trimmed blocks and the trim lists holding them
     /// (`trims.rs`).
     trims: trims::Trims,
@@ -558,6 +561,7 @@ impl Fms {
             victim: self.victim,
             spans: self.spans.clone(),
             read_pages: self.read_pages.clone(),
+            spare_run: self.spare_run.clone(),
             trims: self.trims.clone(),
             mount_report: self.mount_report.clone(),
             epoch_ps: self.epoch_ps,
@@ -686,6 +690,7 @@ impl Fms {
             entries: Vec::new(),
             spans: (Vec::new(), Vec::new()),
             read_pages: Vec::new(),
+            spare_run: (Vec::new(), Vec::new()),
             retiring: Vec::new(),
             retired: Vec::new(),
             format_id: 0,
@@ -1511,6 +1516,8 @@ impl Fms {
                 let spare = rec.encode_spare();
                 if let (true, Some(b)) = (self.lay.ecc(), data) {
                     self.program_slot_ecc(p0, b, &spare)?;
+                } else if data.is_none() && pps > 1 && self.program_slot_batched(p0, &spare) {
+                    // Simulation mode: the slot's pages in one device call.
                 } else {
                     for k in 0..pps {
                         let d = match data {
@@ -1532,6 +1539,34 @@ impl Fms {
             }
         }
         Ok(())
+    }
+
+    /// Spare mode, simulation mode: [`Fms::program_slot`]'s opaque pages of a slot of
+    /// several pages, with their page marks and the record `rec` on the last, as one
+    /// [`Nand::opaque_page_batch_spare`]. False, with nothing done, when the device
+    /// declines (a program would fail, or a fault plan is installed; the caller then
+    /// programs them a page at a time and meets the failure where it falls) or the slot
+    /// has more pages than the call is built for here. Out of line: header mode never
+    /// calls it.
+    #[inline(never)]
+    fn program_slot_batched(&mut self, p0: u64, rec: &[u8; layout::SPARE_RECORD - 1]) -> bool {
+        const MOST: usize = 16;
+        let pps = self.lay.pages_per_slot as usize;
+        if pps > MOST {
+            return false;
+        }
+        let mark = layout::PAGE_MARK.len();
+        let mut spares = [0u8; (MOST - 1) * layout::PAGE_MARK.len() + layout::SPARE_RECORD - 1];
+        let mut ends = [0u32; MOST];
+        for k in 0..pps - 1 {
+            spares[k * mark..(k + 1) * mark].copy_from_slice(&layout::PAGE_MARK);
+            ends[k] = ((k + 1) * mark) as u32;
+        }
+        let n = (pps - 1) * mark + rec.len();
+        spares[(pps - 1) * mark..n].copy_from_slice(rec);
+        ends[pps - 1] = n as u32;
+        self.nand
+            .opaque_page_batch_spare(&[], p0, 1, &spares[..n], &ends[..pps])
     }
 
     /// Spare mode with ECC, storage mode: [`Fms::program_slot`]'s pages, each with the

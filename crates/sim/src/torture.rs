@@ -1366,7 +1366,9 @@ fn after_workload(
     let d1 = f1.tables_digest();
     let t1 = Tables::of(&f1);
     check_erase_counts(&f1, &lost, "after the cut", &mut out.problems);
-    let seen = read_all(ctx, &mut f1, "after the cut")?;
+    // An FMS's read counts are added when it is remounted, and here before any return
+    // that drops it: a violation must carry the note of the reads that caused it.
+    let seen = read_all(ctx, &mut f1, "after the cut").inspect_err(|_| out.reads.add_fms(&f1))?;
     verify(&model, &seen, "", &mut out.problems);
 
     // Check (3): a second mount of the same medium rebuilds the same tables.
@@ -1407,6 +1409,7 @@ fn after_workload(
         }
     }
     if !problems.is_empty() {
+        reads.add_fms(&f2);
         return Ok(());
     }
 
@@ -1445,10 +1448,12 @@ fn after_workload(
         let op = more(&mut rng, false);
         model.start(&op);
         apply(&mut f2, ctx, &op, &mut buf)
-            .map_err(|e| dev_err(&format!("after recovery: {op:?}"), e))?;
+            .map_err(|e| dev_err(&format!("after recovery: {op:?}"), e))
+            .inspect_err(|_| reads.add_fms(&f2))?;
     }
     f2.flush()
-        .map_err(|e| dev_err("after recovery: flush", e))?;
+        .map_err(|e| dev_err("after recovery: flush", e))
+        .inspect_err(|_| reads.add_fms(&f2))?;
     model.flushed();
     let live = Tables::of(&f2);
     let mut f3 = remount(ctx, f2, "remount after recovery", reads)?;
@@ -1459,9 +1464,10 @@ fn after_workload(
         ));
     }
     check_erase_counts(&f3, &lost, "after recovery", problems);
-    let seen = read_all(ctx, &mut f3, "after recovery")?;
+    let seen = read_all(ctx, &mut f3, "after recovery").inspect_err(|_| reads.add_fms(&f3))?;
     verify(&model, &seen, "after recovery: ", problems);
     if !problems.is_empty() {
+        reads.add_fms(&f3);
         return Ok(());
     }
 
@@ -1474,13 +1480,15 @@ fn after_workload(
         };
         model.start(&op);
         apply(&mut f3, ctx, &op, &mut buf)
-            .map_err(|e| dev_err(&format!("after recovery, phase 2: {op:?}"), e))?;
+            .map_err(|e| dev_err(&format!("after recovery, phase 2: {op:?}"), e))
+            .inspect_err(|_| reads.add_fms(&f3))?;
         if matches!(op, Op::Flush) {
             model.flushed();
         }
     }
     f3.flush()
-        .map_err(|e| dev_err("after recovery, phase 2: flush", e))?;
+        .map_err(|e| dev_err("after recovery, phase 2: flush", e))
+        .inspect_err(|_| reads.add_fms(&f3))?;
     model.flushed();
     let mut f4 = remount(ctx, f3, "after recovery, phase 2: remount", reads)?;
     check_erase_counts(&f4, &lost, "after recovery, phase 2", problems);

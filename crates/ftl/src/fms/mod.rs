@@ -582,6 +582,7 @@ impl Fms {
     pub fn exported_blocks(geo: &nand::Geometry, cfg: &FmsConfig) -> DevResult<(u64, u32)> {
         cfg.validate()?;
         let lay = Layout::new(geo, cfg.block_size)?;
+        ram::check_index_room(&lay, cfg)?;
         let data = (lay.segments as u64).saturating_sub(cfg.reserve_segments());
         Ok((data * lay.slots as u64, lay.slots))
     }

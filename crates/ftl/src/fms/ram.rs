@@ -23,6 +23,25 @@ pub(super) struct Sizing {
     pub(super) adaptive: bool,
 }
 
+/// The index segment must hold an entry for every active segment (one a stream), the
+/// entry that makes it wrap, and one more, or the log would wrap at every entry and, with
+/// a retired segment, not fit at all: erase blocks of a few pages on a device of one
+/// program a page (an entry a page) leave too few (`index segment full` at the first
+/// wrap, for good).
+pub(super) fn check_index_room(lay: &Layout, cfg: &FmsConfig) -> DevResult<()> {
+    let need = cfg.streams() as u64 + 2;
+    let cap = lay.index_capacity() as u64;
+    if cap < need {
+        return Err(DevError::config(format!(
+            "device: erase blocks of {} pages leave the FMS's index segment room for {cap} entries ({} a page after its header), fewer than the {need} it needs ({} active segments, the entry that makes the log wrap and one segment gone bad); use erase blocks of more pages, a device that takes more programs a page, or fewer streams",
+            lay.pages_per_seg,
+            lay.index_per_page,
+            cfg.streams(),
+        )));
+    }
+    Ok(())
+}
+
 impl Sizing {
     /// `good`: the device's good segments; `recorded` as for [`Fms::new_empty`].
     pub(super) fn new(
@@ -37,6 +56,7 @@ impl Sizing {
             .with_live_byte(cfg.live_byte)
             .with_header_code(cfg.header_code)
             .with_summary(cfg.segment_summaries);
+        check_index_room(&lay, cfg)?;
         let segments = lay.segments as usize;
         // A physical slot number is `seg << slot_bits | slot`: shifts, not divisions by
         // the (often odd) slot count, on every lookup. Numbers past `slots` are unused.

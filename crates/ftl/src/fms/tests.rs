@@ -3430,3 +3430,47 @@ fn a_giant_header_time_is_not_believed() {
         nd = g.into_nand();
     }
 }
+
+/// Erase blocks of a few pages on a device of one program a page leave the index segment
+/// an entry a page: format refuses a configuration whose active segments, wrap entry and
+/// one segment gone bad do not fit (it used to format, and the first wrap of the index
+/// log failed every later write and trim with "index segment full", for good), and takes
+/// the smallest that fits, which then writes, cleans and remounts.
+#[test]
+fn format_refuses_an_index_segment_too_small_for_the_streams() {
+    let dev = |pages: u32| {
+        let mut d = nand::DeviceSpec::preset("mlc2-2g").unwrap();
+        d.geometry.blocks = 16;
+        d.geometry.pages_per_block = pages;
+        Nand::ram(d).unwrap()
+    };
+    let cfg = FmsConfig {
+        block_size: 2048,
+        ..FmsConfig::default()
+    };
+    let need = cfg.streams() as u32 + 2;
+    for pages in 3..=need {
+        let e = Fms::format(dev(pages), cfg.clone()).err().expect("refused");
+        assert!(
+            e.to_string().contains("index segment room for"),
+            "{pages} pages: {e}"
+        );
+        assert!(Fms::exported_blocks(dev(pages).geometry(), &cfg).is_err());
+    }
+    let mut f = Fms::format(dev(need + 1), cfg.clone()).unwrap();
+    let spb = 2048 / SECTOR as u64;
+    let blocks = f.logical_blocks();
+    for i in 0..blocks * 20 {
+        let lbn = (i * 7) % blocks;
+        let data = vec![(i % 251) as u8; 2048];
+        f.write(lbn * spb, spb as u32, Some(&data)).unwrap();
+        if i % 9 == 0 {
+            f.trim(((i * 3) % blocks) * spb, spb as u32).unwrap();
+        }
+    }
+    assert!(f.stats().cleanings > 0);
+    f.flush().unwrap();
+    let spec = f.nand().spec().clone();
+    let nd = Nand::open(spec, f.into_nand().into_store()).unwrap();
+    Fms::mount(nd, cfg).unwrap();
+}

@@ -1167,7 +1167,21 @@ fn format_explains_the_capacity() {
     assert!(
         out.contains("69 blocks of 4 KiB (3 per segment), 276 KiB exported")
             && out.contains("of 512 KiB raw (32 segments of 16 KiB): 2 bad, 7 kept in reserve")
-            && out.contains("--block-size 512 B would export 387.5 KiB"),
+            && out.contains("--block-size 512 B would export 356.5 KiB"),
+        "{out}"
+    );
+    // The hint counts the good segments, as the format does: formatting with the size it
+    // names exports what it said (it counted all 32 and promised 387.5 KiB).
+    let out = run_ok(&["fms", "format", img, "--force", "--block-size", "512"]);
+    assert!(out.contains("356.5 KiB exported"), "{out}");
+    // Half the blocks bad: no block size exports more than 5 % more (the hint promised
+    // 2 KiB blocks 14.1 MiB where they give 6.2).
+    let img = dir.path().join("half.img");
+    let img = img.to_str().unwrap();
+    nand_image(img, "mlc2-2g", "64", &["--bad-fraction", "0.5"]);
+    let out = run_ok(&["fms", "format", img]);
+    assert!(
+        out.contains("32 bad") && !out.contains("would export"),
         "{out}"
     );
     // On the Intel card 4 KiB is within 5 % of the best: no advice.
@@ -1243,6 +1257,48 @@ fn a_corrupt_block_table_entry_loses_no_data() {
 /// `fms format --ecc-bits T` gives a BCH code of T bits per 512 bytes: the format names
 /// it, data round-trips, a strength whose codes do not fit the spare area is refused
 /// naming the bytes, and one outside 1..8 is refused by the parser.
+/// A scrub threshold the medium's code cannot reach, or on a medium without ECC, is one
+/// line (it was accepted and scrubbing silently never happened); 0 (never) and 1 to T are
+/// taken.
+#[test]
+fn a_scrub_threshold_the_code_cannot_reach_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain.img");
+    let plain = plain.to_str().unwrap();
+    nand_image(plain, "mlc2-2g", "32", &[]);
+    run_ok(&["fms", "format", plain]);
+    fails_with_all(
+        flashkit([
+            "fms",
+            "write",
+            plain,
+            "--input",
+            "/dev/null",
+            "--scrub-threshold",
+            "2",
+        ]),
+        &["plain.img", "scrub_threshold", "no ECC"],
+    );
+    run_ok(&[
+        "fms",
+        "write",
+        plain,
+        "--input",
+        "/dev/null",
+        "--scrub-threshold",
+        "0",
+    ]);
+    let bch = dir.path().join("bch.img");
+    let bch = bch.to_str().unwrap();
+    nand_image(bch, "mlc2-2g", "32", &[]);
+    run_ok(&["fms", "format", bch, "--ecc-bits", "4"]);
+    fails_with_all(
+        flashkit(["fms", "check", bch, "--repair", "--scrub-threshold", "5"]),
+        &["bch.img", "scrub_threshold", "5 bits", "BCH-4", "1 to 4"],
+    );
+    run_ok(&["fms", "check", bch, "--repair", "--scrub-threshold", "4"]);
+}
+
 #[test]
 fn ecc_bits_format_a_bch_medium() {
     let dir = tempfile::tempdir().unwrap();
@@ -1816,4 +1872,59 @@ fn format_and_info_say_whether_segments_carry_summaries() {
         t.contains("no segment summaries: 2 KiB blocks fill each segment; --block-size 4 KiB"),
         "{t}"
     );
+}
+
+/// A FIFO given as the image is one line, not a wait for a writer that never comes (the
+/// open blocked for ever); a header whose device name is not UTF-8 (with a valid
+/// checksum) is refused as the format says, not printed with replacement characters.
+#[test]
+fn a_fifo_or_a_header_name_not_utf8_is_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.img");
+    let st = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(st.success());
+    let fifo = fifo.to_str().unwrap();
+    for args in [
+        vec!["nand", "info", fifo],
+        vec!["fms", "info", fifo],
+        vec!["fms", "write", fifo, "--input", "/dev/null"],
+        vec!["nand", "format", fifo, "--device", "mlc2-2g", "--force"],
+    ] {
+        fails_with_all(flashkit(&args), &["fifo.img", "a FIFO, not an image file"]);
+    }
+    let img = dir.path().join("name.img");
+    let img = img.to_str().unwrap();
+    nand_image(img, "mlc2-2g", "16", &[]);
+    let mut h = std::fs::read(img).unwrap();
+    h[104..107].copy_from_slice(&[0xFF, 0xFE, 0x41]);
+    // CRC-32C, bit by bit (docs/format/nand-image.md).
+    let crc = !h[..4092].iter().fold(!0u32, |mut c, &b| {
+        c ^= b as u32;
+        for _ in 0..8 {
+            c = (c >> 1) ^ if c & 1 == 1 { 0x82F6_3B78 } else { 0 };
+        }
+        c
+    });
+    h[4092..4096].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(img, &h).unwrap();
+    fails_with_all(
+        flashkit(["nand", "info", img]),
+        &["name.img", "name: not UTF-8"],
+    );
+    // A bad block past the device names the range as a user writes one.
+    let out = flashkit([
+        "nand",
+        "format",
+        &format!("{img}.2"),
+        "--device",
+        "mlc2-2g",
+        "--blocks",
+        "64",
+        "--bad-blocks",
+        "64",
+    ]);
+    fails_with_all(out, &["block 64 out of range (device has 64 blocks, 0-63)"]);
 }

@@ -125,6 +125,7 @@ impl ImageStore {
         let g = &spec.geometry;
         crate::table::check_fits(g.blocks as u64 * BLOCK_ENTRY + g.pages(), "its tables")
             .map_err(|e| Self::err(path, format!("cannot create: {e}")))?;
+        Self::refuse_fifo(path, "cannot create")?;
         let mut opts = OpenOptions::new();
         opts.read(true).write(true);
         if overwrite {
@@ -230,15 +231,31 @@ impl ImageStore {
         self.overlay.is_some()
     }
 
+    /// An existing FIFO or socket at `path` is refused before it is opened: the open
+    /// (or the first read) would wait for a writer for ever.
+    fn refuse_fifo(path: &Path, what: &str) -> Result<()> {
+        use std::os::unix::fs::FileTypeExt;
+        if let Ok(m) = std::fs::metadata(path) {
+            let t = m.file_type();
+            if t.is_fifo() || t.is_socket() {
+                let kind = if t.is_fifo() { "a FIFO" } else { "a socket" };
+                return Err(Self::err(
+                    path,
+                    format!("{what}: {kind}, not an image file"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn open_with(path: &Path, writable: bool) -> Result<(DeviceSpec, ImageStore)> {
+        let how = if writable { " for writing" } else { "" };
+        Self::refuse_fifo(path, &format!("cannot open{how}"))?;
         let file = OpenOptions::new()
             .read(true)
             .write(writable)
             .open(path)
-            .map_err(|e| {
-                let how = if writable { " for writing" } else { "" };
-                Self::err(path, format!("cannot open{how}: {e}"))
-            })?;
+            .map_err(|e| Self::err(path, format!("cannot open{how}: {e}")))?;
         Self::lock(path, &file, writable)?;
         let len = file
             .metadata()
@@ -286,8 +303,18 @@ impl ImageStore {
             program_ns_per_byte: f(88),
             erase_us: f(96),
         };
-        let name_end = h[104..168].iter().position(|&b| b == 0).unwrap_or(64);
-        let name = String::from_utf8_lossy(&h[104..104 + name_end]).into_owned();
+        // At most 63 bytes of UTF-8, NUL-padded (docs/format/nand-image.md, step 6).
+        let name = h[104..168]
+            .iter()
+            .position(|&b| b == 0)
+            .and_then(|end| std::str::from_utf8(&h[104..104 + end]).ok())
+            .ok_or_else(|| {
+                Self::err(
+                    path,
+                    "header: device configuration: name: not UTF-8 of at most 63 bytes",
+                )
+            })?
+            .to_owned();
         let description = crate::presets()
             .into_iter()
             .find(|p| p.name == name && p.geometry == geometry)

@@ -199,7 +199,10 @@ pub fn parse_block_list(text: &str, blocks: u32) -> Result<Vec<u32>> {
                 anyhow::anyhow!("'{part}' is not a block number or range (e.g. 3,7,10-12)")
             })?;
             if b >= blocks {
-                bail!("block {b} out of range (device has {blocks} blocks, 0..{blocks})");
+                bail!(
+                    "block {b} out of range (device has {blocks} blocks, 0-{})",
+                    blocks.saturating_sub(1)
+                );
             }
             Ok(b)
         };

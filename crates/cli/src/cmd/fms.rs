@@ -127,7 +127,7 @@ pub struct FormatArgs {
     /// ECC with a code that corrects T bits per 512 bytes (implies --ecc): 1 is the
     /// SEC-DED code above; 2 to 8 a BCH code (ceil(13·T/8) bytes per 512 in the spare
     /// area: 7 for T = 4, which 2 Gb MLC parts ask; mlc2-2g's 64-byte spare holds up to
-    /// T = 6 on its 2 KiB pages).
+    /// T = 7 on its 2 KiB pages).
     #[arg(long, value_name = "T", value_parser = clap::value_parser!(u8).range(1..=8))]
     pub ecc_bits: Option<u8>,
     /// Format an image that already holds an FMS (its data is lost; erase counts carry
@@ -426,8 +426,10 @@ fn format(a: FormatArgs) -> Result<()> {
     };
     let reserve = cfg.reserve_segments();
     // The block size that would export the most, if another (512 B to 64 KiB; the same
-    // reserve and ECC): 4 KiB blocks on 512-byte pages lose a slot per segment to the
-    // header's page. Named when it gives more than 5 % more.
+    // reserve and ECC, on the good segments, as the format counts them): 4 KiB blocks on
+    // 512-byte pages lose a slot per segment to the header's page. Named when it gives
+    // more than 5 % more.
+    let good = (0..geo.blocks).filter(|&b| !nand.is_bad(b)).count() as u64;
     let better = (9..=16)
         .map(|k| 1u32 << k)
         .filter(|&b| b != bs)
@@ -436,7 +438,8 @@ fn format(a: FormatArgs) -> Result<()> {
                 block_size: b,
                 ..cfg.clone()
             };
-            let (n, _) = Fms::exported_blocks(&geo, &c).ok()?;
+            let (_, slots) = Fms::exported_blocks(&geo, &c).ok()?;
+            let n = good.checked_sub(c.reserve_segments()).filter(|&n| n > 0)? * slots as u64;
             Some((n * b as u64, b))
         })
         .max();

@@ -711,6 +711,7 @@ impl Fms {
     /// segment. Erase counts found in old FMS headers are carried over.
     pub fn format(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         let mut f = Fms::new_empty(nand, cfg, None)?;
+        ram::check_scrub_threshold(&f.lay, &f.cfg)?;
         // The old headers: erase counts to carry over, and the largest format number on
         // the medium, grown-bad segments included (they keep their content), so that this
         // format's number is new to every header a mount may read.

@@ -336,6 +336,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                 f.nand.set_overflip_at(super::overflip_at(t));
             }
             f.lay = lay.clone();
+            super::ram::check_scrub_threshold(&f.lay, &f.cfg)?;
             // Each segment's header erase sequence, for the summaries this FMS writes
             // (allocated by the medium's feature, not the configuration's).
             f.segsum = super::segsum::Summaries::for_layout(&lay);

@@ -42,6 +42,30 @@ pub(super) fn check_index_room(lay: &Layout, cfg: &FmsConfig) -> DevResult<()> {
     Ok(())
 }
 
+/// A scrub threshold (`FmsConfig::scrub_threshold`) other than 0 (never) needs a code that
+/// corrects that many bits in a chunk: without ECC no read corrects any, and above the
+/// code's strength none corrects that many, so the option would silently do nothing.
+/// Checked against the medium's code: at format, and at mount once the headers said it.
+pub(super) fn check_scrub_threshold(lay: &Layout, cfg: &FmsConfig) -> DevResult<()> {
+    let Some(n) = cfg.scrub_threshold.filter(|&n| n > 0) else {
+        return Ok(());
+    };
+    if !lay.ecc() {
+        return Err(DevError::config(format!(
+            "scrub_threshold: {n} bits, but the medium has no ECC: only reads a code corrects can scrub (format with ECC, or leave the threshold out)"
+        )));
+    }
+    if n > lay.ecc_t {
+        return Err(DevError::config(format!(
+            "scrub_threshold: {n} bits is more than the {} the medium's code ({}) corrects in a 512-byte chunk, so no read would reach it; give 1 to {}, or 0 for never",
+            lay.ecc_t,
+            layout::ecc_name(lay.ecc_t),
+            lay.ecc_t
+        )));
+    }
+    Ok(())
+}
+
 impl Sizing {
     /// `good`: the device's good segments; `recorded` as for [`Fms::new_empty`].
     pub(super) fn new(

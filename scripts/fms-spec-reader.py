@@ -863,10 +863,17 @@ class Fms:
                 self.corrected_headers.append(g)
         valid = [g for g in range(nseg) if isinstance(hdrs[g], dict)]
         good_valid = [g for g in valid if img.state[g] == 0]
+        # fms.md, Mount step 1: a good segment whose header's format number is smaller than
+        # the first's is one a stopped format did not reach: dirty, whatever its block
+        # size, slots or features (its erase count and erase sequence still count).
+        self.earlier_format = [g for g in good_valid if hdrs[g]["format"] < first["format"]]
+        earlier = set(self.earlier_format)
+        all_good_valid = good_valid
+        good_valid = [g for g in good_valid if g not in earlier]
         # fms.md: good segments' headers, and grown-bad segments' headers of this format
         # (block size, slots, format number), must have a known kind and known features,
         # and the first good header's ECC bit.
-        ours = [g for g in valid if img.state[g] == 0 or (
+        ours = [g for g in valid if (img.state[g] == 0 and g not in earlier) or (
             img.state[g] == 2 and hdrs[g]["block_size"] == first["block_size"]
             and hdrs[g]["slots"] == first["slots"] and hdrs[g]["format"] == first["format"])]
         for g in ours:
@@ -929,7 +936,7 @@ class Fms:
         if self.logical > nseg * slots:
             raise SpecError("recorded capacity %d is larger than the device's slots (%d)" % (self.logical, nseg * slots))
         # fms.md, Mount step 1: the largest count in any good segment's header.
-        max_ec = max(hdrs[g]["erase_count"] for g in good_valid)
+        max_ec = max(hdrs[g]["erase_count"] for g in all_good_valid)
         self.next_erase_seq = max(hdrs[g]["erase_seq"] for g in valid) + 1
 
         # segment roles
@@ -939,6 +946,8 @@ class Fms:
                 role[g] = "factory_bad"
             elif img.state[g] == 2:
                 role[g] = "bad"
+            elif g in earlier:
+                role[g] = "dirty"
             elif isinstance(hdrs[g], dict):
                 # kinds 0 and 1 only (others were refused above)
                 role[g] = "kind1" if hdrs[g]["kind"] == 1 else "data"
@@ -1222,7 +1231,7 @@ class Fms:
                 v("segment %d: header erase count %d, block table %d" % (g, hd["erase_count"], img.erase_count[g]))
             if hd["logical"] != self.logical and not self.logical_derived:
                 v("segment %d: capacity word %d differs from the first header's %d" % (g, hd["logical"], self.logical))
-            if hd["format"] != self.format_no:
+            if hd["format"] != self.format_no and g not in self.earlier_format:
                 v("segment %d: format number %d differs from the first header's %d" % (g, hd["format"], self.format_no))
             if self.roles[g] == "index" or (self.roles[g] == "data" and self.mode == "spare"):
                 rest = img.page_data(g * ppb, 64)

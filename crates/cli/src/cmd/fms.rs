@@ -634,6 +634,10 @@ pub struct FmsInfo {
     pub corrected_entries: Vec<SlotRecord>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub flipped_records: Vec<SlotRecord>,
+    /// Segments whose header carries an earlier format's number: a format stopped before
+    /// it reached them (`MountReport::earlier_format`; present only when there are some).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub earlier_format_segments: Vec<u32>,
 }
 
 /// `fms info`'s and `fms format`'s `live_flag`: how header-mode entries carry their live
@@ -725,6 +729,7 @@ fn info(a: InfoArgs) -> Result<()> {
         corrected_headers: fms.mount_report().corrected_headers.clone(),
         corrected_entries: fms.mount_report().corrected_entries.clone(),
         flipped_records: fms.mount_report().flipped_records.clone(),
+        earlier_format_segments: fms.mount_report().earlier_format.clone(),
     };
     if let Some(p) = &a.report.csv {
         output::write_csv(p, std::slice::from_ref(&r))?;
@@ -836,6 +841,15 @@ fn info(a: InfoArgs) -> Result<()> {
         .add("mount re-reads", output::count(r.read_retries));
     if let Some(flips) = flips_found(&r) {
         f.add("bit flips for good", flips);
+    }
+    if !r.earlier_format_segments.is_empty() {
+        f.add(
+            "earlier format",
+            format!(
+                "{} segments still of the format before this one (a format was stopped before it reached them): their data is not this medium's; erased before reuse",
+                r.earlier_format_segments.len()
+            ),
+        );
     }
     f.print()
 }

@@ -91,6 +91,12 @@ pub struct MountReport {
     /// order it read them. Not a recovery path.
     #[serde(skip)]
     pub summarised: Vec<u32>,
+    /// Good segments whose header carries an earlier format number than the medium's
+    /// (the first header's): left by a `format` that stopped before it reached them (a
+    /// power cut, a killed process). What they hold belongs to the medium that format was
+    /// replacing: taken for dirty (counted in `dirty_segments` too), erased before reuse,
+    /// their erase counts kept.
+    pub earlier_format: Vec<u32>,
 }
 
 /// A slot whose record a mount found one bit from a valid record, and the block the
@@ -128,10 +134,12 @@ impl MountReport {
         ]
     }
 
-    /// Whether the mount took none of the recovery paths (a clean unmount) and found no
-    /// bit flipped for good.
+    /// Whether the mount took none of the recovery paths (a clean unmount), found no
+    /// bit flipped for good and no segment of an earlier format.
     pub fn is_clean(&self) -> bool {
-        self.counts().iter().all(|&n| n == 0) && !self.found_flips()
+        self.counts().iter().all(|&n| n == 0)
+            && !self.found_flips()
+            && self.earlier_format.is_empty()
     }
 
     /// How many segments' records the mount took from their summaries
@@ -285,6 +293,18 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                 continue;
             }
         };
+        // A format numbers the medium one above every header it finds and writes the new
+        // headers in segment order, so once it has written one, the first header a mount
+        // reads is of the new format; a later one of an earlier format is a segment the
+        // format did not reach (it was stopped), whatever its block size or features.
+        if format_id.is_some_and(|m| h.format_id < m) {
+            f.segs[si].state = SegState::Dirty;
+            f.segs[si].erase_count = h.erase_count;
+            max_ec = max_ec.max(h.erase_count);
+            f.erase_seq = f.erase_seq.max(h.erase_seq.saturating_add(1));
+            f.mount_report.earlier_format.push(seg);
+            continue;
+        }
         if h.block_size != lay.block_size || h.slots != slots {
             return Err(DevError::corrupt(format!(
                 "segment {seg}: formatted with {}-byte blocks ({} per segment); mounting with {}-byte blocks ({slots})",

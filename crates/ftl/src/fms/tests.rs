@@ -3474,3 +3474,69 @@ fn format_refuses_an_index_segment_too_small_for_the_streams() {
     let nd = Nand::open(spec, f.into_nand().into_store()).unwrap();
     Fms::mount(nd, cfg).unwrap();
 }
+
+/// A `format` over an FMS that stops half way (a power cut; a killed `fms format
+/// --force`) leaves the segments it did not reach with the old format's headers and data.
+/// Mount takes the first header's format number for the medium's (a format numbers
+/// itself above every header it finds and writes in segment order) and segments of an
+/// earlier number for dirty, named in the report: none of the old medium's blocks comes
+/// back (they did, mixed with the new format), and the medium works on.
+#[test]
+fn a_format_stopped_half_way_leaves_no_block_of_the_old_medium() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.img");
+    let mut spec = nand::DeviceSpec::preset("mlc2-2g").unwrap();
+    spec.geometry.blocks = 48;
+    let cfg = FmsConfig::default();
+    let mut f = Fms::format(
+        nand::image::create_device(&path, &spec, false).unwrap(),
+        cfg.clone(),
+    )
+    .unwrap();
+    let bs = f.lay.block_size as usize;
+    let n = f.logical_blocks() as u32;
+    for lbn in 0..n {
+        f.write_block(lbn, Some(&vec![0xA5; bs])).unwrap();
+    }
+    f.flush().unwrap();
+    drop(f);
+    let mut cuts = 0;
+    for cut in [3u64, 20, 41, 60] {
+        let img = dir.path().join(format!("cut{cut}.img"));
+        std::fs::copy(&path, &img).unwrap();
+        let mut nd = nand::image::open_device(&img).unwrap();
+        nd.set_faults(nand::FaultPlan {
+            power_cut_at: Some(cut),
+            torn: nand::TornMode::Complete,
+            ..nand::FaultPlan::default()
+        });
+        if Fms::format(nd, cfg.clone()).is_ok() {
+            continue;
+        }
+        cuts += 1;
+        let nd = nand::image::open_device(&img).unwrap();
+        let mut f = Fms::mount(nd, cfg.clone()).unwrap();
+        let r = f.mount_report().clone();
+        if r.earlier_format.is_empty() {
+            // Stopped before its first header: the old medium, whole.
+            assert_reads(&mut f, 0..n, 0xA5, &format!("cut {cut}: the old medium"));
+            continue;
+        }
+        assert!(
+            r.dirty_segments >= r.earlier_format.len() as u64,
+            "cut {cut}"
+        );
+        assert_reads(&mut f, 0..n, 0, &format!("cut {cut}: a new medium"));
+        for lbn in (0..n).step_by(3) {
+            f.write_block(lbn, Some(&vec![0x3C; bs])).unwrap();
+        }
+        f.flush().unwrap();
+        let d = f.tables_digest();
+        let nd = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+        let mut f = Fms::mount(nd, cfg.clone()).unwrap();
+        assert_eq!(d, f.tables_digest(), "cut {cut}");
+        assert_reads(&mut f, 0..1, 0x3C, &format!("cut {cut}: rewritten"));
+        assert_reads(&mut f, 1..3, 0, &format!("cut {cut}: not rewritten"));
+    }
+    assert!(cuts >= 3, "{cuts} formats stopped");
+}

@@ -1023,3 +1023,314 @@ fn generate_refuses_zero_requests() {
         assert_eq!(s["requests"], 1);
     }
 }
+
+/// QA stop 24, F8: the structured keys of `trace stats --csv` are JSON in their cells
+/// (arrays were space-joined objects that no parser reads).
+#[test]
+fn stats_csv_cells_holding_structures_are_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("k.ds");
+    std::fs::write(
+        &ds,
+        "0 0 0 8 0\n1 0 8 8 0\n2 0 16 16 0\n3 0 0 8 1\n10 0 1000 256 0\n10 0 1256 256 0\n20 0 0 1 0\n",
+    )
+    .unwrap();
+    let csv_path = dir.path().join("k.csv");
+    let j = json(&ok(flashkit(["trace", "stats", path_str(&ds), "--json"])));
+    ok(flashkit([
+        "trace",
+        "stats",
+        path_str(&ds),
+        "--csv",
+        path_str(&csv_path),
+    ]));
+    let mut r = csv::Reader::from_path(&csv_path).unwrap();
+    let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
+    let row = r.records().next().unwrap().unwrap();
+    // The columns are the JSON keys, in order.
+    let keys: Vec<String> = j.as_object().unwrap().keys().cloned().collect();
+    let mut sorted_header = header.clone();
+    sorted_header.sort();
+    let mut sorted_keys = keys;
+    sorted_keys.sort();
+    assert_eq!(sorted_header, sorted_keys);
+    assert_eq!(header[0], "file");
+    let cell = |k: &str| &row[header.iter().position(|h| h == k).unwrap()];
+    for k in [
+        "size_histogram",
+        "write_locality",
+        "write_classes",
+        "read_classes",
+    ] {
+        let v: serde_json::Value =
+            serde_json::from_str(cell(k)).unwrap_or_else(|e| panic!("{k}: {e}: {}", cell(k)));
+        assert_eq!(v, j[k], "{k}");
+    }
+    assert!(j["size_histogram"].as_array().unwrap().len() > 1);
+    assert_eq!(cell("requests"), "7");
+}
+
+/// QA stop 24, F10: `--space` takes the units docs/traces.md uses (8 EiB) and refuses a
+/// size beyond 64 bits in one line naming the option.
+#[test]
+fn generate_takes_spaces_in_pib_and_eib() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("big.msr");
+    let j = json(&ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&out),
+        "--format",
+        "msr",
+        "--requests",
+        "5",
+        "--space",
+        "8EiB",
+        "--json",
+    ])));
+    assert_eq!(j["space_bytes"], 1u64 << 63);
+    ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&out),
+        "--format",
+        "msr",
+        "--requests",
+        "5",
+        "--space",
+        "2PiB",
+    ]));
+    fails_with(
+        flashkit([
+            "trace",
+            "generate",
+            path_str(&out),
+            "--format",
+            "msr",
+            "--requests",
+            "5",
+            "--space",
+            "16EiB",
+        ]),
+        "--space: '16EiB': size too large",
+    );
+    let t = dir.path().join("t.spc");
+    std::fs::write(&t, "0,100,4096,w,0.0\n").unwrap();
+    let s = json(&ok(flashkit([
+        "trace",
+        "stats",
+        path_str(&t),
+        "--space",
+        "1PiB",
+        "--json",
+    ])));
+    assert_eq!(s["space_bytes"], 1u64 << 50);
+}
+
+/// QA stop 24, F11: an out-of-range time stamp is one line naming file, line and field,
+/// "out of range", not "is not a number".
+#[test]
+fn out_of_range_time_stamps_are_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let spc = dir.path().join("b6.spc");
+    std::fs::write(&spc, "0,100,4096,w,0.0\n0,100,4096,w,1e300\n").unwrap();
+    let err = fails_with_all(
+        flashkit(["trace", "stats", path_str(&spc)]),
+        &["b6.spc:2: timestamp '1e300' is out of range (at most 9223372036.854775807 s"],
+    );
+    assert!(!err.contains("not a number"), "{err}");
+    let ws = format!("trace:{}", path_str(&spc));
+    fails_with(
+        flashkit(["sim", "--workload", &ws, "--policy", "greedy"]),
+        "b6.spc:2: timestamp '1e300' is out of range",
+    );
+}
+
+/// QA stop 24, F12: a multi-disk MSR trace read without --trace-disk gives one warning
+/// naming the disks and the option, in `sim` (once, whatever the number of jobs), `trace
+/// convert` and `trace stats`; the merged reading is unchanged, and --trace-disk silences
+/// it.
+#[test]
+fn multi_disk_traces_read_as_one_warn_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let msr = dir.path().join("d.msr");
+    std::fs::write(
+        &msr,
+        "128166372000000000,h,0,Write,0,4096,0\n128166372000000010,h,1,Write,4096,4096,0\n\
+         128166372000000020,h,0,Read,0,4096,0\n",
+    )
+    .unwrap();
+    let want = "records of 2 disks (DiskNumbers 0, 1) read as one address space";
+    let warned = |o: &Output| {
+        let err = text(&o.stderr);
+        let lines: Vec<&str> = err.lines().filter(|l| l.contains(want)).collect();
+        assert_eq!(lines.len(), 1, "one warning: {err}");
+        assert!(lines[0].starts_with("flashkit: warning: "), "{err}");
+        assert!(lines[0].contains("--trace-disk"), "{err}");
+        assert!(lines[0].contains("d.msr"), "{err}");
+    };
+    let out = dir.path().join("d2.msr");
+    let o = ok(flashkit([
+        "trace",
+        "convert",
+        path_str(&msr),
+        path_str(&out),
+        "--to",
+        "msr",
+        "--json",
+    ]));
+    warned(&o);
+    assert_eq!(json(&o)["records"], 3, "every disk is still converted");
+    let o = ok(flashkit(["trace", "stats", path_str(&msr), "--json"]));
+    warned(&o);
+    assert!(json(&o).get("merged_devices_warning").is_none());
+    let ws = format!("trace:{}", path_str(&msr));
+    let o = ok(flashkit([
+        "sim",
+        "--workload",
+        &ws,
+        "--policy",
+        "greedy,cat",
+        "--json",
+    ]));
+    warned(&o);
+    // With the filter, nothing to say.
+    let o = ok(flashkit([
+        "trace",
+        "convert",
+        path_str(&msr),
+        path_str(&out),
+        "--to",
+        "msr",
+        "--trace-disk",
+        "0",
+    ]));
+    assert!(!text(&o.stderr).contains("warning"), "{}", text(&o.stderr));
+}
+
+/// QA stop 24, F13: `phases:` with fewer requests than phases is refused in one line.
+#[test]
+fn generate_refuses_fewer_requests_than_phases() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ph.spc");
+    fails_with(
+        flashkit([
+            "trace",
+            "generate",
+            path_str(&out),
+            "--format",
+            "spc",
+            "--workload",
+            "phases:random,sequential,hotcold:90/10",
+            "--requests",
+            "2",
+        ]),
+        "has 3 phases and needs at least 3 requests",
+    );
+    assert!(!out.exists());
+}
+
+/// QA stop 24, F15: `trace convert` warns on stderr when it writes records at time 0
+/// because the output format has no negative times, as it does for left-out trims.
+#[test]
+fn convert_warns_about_clamped_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let spc = dir.path().join("neg.spc");
+    std::fs::write(
+        &spc,
+        "0,100,4096,w,5.0\n0,108,4096,w,4.0\n0,116,4096,r,6.5\n",
+    )
+    .unwrap();
+    let out = dir.path().join("neg.blk");
+    let o = ok(flashkit([
+        "trace",
+        "convert",
+        path_str(&spc),
+        path_str(&out),
+        "--to",
+        "blkparse",
+        "--json",
+    ]));
+    assert_eq!(json(&o)["clamped_times"], 1);
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(
+            "flashkit: warning: 1 record with a time before the first record's written at \
+             time 0 (blkparse has no negative times)"
+        ),
+        "{err}"
+    );
+    // In order: no warning.
+    let out2 = dir.path().join("neg2.spc");
+    let o = ok(flashkit([
+        "trace",
+        "convert",
+        path_str(&out),
+        path_str(&out2),
+        "--to",
+        "spc",
+    ]));
+    assert!(!text(&o.stderr).contains("warning"), "{}", text(&o.stderr));
+}
+
+/// QA stop 24, F16: `trace generate --json` echoes the parameters that define the trace.
+#[test]
+fn generate_json_has_its_parameters() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g.spc.gz");
+    let j = json(&ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&out),
+        "--format",
+        "spc",
+        "--requests",
+        "10",
+        "--unit",
+        "8KiB",
+        "--space",
+        "1MiB",
+        "--rate",
+        "250",
+        "--seed",
+        "7",
+        "--read-fraction",
+        "0.25",
+        "--workload",
+        "random",
+        "--json",
+    ])));
+    assert_eq!(j["workload"], "random");
+    assert_eq!(j["requests"], 10);
+    assert_eq!(j["records"], 10);
+    assert_eq!(j["unit_bytes"], 8192);
+    assert_eq!(j["space_bytes"], 1 << 20);
+    assert_eq!(j["rate"], 250.0);
+    assert_eq!(j["seed"], 7);
+    assert_eq!(j["read_fraction"], 0.25);
+    assert_eq!(j["gzip"], true);
+    assert_eq!(j["format"], "spc");
+    // rootdisk: its own request sizes (no unit) and its default read share.
+    let out = dir.path().join("r.spc");
+    let j = json(&ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&out),
+        "--format",
+        "spc",
+        "--requests",
+        "10",
+        "--space",
+        "8MiB",
+        "--workload",
+        "rootdisk",
+        "--json",
+    ])));
+    assert!(j["unit_bytes"].is_null());
+    assert_eq!(
+        j["read_fraction"].as_f64().unwrap(),
+        sim::trace::generate::ROOT_READ_FRACTION
+    );
+    assert_eq!(j["seed"], 1);
+    assert_eq!(j["gzip"], false);
+}

@@ -103,6 +103,24 @@ impl WorkloadSpec {
             WorkloadSpec::Trace(t) => format!("trace:{}", t.path.display()),
         }
     }
+
+    /// Refuse a run of `requests` requests that would leave phases of a `phases:` workload
+    /// out: each phase gets `requests / phases` requests (the first ones one more), so
+    /// fewer requests than phases would silently drop the last phases (QA stop 24, F13).
+    /// The caller names the option that set the count (`--requests`, `--written`).
+    pub fn check_requests(&self, requests: u64) -> Result<(), String> {
+        match self {
+            WorkloadSpec::Phases(p) if requests < p.len() as u64 => Err(format!(
+                "{} has {} phases and needs at least {} requests, one per phase ({} given); \
+                 its last phases would never run",
+                self.label(),
+                p.len(),
+                p.len(),
+                requests
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// A fraction parsed from a percentage (`p / 100`) as the shortest percentage that parses
@@ -429,6 +447,29 @@ mod tests {
         let top: u32 = counts[..100].iter().sum();
         let share = top as f64 / 200_000.0;
         assert!((share - 0.9).abs() < 0.01, "{share}");
+    }
+
+    #[test]
+    fn phases_need_a_request_per_phase() {
+        let spec = WorkloadSpec::parse("phases:random,sequential,hotcold:90/10").unwrap();
+        let e = spec.check_requests(2).unwrap_err();
+        assert!(
+            e.starts_with(
+                "phases:random,sequential,hotcold:90/10 has 3 phases and needs at least 3 \
+                 requests"
+            ),
+            "{e}"
+        );
+        assert!(e.contains("(2 given)"), "{e}");
+        assert!(spec.check_requests(3).is_ok());
+        // Every phase runs once there are enough requests.
+        let mut w = Workload::new(&spec, 100, 3, 1);
+        let mut seen = Vec::new();
+        while w.next().is_some() {
+            seen.push(w.phase());
+        }
+        assert_eq!(seen, [0, 1, 2]);
+        assert!(WorkloadSpec::Random.check_requests(0).is_ok());
     }
 
     #[test]

@@ -1162,3 +1162,199 @@ fn a_truncated_gzip_trace_fails_at_the_line_it_cuts() {
         "{err} (want {want})"
     );
 }
+
+/// QA stop 24, F11: a time stamp that is a number beyond 64-bit nanoseconds is refused as
+/// out of range (naming file, line and field), not as "not a number".
+#[test]
+fn time_stamps_out_of_range_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &str, Option<TimeUnit>, &str); 6] = [
+        (
+            "b6.spc",
+            "0,100,4096,w,0.0\n0,100,4096,w,1e300\n",
+            None,
+            "b6.spc:2: timestamp '1e300' is out of range (at most 9223372036.854775807 s",
+        ),
+        (
+            "b7.spc",
+            "0,100,4096,w,0.0\n0,100,4096,w,99999999999.5\n",
+            None,
+            "b7.spc:2: timestamp '99999999999.5' is out of range",
+        ),
+        (
+            "b12.ds",
+            "0.0 0 100 8 0\n1e10 0 100 8 0\n",
+            Some(TimeUnit::S),
+            "b12.ds:2: time '1e10' is out of range (at most 9223372036.854775807 s",
+        ),
+        (
+            "big1.fio",
+            "fio version 3 iolog\n0 /dev/sda add\n10 /dev/sda write 0 4096\n\
+             18446744073709551615 /dev/sda write 0 4096\n",
+            None,
+            "big1.fio:4: timestamp '18446744073709551615' is out of range (at most \
+             9223372036854775.807 us",
+        ),
+        (
+            "b.blk",
+            "8,0 0 1 0.000000000 1 D W 0 + 8 [x]\n8,0 0 2 18446744073.709551615 1 D W 0 + 8 [x]\n",
+            None,
+            "b.blk:2: time '18446744073.709551615' is out of range",
+        ),
+        (
+            "m.msr",
+            "128166372000000000,h,0,Write,0,4096,0\n999999999999999999999,h,0,Write,0,4096,0\n",
+            None,
+            "m.msr:2: timestamp '999999999999999999999' is out of range (24211015631452242 \
+             to 208678456368547758 ticks",
+        ),
+    ];
+    for (name, text, unit, want) in cases {
+        let p = write(dir.path(), name, text);
+        let o = TraceOptions {
+            time_unit: unit,
+            ..opts(None)
+        };
+        let err = TraceReader::open(&p, &o)
+            .unwrap()
+            .find_map(Result::err)
+            .unwrap_or_else(|| panic!("{name}: read without an error"))
+            .to_string();
+        assert!(err.contains(want), "{name}: {err}\nwant: {want}");
+        assert!(!err.contains("not a number"), "{err}");
+    }
+    // A fio v2 wait that would take the clock past the range, and a record more than 2^63
+    // ns after the first one: out of range too (the clock saturated or wrapped before).
+    let p = write(
+        dir.path(),
+        "w2.fio",
+        "fio version 2 iolog\n/dev/sda add\n/dev/sda write 0 4096\n\
+         /dev/sda wait 18446744073709551615\n/dev/sda write 0 4096\n",
+    );
+    let err = TraceReader::open(&p, &opts(None))
+        .unwrap()
+        .find_map(Result::err)
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("w2.fio:4: wait '18446744073709551615' is out of range"),
+        "{err}"
+    );
+    let p = write(
+        dir.path(),
+        "span.spc",
+        "0,100,4096,w,-9000000000\n0,100,4096,w,9000000000\n",
+    );
+    let err = TraceReader::open(&p, &opts(None))
+        .unwrap()
+        .find_map(Result::err)
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("span.spc:2: time stamp is out of range"),
+        "{err}"
+    );
+    // Not numbers stay "not a number".
+    let p = write(dir.path(), "nan.spc", "0,100,4096,w,0\n0,100,4096,w,inf\n");
+    let err = TraceReader::open(&p, &opts(None))
+        .unwrap()
+        .find_map(Result::err)
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("nan.spc:2: timestamp 'inf' is not a number of seconds"),
+        "{err}"
+    );
+}
+
+/// QA stop 24, F12: the disks of a multi-disk trace read without --trace-disk are known,
+/// so the commands can warn that their requests alias; the records are read as before.
+#[test]
+fn several_disks_read_as_one_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "d.msr",
+        "128166372000000000,h,0,Write,0,4096,0\n128166372000000010,h,1,Write,4096,4096,0\n\
+         128166372000000020,h,0,Read,0,4096,0\n128166372000000030,h,3,Read,0,4096,0\n",
+    );
+    let (recs, c) = read_all(&p, &opts(None));
+    assert_eq!(recs.len(), 4, "every disk is still read");
+    assert_eq!(c.devices, [0, 1, 3]);
+    let w = c.merged_devices_warning("d.msr", Format::Msr).unwrap();
+    assert_eq!(
+        w,
+        "d.msr: records of 3 disks (DiskNumbers 0, 1, 3) read as one address space, where \
+         their offsets overlap; pass --trace-disk N to keep one disk"
+    );
+    // Not a key of the reports.
+    assert!(serde_json::to_value(&c).unwrap().get("devices").is_none());
+    // One disk, or a filter: nothing to say.
+    let o = TraceOptions {
+        disk: Some(1),
+        ..opts(None)
+    };
+    let (recs, c) = read_all(&p, &o);
+    assert_eq!(recs.len(), 1);
+    assert!(c.merged_devices_warning("d.msr", Format::Msr).is_none());
+    let one = write(
+        dir.path(),
+        "one.msr",
+        "128166372000000000,h,2,Write,0,4096,0\n128166372000000010,h,2,Write,4096,4096,0\n",
+    );
+    let (_, c) = read_all(&one, &opts(None));
+    assert!(c.merged_devices_warning("one.msr", Format::Msr).is_none());
+    // DiskSim devnos too; the list stays short however many disks there are.
+    let mut text = String::new();
+    for d in 0..20 {
+        text += &format!("{d}.0 {d} 100 8 0\n");
+    }
+    let ds = write(dir.path(), "many.ds", &text);
+    let (recs, c) = read_all(&ds, &opts(None));
+    assert_eq!(recs.len(), 20);
+    let w = c
+        .merged_devices_warning("many.ds", Format::Disksim)
+        .unwrap();
+    assert!(
+        w.contains("records of more than 8 disks (devnos 0, 1, 2, 3, 4, 5, 6, 7, ...)"),
+        "{w}"
+    );
+    // The statistics carry the warning (for stderr), not as a key.
+    let st = trace_stats(&p, &opts(None), None).unwrap();
+    assert!(st.merged_devices_warning.is_some());
+    assert!(serde_json::to_value(&st)
+        .unwrap()
+        .get("merged_devices_warning")
+        .is_none());
+}
+
+/// QA stop 24, F13: a phases: workload with fewer requests than phases is refused by the
+/// generator instead of leaving its last phases out.
+#[test]
+fn phases_with_fewer_requests_than_phases_are_refused() {
+    let mut cfg = GenConfig {
+        workload: GenWorkload::parse("phases:random,sequential,hotcold:90/10").unwrap(),
+        requests: 2,
+        space_bytes: 1 << 20,
+        ..GenConfig::default()
+    };
+    let e = generator(&cfg).err().expect("refused");
+    assert!(
+        e.contains("has 3 phases and needs at least 3 requests") && e.contains("(2 given)"),
+        "{e}"
+    );
+    cfg.requests = 3;
+    assert_eq!(generator(&cfg).unwrap().count(), 3);
+}
+
+/// QA stop 24, F10: the sizes of the trace commands take every binary unit docs/traces.md
+/// uses, up to EiB, and say when a size does not fit in 64 bits.
+#[test]
+fn trace_sizes_take_pib_and_eib() {
+    use sim::trace::parse_size;
+    assert_eq!(parse_size("8EiB"), Ok(1 << 63));
+    assert_eq!(parse_size("64 TiB"), Ok(64 << 40));
+    assert_eq!(parse_size("3PiB"), Ok(3 << 50));
+    let e = parse_size("16EiB").unwrap_err();
+    assert!(e.contains("size too large"), "{e}");
+}

@@ -9,9 +9,8 @@ use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
 use sim::trace::generate::{generator, GenConfig, GenWorkload};
 use sim::trace::stats::{check_space, trace_stats, ClassStats, TraceStats};
-use sim::trace::{Format, TimeUnit, TraceOptions, TraceWriter};
+use sim::trace::{parse_size, Format, TimeUnit, TraceOptions, TraceWriter};
 
-use super::common::parse_size;
 use crate::output::{self, Fields, ReportArgs, Table};
 
 /// How to read a trace (shared by `sim` and the `trace` subcommands).
@@ -201,13 +200,51 @@ fn stats(a: StatsArgs) -> Result<()> {
         st.skipped_bad_lines,
         st.first_bad_line.as_deref(),
     );
+    if let Some(w) = st.merged_devices_warning.as_deref() {
+        eprintln!("flashkit: warning: {w}");
+    }
     if let Some(path) = &a.report.csv {
-        output::write_csv(path, std::slice::from_ref(&st))?;
+        output::write_csv(path, &[csv_row(&st)?])?;
     }
     if a.report.json {
         return output::print_json(&st);
     }
     print_stats(&st)
+}
+
+/// The CSV row of `trace stats`: the keys of `--json` in the same order, one column
+/// each; a key holding a structure (`write_classes`, `read_classes`: objects;
+/// `size_histogram`, `write_locality`: arrays of objects) holds it as JSON text, exactly
+/// as `--json` prints it, so a cell parses with any JSON reader (QA stop 24, F8: the
+/// arrays were space-joined objects, which no parser reads).
+fn csv_row(st: &TraceStats) -> Result<CsvRow> {
+    let fields = output::ordered_fields(st)?;
+    Ok(CsvRow(
+        fields
+            .into_iter()
+            .map(|(k, v)| match v {
+                serde_json::Value::Array(_) | serde_json::Value::Object(_) => {
+                    let text = serde_json::to_string(&v).expect("a JSON value serializes");
+                    (k, serde_json::Value::String(text))
+                }
+                v => (k, v),
+            })
+            .collect(),
+    ))
+}
+
+/// Keys and values, serialized as an object in this order.
+struct CsvRow(Vec<(String, serde_json::Value)>);
+
+impl serde::Serialize for CsvRow {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
 }
 
 fn pct(v: f64) -> String {
@@ -385,10 +422,29 @@ fn convert(a: ConvertArgs) -> Result<()> {
         done.read.skipped_bad_lines,
         done.read.first_bad_line.as_deref(),
     );
+    if let Some(w) = done
+        .read
+        .merged_devices_warning(&a.input_file.display().to_string(), done.input_format)
+    {
+        eprintln!("flashkit: warning: {w}");
+    }
     if summary.dropped_trims > 0 {
         eprintln!(
             "flashkit: warning: {} trims left out ({} cannot express trims)",
             summary.dropped_trims, to
+        );
+    }
+    if summary.clamped_times > 0 {
+        eprintln!(
+            "flashkit: warning: {} {} with a time before the first record's written at \
+             time 0 ({} has no negative times)",
+            summary.clamped_times,
+            if summary.clamped_times == 1 {
+                "record"
+            } else {
+                "records"
+            },
+            to
         );
     }
     #[derive(serde::Serialize)]
@@ -461,18 +517,39 @@ fn generate(a: GenerateArgs) -> Result<()> {
         );
     }
     if a.json {
+        // The parameters that define the trace, so that it can be matched to the `sim` run
+        // it equals and made again (QA stop 24, F16).
         #[derive(serde::Serialize)]
         struct Generated {
             output: String,
             format: &'static str,
             workload: String,
+            requests: u64,
+            /// `None` for rootdisk and multimedia, whose request sizes are their own.
+            unit_bytes: Option<u64>,
+            space_bytes: u64,
+            rate: f64,
+            seed: u64,
+            /// The share of reads used (the workload's default when not given).
+            read_fraction: f64,
+            gzip: bool,
             records: u64,
             dropped_trims: u64,
         }
+        let synthetic = matches!(cfg.workload, GenWorkload::Synthetic(_));
         return output::print_json(&Generated {
             output: a.output_file.display().to_string(),
             format: fmt.name(),
             workload: cfg.workload.label(),
+            requests: cfg.requests,
+            unit_bytes: synthetic.then_some(cfg.unit_bytes),
+            space_bytes: cfg.space_bytes,
+            rate: cfg.rate,
+            seed: cfg.seed,
+            read_fraction: cfg
+                .read_fraction
+                .unwrap_or_else(|| cfg.workload.default_read_fraction()),
+            gzip: wants_gzip(a.gzip, &a.output_file),
             records: summary.records,
             dropped_trims: summary.dropped_trims,
         });

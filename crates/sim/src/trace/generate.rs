@@ -128,6 +128,8 @@ pub fn generator(cfg: &GenConfig) -> Result<Generator, String> {
     }
     let kind = match &cfg.workload {
         GenWorkload::Synthetic(spec) => {
+            spec.check_requests(cfg.requests)
+                .map_err(|e| format!("requests: {e}"))?;
             if cfg.unit_bytes == 0 || !cfg.unit_bytes.is_multiple_of(512) {
                 return Err(format!(
                     "unit: {} must be a positive multiple of 512 bytes",

@@ -165,6 +165,14 @@ pub fn requests(
                         return;
                     }
                     None => {
+                        // `sim` has no other way to say it (the result has no key for
+                        // it); once per process, however many jobs read the trace.
+                        let c = m.reader.counts();
+                        if let Some(w) =
+                            c.merged_devices_warning(m.reader.file(), m.reader.format())
+                        {
+                            super::warn_once(&w);
+                        }
                         let _ = tx.send(Msg::Batch(batch));
                         let _ = tx.send(Msg::Done(Box::new(m.info())));
                         return;

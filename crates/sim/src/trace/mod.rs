@@ -34,7 +34,7 @@ use serde::Serialize;
 use crate::driver::Op;
 
 pub use map::{requests, TraceRequests, TraceRunInfo};
-pub use parse::escape_controls;
+pub use parse::{escape_controls, parse_size};
 pub use read::{detect_format, open_input, TraceReader};
 pub use record::Recorder;
 pub use write::{
@@ -330,6 +330,70 @@ pub struct Counts {
     pub out_of_order: u64,
     /// The first malformed line skipped, as `FILE:LINE: what is wrong`.
     pub first_bad_line: Option<String>,
+    /// The distinct disks of the records (MSR DiskNumber, DiskSim devno) when no
+    /// `--trace-disk` filter keeps one, in increasing order: at most [`DEVICES_LISTED`],
+    /// `more_devices` when there were more. Not part of the reports (no key): it makes the
+    /// warning of [`Counts::merged_devices_warning`].
+    #[serde(skip)]
+    pub devices: Vec<u64>,
+    #[serde(skip)]
+    pub more_devices: bool,
+}
+
+/// How many distinct disks [`Counts::devices`] lists (memory stays constant).
+pub const DEVICES_LISTED: usize = 8;
+
+impl Counts {
+    /// Note that a record of disk `d` was read.
+    #[inline]
+    pub(crate) fn note_device(&mut self, d: u64) {
+        if self.devices.last() == Some(&d) || self.devices.contains(&d) {
+            return;
+        }
+        if self.devices.len() == DEVICES_LISTED {
+            self.more_devices = true;
+            return;
+        }
+        let at = self.devices.partition_point(|&x| x < d);
+        self.devices.insert(at, d);
+    }
+
+    /// The warning for a trace of `file` in format `fmt` whose records came from several
+    /// disks and were read as one address space (no `--trace-disk`): their offsets overlap,
+    /// so requests of different disks alias (QA stop 24, F12). `None` for one disk.
+    pub fn merged_devices_warning(&self, file: &str, fmt: Format) -> Option<String> {
+        if self.devices.len() < 2 {
+            return None;
+        }
+        let list: Vec<String> = self.devices.iter().map(u64::to_string).collect();
+        let (count, more) = if self.more_devices {
+            (format!("more than {DEVICES_LISTED}"), ", ...")
+        } else {
+            (self.devices.len().to_string(), "")
+        };
+        let field = match fmt {
+            Format::Disksim => "devnos",
+            _ => "DiskNumbers",
+        };
+        Some(format!(
+            "{file}: records of {count} disks ({field} {}{more}) read as one address space, \
+             where their offsets overlap; pass --trace-disk N to keep one disk",
+            list.join(", ")
+        ))
+    }
+}
+
+/// Print `flashkit: warning: MSG` on stderr, once per process for the same message (a
+/// sweep runs the same trace in many jobs).
+pub fn warn_once(msg: &str) {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    let seen = SEEN.get_or_init(|| Mutex::new(HashSet::new()));
+    let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+    if seen.insert(msg.to_string()) {
+        eprintln!("flashkit: warning: {msg}");
+    }
 }
 
 /// A fast hash for block numbers (FxHash); trace maps and statistics hash millions of them.

@@ -29,22 +29,36 @@ pub(crate) fn parse_u64_any(b: &[u8]) -> Option<u64> {
     }
 }
 
+/// Why a time stamp field was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TimeError {
+    /// Not a number at all (`x`, `NaN`, `inf`, `1.2.3`).
+    NotNumber,
+    /// A number, but beyond 64-bit nanoseconds (about ±292 years).
+    OutOfRange,
+}
+
 /// A decimal number of `unit_ns` nanoseconds (`12`, `12.5`, `-0.25`, `1e3`), converted to
 /// whole nanoseconds. Plain decimals are converted exactly (digits beyond a nanosecond are
-/// truncated); other spellings fall back to a float parse.
+/// truncated); other spellings fall back to a float parse. A number whose nanoseconds do
+/// not fit in an `i64` is [`TimeError::OutOfRange`], not [`TimeError::NotNumber`].
 #[inline]
-pub(crate) fn parse_time_ns(b: &[u8], unit_ns: i64) -> Option<i64> {
+pub(crate) fn parse_time_ns(b: &[u8], unit_ns: i64) -> Result<i64, TimeError> {
     let (neg, body) = match b.first() {
         Some(b'-') => (true, &b[1..]),
         Some(b'+') => (false, &b[1..]),
         _ => (false, b),
     };
+    // One sign only (`--5` is no number; the float parse below would read `-5`).
+    if matches!(body.first(), Some(b'-' | b'+')) {
+        return Err(TimeError::NotNumber);
+    }
     let (ip, fp) = match body.iter().position(|&c| c == b'.') {
         Some(i) => (&body[..i], &body[i + 1..]),
         None => (body, &body[..0]),
     };
     if ip.is_empty() && fp.is_empty() {
-        return None;
+        return Err(TimeError::NotNumber);
     }
     let exact = (|| {
         let i = if ip.is_empty() { 0 } else { parse_u64(ip)? };
@@ -74,15 +88,140 @@ pub(crate) fn parse_time_ns(b: &[u8], unit_ns: i64) -> Option<i64> {
     let ns = match exact {
         Some(ns) => ns,
         None => {
-            let v: f64 = std::str::from_utf8(body).ok()?.parse().ok()?;
+            let text = std::str::from_utf8(body).map_err(|_| TimeError::NotNumber)?;
+            let v: f64 = text.parse().map_err(|_| TimeError::NotNumber)?;
+            if v.is_nan() {
+                return Err(TimeError::NotNumber);
+            }
+            // `inf` is no time stamp; `1e400` (parsed as infinite) is a number too large.
+            if v.is_infinite()
+                && text
+                    .bytes()
+                    .any(|c| c.is_ascii_alphabetic() && c != b'e' && c != b'E')
+            {
+                return Err(TimeError::NotNumber);
+            }
             let ns = v * unit_ns as f64;
             if !ns.is_finite() || ns.abs() >= i64::MAX as f64 {
-                return None;
+                return Err(TimeError::OutOfRange);
             }
             ns.round() as i64
         }
     };
-    Some(if neg { -ns } else { ns })
+    Ok(if neg { -ns } else { ns })
+}
+
+/// The name of a time unit of `unit_ns` nanoseconds, for messages.
+pub(crate) fn unit_name(unit_ns: i64) -> &'static str {
+    match unit_ns {
+        1 => "ns",
+        1_000 => "us",
+        1_000_000 => "ms",
+        1_000_000_000 => "s",
+        _ => "units",
+    }
+}
+
+/// The message for a time stamp field `field` (named `what`) that [`parse_time_ns`]
+/// refused: `what 'x' is <not_number>`, or, for a number beyond 64-bit nanoseconds, `what
+/// '1e300' is out of range (at most 9223372036.854775807 s: ...)`.
+pub(crate) fn time_error(
+    e: TimeError,
+    what: &str,
+    field: &[u8],
+    not_number: &str,
+    unit_ns: i64,
+) -> String {
+    match e {
+        TimeError::NotNumber => format!("{what} '{}' is {not_number}", show(field)),
+        TimeError::OutOfRange => {
+            let neg = field.first() == Some(&b'-');
+            format!(
+                "{what} '{}' is out of range ({} {}{} {}: time stamps are kept as 64-bit \
+                 nanoseconds, about ±292 years)",
+                show(field),
+                if neg { "at least" } else { "at most" },
+                if neg { "-" } else { "" },
+                fmt_time(i64::MAX, unit_ns, 0),
+                unit_name(unit_ns)
+            )
+        }
+    }
+}
+
+/// Parse a byte size: `4096`, `4KiB`, `4K`, `192MiB`, `1.5GiB`, `64 TiB`, `8EiB` (binary
+/// units B, KiB, MiB, GiB, TiB, PiB, EiB; K/M/G/T/P/E and KB/.../EB are read as binary
+/// too, as storage tools usually do). The value is exact: it must fit in 64 bits (at most
+/// 16 EiB − 1 byte), and a fractional part is allowed only when it makes a whole number of
+/// bytes (`1.5KiB` is 1536; `0.3B` is an error). The sizes of the `trace` commands
+/// (`--space`, `--unit`) are read with it.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
+        return Err(format!("'{s}': not a size (e.g. 4096, 4KiB, 192MiB, 8EiB)"));
+    }
+    // The unit as a power of two.
+    let shift: u32 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        "p" | "pb" | "pib" => 50,
+        "e" | "eb" | "eib" => 60,
+        _ => {
+            return Err(format!(
+                "'{s}': unknown size unit '{}' (B, KiB, MiB, GiB, TiB, PiB, EiB)",
+                unit.trim()
+            ))
+        }
+    };
+    let too_large = || {
+        format!(
+            "'{s}': size too large (at most {} bytes, 16 EiB - 1)",
+            u64::MAX
+        )
+    };
+    // Only digits are left, so a failed parse is an overflow.
+    let whole = match int.trim_start_matches('0') {
+        "" => 0,
+        digits => digits.parse::<u64>().map_err(|_| too_large())?,
+    };
+    let whole = whole.checked_mul(1 << shift).ok_or_else(too_large)?;
+    // The fraction 0.F (n digits) times 2^shift bytes is F / 5^n * 2^(shift - n): whole
+    // only when n <= shift and 5^n divides F (F without trailing zeros ends in a digit
+    // other than 0, so a larger n always leaves a fraction of a byte). F is divided by 5
+    // n times as a decimal digit string (n <= 60: 5^n would not fit in 128 bits).
+    let frac = frac.trim_end_matches('0');
+    let mut part = 0u64;
+    if !frac.is_empty() {
+        let n = frac.len() as u32;
+        let not_whole = || format!("'{s}': not a whole number of bytes");
+        if n > shift {
+            return Err(not_whole());
+        }
+        let mut digits: Vec<u32> = frac.bytes().map(|d| u32::from(d - b'0')).collect();
+        for _ in 0..n {
+            let mut rem = 0;
+            for d in digits.iter_mut() {
+                let cur = rem * 10 + *d;
+                *d = cur / 5;
+                rem = cur % 5;
+            }
+            if rem != 0 {
+                return Err(not_whole());
+            }
+        }
+        // F / 5^n < 10^n / 5^n = 2^n <= 2^60.
+        let q = digits.iter().fold(0u128, |q, &d| q * 10 + u128::from(d));
+        part = u64::try_from(q << (shift - n)).map_err(|_| too_large())?;
+    }
+    whole.checked_add(part).ok_or_else(too_large)
 }
 
 /// Split a comma-separated line into at most `out.len()` fields (spaces around a field
@@ -234,18 +373,89 @@ mod tests {
         assert_eq!(parse_u64(b""), None);
         assert_eq!(parse_u64(b"1x"), None);
         assert_eq!(parse_u64_any(b"0x10"), Some(16));
-        assert_eq!(parse_time_ns(b"0.551706", 1_000_000_000), Some(551_706_000));
-        assert_eq!(parse_time_ns(b"12.5", 1_000_000), Some(12_500_000));
-        assert_eq!(parse_time_ns(b"-1.5", 1_000), Some(-1_500));
-        assert_eq!(parse_time_ns(b"1e3", 1), Some(1000));
-        assert_eq!(parse_time_ns(b".5", 1_000_000_000), Some(500_000_000));
+        assert_eq!(parse_time_ns(b"0.551706", 1_000_000_000), Ok(551_706_000));
+        assert_eq!(parse_time_ns(b"12.5", 1_000_000), Ok(12_500_000));
+        assert_eq!(parse_time_ns(b"-1.5", 1_000), Ok(-1_500));
+        assert_eq!(parse_time_ns(b"1e3", 1), Ok(1000));
+        assert_eq!(parse_time_ns(b".5", 1_000_000_000), Ok(500_000_000));
         assert_eq!(
             parse_time_ns(b"1.0000000001", 1_000_000_000),
-            Some(1_000_000_000)
+            Ok(1_000_000_000)
         );
-        assert_eq!(parse_time_ns(b"x", 1), None);
-        assert_eq!(parse_time_ns(b"-", 1), None);
-        assert_eq!(parse_time_ns(b"NaN", 1), None);
+        let not = Err(TimeError::NotNumber);
+        for b in [
+            &b"x"[..],
+            b"-",
+            b"NaN",
+            b"inf",
+            b"-inf",
+            b"--5",
+            b"+-5",
+            b"1.2.3",
+        ] {
+            assert_eq!(parse_time_ns(b, 1), not, "{}", show(b));
+        }
+    }
+
+    #[test]
+    fn time_stamps_beyond_64_bit_nanoseconds_are_out_of_range_not_malformed() {
+        // QA stop 24, F11: these were "not a number".
+        let out = Err(TimeError::OutOfRange);
+        let s = 1_000_000_000;
+        assert_eq!(parse_time_ns(b"1e300", s), out);
+        assert_eq!(parse_time_ns(b"-1e300", s), out);
+        assert_eq!(parse_time_ns(b"1e400", s), out);
+        assert_eq!(parse_time_ns(b"99999999999.5", s), out);
+        assert_eq!(parse_time_ns(b"18446744073.709551615", s), out);
+        assert_eq!(parse_time_ns(b"18446744073709551615", 1_000), out);
+        assert_eq!(parse_time_ns(b"1e10", s), out);
+        // The largest time stamp that fits still reads.
+        assert_eq!(parse_time_ns(b"9223372036.854775807", s), Ok(i64::MAX));
+        let m = time_error(TimeError::OutOfRange, "timestamp", b"1e300", "a number", s);
+        assert_eq!(
+            m,
+            "timestamp '1e300' is out of range (at most 9223372036.854775807 s: time stamps \
+             are kept as 64-bit nanoseconds, about ±292 years)"
+        );
+        let m = time_error(TimeError::NotNumber, "time", b"1x", "not SEC.NSEC", s);
+        assert_eq!(m, "time '1x' is not SEC.NSEC");
+    }
+
+    #[test]
+    fn sizes_with_every_binary_unit_up_to_eib() {
+        // QA stop 24, F10: docs/traces.md shows an 8 EiB space.
+        assert_eq!(parse_size("8EiB"), Ok(1 << 63));
+        assert_eq!(parse_size("8 EiB"), Ok(1 << 63));
+        assert_eq!(parse_size("2PiB"), Ok(2 << 50));
+        assert_eq!(parse_size("1p"), Ok(1 << 50));
+        assert_eq!(parse_size("64 TiB"), Ok(64 << 40));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("192MiB"), Ok(192 << 20));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("15.5EiB"), Ok(31 << 59));
+        // 2^-60 EiB is one byte: 60 decimals, exact.
+        let one = format!(
+            "0.{}EiB",
+            "000000000000000000867361737988403547205962240695953369140625"
+        );
+        assert_eq!(parse_size(&one), Ok(1));
+        assert!(parse_size("0.3B")
+            .unwrap_err()
+            .contains("not a whole number of bytes"));
+        assert!(parse_size("0.1EiB")
+            .unwrap_err()
+            .contains("not a whole number of bytes"));
+        for big in ["16EiB", "16384PiB", "18446744073709551616"] {
+            let e = parse_size(big).unwrap_err();
+            assert!(
+                e.contains("size too large (at most 18446744073709551615 bytes"),
+                "{e}"
+            );
+        }
+        assert!(parse_size("4XB")
+            .unwrap_err()
+            .contains("unknown size unit 'XB'"));
+        assert!(parse_size("KiB").is_err());
     }
 
     #[test]

@@ -7,7 +7,9 @@ use std::path::Path;
 
 use flate2::read::MultiGzDecoder;
 
-use super::parse::{is_word, parse_time_ns, parse_u64, parse_u64_any, show, split_csv, split_ws};
+use super::parse::{
+    is_word, parse_time_ns, parse_u64, parse_u64_any, show, split_csv, split_ws, time_error,
+};
 use super::{check_options, Counts, Format, Record, TraceError, TraceOptions};
 use crate::driver::Op;
 
@@ -221,7 +223,7 @@ fn detect_line(line: &[u8]) -> Option<Format> {
     }
     if nc == 1
         && nw >= 5
-        && parse_time_ns(w[0], 1).is_some()
+        && parse_time_ns(w[0], 1).is_ok()
         && w[1..5].iter().all(|f| parse_u64_any(f).is_some())
     {
         return Some(Format::Disksim);
@@ -234,6 +236,17 @@ pub(crate) fn msr_time_ns(ticks: impl Into<i128>) -> Option<i64> {
     i64::try_from((ticks.into() - WINDOWS_EPOCH_TICKS) * 100).ok()
 }
 
+/// The message for an MSR time stamp outside 64-bit nanoseconds since 1970.
+fn msr_range_error(field: &[u8]) -> String {
+    let lo = WINDOWS_EPOCH_TICKS + i128::from(i64::MIN) / 100;
+    let hi = WINDOWS_EPOCH_TICKS + i128::from(i64::MAX) / 100;
+    format!(
+        "timestamp '{}' is out of range ({lo} to {hi} ticks of 100 ns since 1601, the years \
+         1677 to 2262: time stamps are kept as 64-bit nanoseconds since 1970)",
+        show(field)
+    )
+}
+
 /// What one line is.
 enum Parsed {
     Rec {
@@ -242,6 +255,8 @@ enum Parsed {
         op: Op,
         lba: u64,
         sectors: u64,
+        /// The record's disk (MSR DiskNumber, DiskSim devno) when no filter keeps one disk.
+        dev: Option<u64>,
     },
     Zero,
     OtherDevice,
@@ -300,10 +315,13 @@ impl Parser {
         let mut f = [&b""[..]; 7];
         let n = split_csv(line, &mut f);
         let Some(ticks) = parse_u64(f[0]) else {
-            return self.header_or(
-                f[0],
-                format!("timestamp '{}' is not a number of 100 ns ticks", show(f[0])),
-            );
+            let msg = if !f[0].is_empty() && f[0].iter().all(u8::is_ascii_digit) {
+                // Digits only: a number beyond 64 bits.
+                msr_range_error(f[0])
+            } else {
+                format!("timestamp '{}' is not a number of 100 ns ticks", show(f[0]))
+            };
+            return self.header_or(f[0], msg);
         };
         if n < 6 {
             return Err(format!(
@@ -331,14 +349,14 @@ impl Parser {
         if size == 0 {
             return Ok(Parsed::Zero);
         }
-        let t = msr_time_ns(ticks as i128)
-            .ok_or_else(|| format!("timestamp {ticks} is out of range"))?;
+        let t = msr_time_ns(ticks as i128).ok_or_else(|| msr_range_error(f[0]))?;
         let (lba, sectors) = sectors_of(offset, size)?;
         Ok(Parsed::Rec {
             t,
             op,
             lba,
             sectors,
+            dev: self.disk.is_none().then_some(disk),
         })
     }
 
@@ -362,8 +380,15 @@ impl Parser {
             b"w" | b"W" => Op::Write,
             o => return Err(format!("opcode '{}' is neither r nor w", show(o))),
         };
-        let t = parse_time_ns(f[4], 1_000_000_000)
-            .ok_or_else(|| format!("timestamp '{}' is not a number of seconds", show(f[4])))?;
+        let t = parse_time_ns(f[4], 1_000_000_000).map_err(|e| {
+            time_error(
+                e,
+                "timestamp",
+                f[4],
+                "not a number of seconds",
+                1_000_000_000,
+            )
+        })?;
         self.seen = true;
         if self.asu.is_some_and(|a| a != asu) {
             return Ok(Parsed::OtherDevice);
@@ -376,6 +401,7 @@ impl Parser {
             op,
             lba,
             sectors: size.div_ceil(512),
+            dev: None,
         })
     }
 
@@ -447,7 +473,7 @@ impl Parser {
         let count = parse_u64(f[9])
             .ok_or_else(|| format!("sector count '{}' is not a number", show(f[9])))?;
         let t = parse_time_ns(f[3], 1_000_000_000)
-            .ok_or_else(|| format!("time '{}' is not SEC.NSEC", show(f[3])))?;
+            .map_err(|e| time_error(e, "time", f[3], "not SEC.NSEC", 1_000_000_000))?;
         if count == 0 {
             return Ok(Parsed::Zero);
         }
@@ -456,14 +482,19 @@ impl Parser {
             op,
             lba: sector,
             sectors: count,
+            dev: None,
         })
     }
 
     fn disksim(&mut self, line: &[u8]) -> PResult {
         let mut f = [&b""[..]; 5];
         let n = split_ws(line, &mut f);
-        let Some(t) = parse_time_ns(f[0], self.unit_ns) else {
-            return self.header_or(f[0], format!("time '{}' is not a number", show(f[0])));
+        let t = match parse_time_ns(f[0], self.unit_ns) {
+            Ok(t) => t,
+            Err(e) => {
+                let msg = time_error(e, "time", f[0], "not a number", self.unit_ns);
+                return self.header_or(f[0], msg);
+            }
         };
         if n < 5 {
             return Err(format!(
@@ -490,6 +521,7 @@ impl Parser {
             op: if flags & 1 == 1 { Op::Read } else { Op::Write },
             lba: blk,
             sectors: count,
+            dev: self.disk.is_none().then_some(dev),
         })
     }
 
@@ -512,7 +544,7 @@ impl Parser {
         let n = split_ws(line, &mut f);
         let (t, rest, m) = if self.fio_version == 3 {
             let t = parse_time_ns(f[0], self.unit_ns)
-                .ok_or_else(|| format!("timestamp '{}' is not a number", show(f[0])))?;
+                .map_err(|e| time_error(e, "timestamp", f[0], "not a number", self.unit_ns))?;
             (t, &f[1..], n.saturating_sub(1))
         } else {
             (self.clock_ns, &f[..], n)
@@ -534,9 +566,21 @@ impl Parser {
                     .then(|| parse_u64(rest[2]))
                     .flatten()
                     .ok_or_else(|| "wait needs a delay".to_string())?;
-                self.clock_ns = self
-                    .clock_ns
-                    .saturating_add((d as i64).saturating_mul(self.unit_ns));
+                // Beyond 64-bit nanoseconds the clock would saturate (or, before, wrap:
+                // a delay above 2^63 was read as negative).
+                self.clock_ns = i64::try_from(d)
+                    .ok()
+                    .and_then(|d| d.checked_mul(self.unit_ns))
+                    .and_then(|d| self.clock_ns.checked_add(d))
+                    .ok_or_else(|| {
+                        format!(
+                            "wait '{}' is out of range: the clock would pass {} {} (time \
+                             stamps are kept as 64-bit nanoseconds, about 292 years)",
+                            show(rest[2]),
+                            super::parse::fmt_time(i64::MAX, self.unit_ns, 0),
+                            super::parse::unit_name(self.unit_ns)
+                        )
+                    })?;
                 return Ok(Parsed::Ignore);
             }
             a => return Err(format!("unknown fio iolog action '{}'", show(a))),
@@ -561,6 +605,7 @@ impl Parser {
             op,
             lba,
             sectors,
+            dev: None,
         })
     }
 }
@@ -704,6 +749,7 @@ impl Iterator for TraceReader {
                     op,
                     lba,
                     sectors,
+                    dev,
                 }) => {
                     let Ok(sectors) = u32::try_from(sectors) else {
                         match self.bad(format!("request of {sectors} sectors is too large")) {
@@ -718,11 +764,24 @@ impl Iterator for TraceReader {
                         }
                     }
                     let first = *self.first.get_or_insert(t);
-                    let rel = t.saturating_sub(first);
+                    let Some(rel) = t.checked_sub(first) else {
+                        let msg = format!(
+                            "time stamp is out of range: more than 2^63 ns (about 292 years) \
+                             {} the first record's",
+                            if t < first { "before" } else { "after" }
+                        );
+                        match self.bad(msg) {
+                            Some(r) => return Some(r),
+                            None => continue,
+                        }
+                    };
                     if rel < self.max_rel {
                         self.counts.out_of_order += 1;
                     } else {
                         self.max_rel = rel;
+                    }
+                    if let Some(d) = dev {
+                        self.counts.note_device(d);
                     }
                     self.counts.records += 1;
                     return Some(Ok(Record {

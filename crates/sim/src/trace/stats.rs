@@ -126,6 +126,10 @@ pub struct TraceStats {
     pub ignored_lines: u64,
     /// The first malformed line skipped (`skip_bad_lines`), as `FILE:LINE: what is wrong`.
     pub first_bad_line: Option<String>,
+    /// The warning for records of several disks read as one address space (no
+    /// `--trace-disk`), for stderr: not a key of the report.
+    #[serde(skip)]
+    pub merged_devices_warning: Option<String>,
 }
 
 /// Per-block flags: bit 0 read; bits 1..4 written by a small / medium / large write;
@@ -379,6 +383,7 @@ impl StatsCollector {
             skipped_other_device: counts.skipped_other_device,
             ignored_lines: counts.ignored_lines,
             first_bad_line: counts.first_bad_line.clone(),
+            merged_devices_warning: None,
         }
     }
 }
@@ -403,10 +408,14 @@ pub fn trace_stats(
     for r in &mut reader {
         c.add(&r?);
     }
-    Ok(c.finish(
+    let mut st = c.finish(
         reader.file(),
         reader.format().name(),
         reader.counts(),
         space,
-    ))
+    );
+    st.merged_devices_warning = reader
+        .counts()
+        .merged_devices_warning(reader.file(), reader.format());
+    Ok(st)
 }

@@ -472,6 +472,21 @@ fn a_worn_out_image_says_so_and_stays_readable() {
         "{info}"
     );
     assert!(info["life_used"].as_f64().unwrap() >= 1.0, "{info}");
+    // Past the point where the capacity can be kept: how far past, not "0 more may go
+    // bad" (what it said at the limit and beyond alike).
+    let short = info["segments_short"].as_u64().unwrap();
+    assert_eq!(info["spare_segments"], 0, "{info}");
+    let text_info = run_ok(&["fms", "info", img]);
+    if short > 0 {
+        assert!(
+            text_info.contains(&format!(
+                "the capacity can no longer be kept: {short} segments short"
+            )),
+            "{text_info}"
+        );
+    } else {
+        assert!(text_info.contains("0 more may go bad"), "{text_info}");
+    }
     let out = flashkit(["fms", "read", img, "--length", "100000"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
@@ -1927,4 +1942,37 @@ fn a_fifo_or_a_header_name_not_utf8_is_one_line() {
         "64",
     ]);
     fails_with_all(out, &["block 64 out of range (device has 64 blocks, 0-63)"]);
+}
+
+/// A block table overwritten whole: a few lines name the first entries and count the
+/// rest (one line per block before), and the mount says every block is bad instead of
+/// "not an FMS medium (run fms format first)", which pointed at the command that would
+/// wipe what the blocks still hold.
+#[test]
+fn a_block_table_corrupt_whole_is_a_few_lines_and_says_every_block_is_bad() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("t.img");
+    let img = img.to_str().unwrap();
+    nand_image(img, "mlc2-2g", "64", &[]);
+    run_ok(&["fms", "format", img]);
+    let mut bytes = std::fs::read(img).unwrap();
+    // Block table entries: 12 bytes a block from offset 4096 (docs/format/nand-image.md).
+    for (i, b) in bytes[4096..4096 + 64 * 12].iter_mut().enumerate() {
+        *b = (i * 37 % 251) as u8;
+    }
+    std::fs::write(img, &bytes).unwrap();
+    let out = flashkit(["fms", "info", img]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 9, "{err}");
+    assert!(
+        lines[7].contains("and 57 more block-table entries corrupt"),
+        "{err}"
+    );
+    assert!(
+        lines[8].contains("every erase block is bad (64 of 64, 64 of them because their block-table entries are corrupt)")
+            && !err.contains("fms format"),
+        "{err}"
+    );
 }

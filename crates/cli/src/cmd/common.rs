@@ -388,8 +388,26 @@ pub fn open_image(path: &Path, writable: bool) -> Result<nand::Nand> {
     } else {
         nand::image::open_device_readonly(path)?
     };
-    for r in nand.open_repairs() {
+    // Every line when a few entries were repaired; the first ones and a count when many
+    // were (a block table overwritten whole would print a line per block).
+    const SHOWN: usize = 8;
+    let repairs = nand.open_repairs();
+    let shown = if repairs.len() > SHOWN {
+        SHOWN - 1
+    } else {
+        repairs.len()
+    };
+    for r in &repairs[..shown] {
         eprintln!("flashkit: {}: {r}", path.display());
+    }
+    if repairs.len() > shown {
+        eprintln!(
+            "flashkit: {}: and {} more block-table entries corrupt, each block taken as grown bad ({} of the image's {} blocks)",
+            path.display(),
+            repairs.len() - shown,
+            repairs.len(),
+            nand.geometry().blocks
+        );
     }
     Ok(nand)
 }

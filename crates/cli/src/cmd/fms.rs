@@ -282,12 +282,27 @@ pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
         Access::Write => open_image(path, true)?,
         Access::Inspect => open_image(path, false)?,
     };
-    let h = Fms::probe(&mut nand)?.ok_or_else(|| {
-        anyhow!(
+    let Some(h) = Fms::probe(&mut nand)? else {
+        // Nothing good to read a header from is not "not an FMS": say so, and do not send
+        // the user to the one command that would wipe what the bad blocks still hold.
+        let blocks = nand.geometry().blocks;
+        if (0..blocks).all(|b| nand.is_bad(b)) {
+            let repaired = nand.open_repairs().len();
+            bail!(
+                "{}: every erase block is bad ({blocks} of {blocks}{}): no segment to mount",
+                path.display(),
+                if repaired > 0 {
+                    format!(", {repaired} of them because their block-table entries are corrupt")
+                } else {
+                    String::new()
+                }
+            );
+        }
+        bail!(
             "{}: no FMS segment header: not an FMS medium (run `flashkit fms format` first)",
             path.display()
-        )
-    })?;
+        );
+    };
     let cfg = m.apply(config(&m.policy, h.block_size)?)?;
     Fms::mount(nand, cfg).with_context(|| format!("{}: mount", path.display()))
 }
@@ -587,6 +602,9 @@ pub struct FmsInfo {
     /// kept: beyond those its blocks fill, the index and one to clean into
     /// (`Fms::spare_segments`).
     pub spare_segments: u64,
+    /// Good segments the medium lacks to keep its capacity, once more went bad than
+    /// `spare_segments` allowed (`Fms::segments_short`; 0 until then).
+    pub segments_short: u64,
     /// The newest device time recorded on the medium (segment headers; header-mode
     /// entries): the device clock goes on from there (docs/format/fms.md, Mount step 7).
     pub medium_time_s: f64,
@@ -709,6 +727,7 @@ fn info(a: InfoArgs) -> Result<()> {
         grown_bad_segments: bad_blocks.grown.len(),
         reserve_segments: fms.config().reserve_segments(),
         spare_segments: fms.spare_segments(),
+        segments_short: fms.segments_short(),
         medium_time_s: fms.medium_time_ps() as f64 / 1e12,
         mount_time_s: fms.mount_time_ps() as f64 / 1e12,
         ram_bytes: fms.ram_bytes(),
@@ -819,11 +838,22 @@ fn info(a: InfoArgs) -> Result<()> {
         )
         .add(
             "bad segments",
-            format!(
-                "{} factory, {} grown; {} more may go bad before the capacity can no longer \
-                 be kept ({} in reserve)",
-                r.factory_bad_segments, r.grown_bad_segments, r.spare_segments, r.reserve_segments
-            ),
+            if r.segments_short > 0 {
+                format!(
+                    "{} factory, {} grown; the capacity can no longer be kept: {} segments \
+                     short (writes fail once the free space left is used: worn out)",
+                    r.factory_bad_segments, r.grown_bad_segments, r.segments_short
+                )
+            } else {
+                format!(
+                    "{} factory, {} grown; {} more may go bad before the capacity can no \
+                     longer be kept ({} in reserve)",
+                    r.factory_bad_segments,
+                    r.grown_bad_segments,
+                    r.spare_segments,
+                    r.reserve_segments
+                )
+            },
         )
         .add(
             "device time",

@@ -831,11 +831,25 @@ impl Fms {
     /// full, writes fail `WornOut`). After a default format, the reserve
     /// ([`FmsConfig::reserve_segments`]) less those two.
     pub fn spare_segments(&self) -> u64 {
+        let (good, needed) = self.good_and_needed_segments();
+        good.saturating_sub(needed)
+    }
+    /// How many good segments the medium lacks to keep its exported capacity (0 while
+    /// [`Fms::spare_segments`] is not: bad segments past that point): the segments its
+    /// blocks fill, the index and one to clean into, less the good ones. Writes fail
+    /// `WornOut` once the free space left is used.
+    pub fn segments_short(&self) -> u64 {
+        let (good, needed) = self.good_and_needed_segments();
+        needed.saturating_sub(good)
+    }
+    /// The good segments, and those keeping the capacity needs (the segments the logical
+    /// blocks fill, the index and one to clean into).
+    fn good_and_needed_segments(&self) -> (u64, u64) {
         let good = (0..self.lay.segments)
             .filter(|&s| !self.nand.is_bad(s))
             .count() as u64;
         let data = self.logical.div_ceil(self.lay.slots as u64);
-        good.saturating_sub(data + 2)
+        (good, data + 2)
     }
     pub fn stats(&self) -> &FmsStats {
         &self.stats

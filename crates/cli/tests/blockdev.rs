@@ -466,8 +466,14 @@ fn sigterm_unmounts_and_kill_loses_nothing_fsynced() {
         .unwrap();
     assert!(st.success());
     let _ = m.wait();
+    // A mount on the stale one says how to clear it (checked once it is cleared).
+    let stale = flashkit(["blockdev", "mount", path_str(&img), path_str(&mnt)]);
     drop(m);
     unmount(&mnt);
+    fails_with_all(
+        stale,
+        &["mount point", "a server that is gone", "fusermount3 -u"],
+    );
 
     let m = Mounted::start(&img, &mnt, &[]);
     let mut got = vec![0u8; 250_000];

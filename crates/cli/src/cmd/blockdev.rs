@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
 use ftl::BlockDevice;
 use serde::Serialize;
@@ -117,14 +117,24 @@ fn mount_cmd(a: MountCmdArgs) -> Result<()> {
     if a.name.is_empty() || a.name.contains('/') || a.name == "." || a.name == ".." {
         bail!("--name: {:?} is not a file name", a.name);
     }
-    let md = std::fs::metadata(&a.mountpoint)
-        .with_context(|| format!("{}: mount point", a.mountpoint.display()))?;
+    // ENOTCONN (107): a FUSE mount whose server is gone (killed) is still there.
+    let mount_point_err = |e: std::io::Error| {
+        let hint = if e.raw_os_error() == Some(107) {
+            format!(
+                " (a mount left by a server that is gone: run `fusermount3 -u {}`)",
+                a.mountpoint.display()
+            )
+        } else {
+            String::new()
+        };
+        anyhow!("{}: mount point: {e}{hint}", a.mountpoint.display())
+    };
+    let md = std::fs::metadata(&a.mountpoint).map_err(mount_point_err)?;
     if !md.is_dir() {
         bail!("{}: mount point is not a directory", a.mountpoint.display());
     }
     // A mount would hide what the directory holds (or another mount on it).
-    let mut entries = std::fs::read_dir(&a.mountpoint)
-        .with_context(|| format!("{}: mount point", a.mountpoint.display()))?;
+    let mut entries = std::fs::read_dir(&a.mountpoint).map_err(mount_point_err)?;
     if entries.next().is_some() {
         bail!(
             "{}: mount point is not empty (a mount would hide what it holds)",

@@ -640,11 +640,18 @@ impl Fms {
         }
         self.segs[seg as usize].valid += n as u32;
         self.sync_used(seg);
-        // What `commit_copy` does for each block, with the victim's row updated once for
-        // the run: every block of a run comes from the one segment being evacuated, and no
-        // device operation (so no clock tick) comes between their invalidations.
+        self.commit_run(seg, slot0, &blocks[..n]);
+        Ok(n)
+    }
+
+    /// The tables after the run `blocks` was copied into `seg` from `slot0`: what
+    /// `commit_copy` does for each block, with the victim's row updated once for the run
+    /// (every block of a run comes from the one segment being evacuated, and no device
+    /// operation, so no clock tick, comes between their invalidations).
+    #[inline(always)]
+    fn commit_run(&mut self, seg: u32, slot0: u32, blocks: &[Moving]) {
         let victim = self.split(blocks[0].phys).0;
-        for (q, m) in blocks[..n].iter().enumerate() {
+        for (q, m) in blocks.iter().enumerate() {
             debug_assert_eq!(self.split(m.phys).0, victim);
             let i = m.lbn as usize;
             let phys = self.phys(seg, slot0 + q as u32);
@@ -653,12 +660,12 @@ impl Fms {
             self.blocks[i].map = phys;
             self.rev[phys as usize] = m.lbn;
         }
+        let n = blocks.len();
         let v = &mut self.segs[victim as usize];
         v.valid -= n as u32;
         v.last_inval_ps = self.nand.clock_ps();
         self.sync_used(victim);
         self.stats.blocks_copied += n as u64;
-        Ok(n)
     }
 
     /// Spare mode, simulation mode: copy as many of `blocks` as fit into `stream`'s active
@@ -734,21 +741,7 @@ impl Fms {
         }
         self.spare_run = (spares, ends);
         r?;
-        let victim = self.split(blocks[0].phys).0;
-        for (q, m) in blocks[..n].iter().enumerate() {
-            debug_assert_eq!(self.split(m.phys).0, victim);
-            let i = m.lbn as usize;
-            let phys = self.phys(seg, slot0 + q as u32);
-            self.blocks[i].region = m.region;
-            self.rev[m.phys as usize] = NONE;
-            self.blocks[i].map = phys;
-            self.rev[phys as usize] = m.lbn;
-        }
-        let v = &mut self.segs[victim as usize];
-        v.valid -= n as u32;
-        v.last_inval_ps = self.nand.clock_ps();
-        self.sync_used(victim);
-        self.stats.blocks_copied += n as u64;
+        self.commit_run(seg, slot0, &blocks[..n]);
         Ok(n)
     }
 

@@ -88,6 +88,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 /// error becomes one `flashkit: …` line with exit code 2, like every other bad input.
 fn parse() -> Result<Cli, ExitCode> {
     let parsed = negatives_are_values(Cli::command())
+        .mut_subcommand("bench", cmd::bench::without_trace_input)
         .try_get_matches()
         .and_then(|m| Ok((Cli::from_arg_matches(&m)?, m)));
     let (mut cli, matches) = match parsed {

@@ -29,7 +29,9 @@ fn reports_each_configuration_with_its_counts_and_rates() {
         assert_eq!(r["policy"], policy);
         // Every option value that produced it, as `sim --json` carries them.
         assert_eq!(r["options"]["policy"], policy, "{r}");
-        assert_eq!(r["options"]["cb_age"], "written", "{r}");
+        // (Null where it has no effect: cb_age applies to cost-benefit only.)
+        assert!(r["options"]["cb_age"].is_null(), "{r}");
+        assert_eq!(r["options"]["unit"], 4096, "{r}");
         assert_eq!(r["job"].as_str().map(str::len), Some(16), "{r}");
         assert_eq!(r["written_bytes"], 2 << 20);
         // How the binary was built: the tests' builds are optimised.
@@ -106,6 +108,38 @@ fn bench_has_no_plot_options() {
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(text(&o.stderr).contains("unexpected argument"), "{args:?}");
     }
+}
+
+/// bench runs synthetic workloads only: its help offers no trace workload and no trace
+/// input options, and a trace run is refused for that first, before any error about
+/// its other options (QA stop 24, F5).
+#[test]
+fn bench_offers_no_trace_input() {
+    let h = text(&ok(flashkit(["bench", "--help"])).stdout);
+    for text in [
+        "trace:FILE",
+        "Trace input",
+        "--trace-format",
+        "--trace-map",
+        "--skip-bad-lines",
+        "--blkparse-action",
+    ] {
+        assert!(!h.contains(text), "bench --help offers {text}: {h}");
+    }
+    assert!(h.contains("--workload"), "{h}");
+    for args in [
+        vec!["--written", "1MiB", "--workload", "trace:none.csv"],
+        vec!["--workload", "trace:none.csv", "--trace-format", "msr"],
+    ] {
+        let mut a = vec!["bench", "--repeat", "1", "--policy", "greedy"];
+        a.extend(args.iter().copied());
+        let err = fails_with_all(flashkit(&a), &["synthetic workloads only"]);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    fails_with_all(
+        flashkit(["bench", "--repeat", "1", "--trace-limit", "5"]),
+        &["--trace-limit: bench runs synthetic workloads only"],
+    );
 }
 
 #[test]

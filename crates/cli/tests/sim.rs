@@ -405,3 +405,251 @@ fn no_spare_area_no_spare_read_cost() {
         .unwrap();
     assert_eq!(cells(intel)[at], "-", "{devices}");
 }
+
+/// The non-null values of a result's `options` as a sweep spec (TOML).
+fn options_as_spec(options: &Value) -> String {
+    options
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| format!("{k} = {v}\n"))
+        .collect()
+}
+
+/// A result's `options` are a re-runnable job (QA stop 24, F1, F2, F9): options with no
+/// effect on the job are null (the trace options of a synthetic workload, `cat_age` under
+/// greedy, the DAC options with one region, `unit` with a trace), so the non-null ones,
+/// given to `sweep`, are accepted and run the same job with the same id and results. A
+/// one-region result reports no region threshold, and a trace result no request size.
+/// Options null only where they do not apply make no table column.
+#[test]
+fn options_run_again_as_the_same_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&trace),
+        "--format",
+        "msr",
+        "--workload",
+        "hotcold:90/10",
+        "--requests",
+        "300",
+        "--space",
+        "1MiB",
+    ]));
+    let w = format!("trace:{}", path_str(&trace));
+    let grid = json(&ok(flashkit(small(&[
+        "--policy",
+        "greedy,cat",
+        "--regions",
+        "1,2",
+        "--region-threshold",
+        "30m",
+        "--json",
+    ]))));
+    let traced = json(&ok(flashkit(small(&["--workload", &w, "--json"]))));
+    let mut results: Vec<Value> = grid.as_array().unwrap().clone();
+    results.extend(traced.as_array().unwrap().iter().cloned());
+    assert_eq!(results.len(), 5);
+    for r in &results {
+        let o = &r["options"];
+        let one_region = o["regions"] == 1;
+        let trace = r["trace"].is_object();
+        assert_eq!(o["region_threshold"].is_null(), one_region, "{o}");
+        assert_eq!(r["region_threshold_s"].is_null(), one_region, "{r}");
+        assert_eq!(o["cat_age"].is_null(), o["policy"] == "greedy", "{o}");
+        assert!(
+            o["cb_age"].is_null() && o["adaptive_threshold"].is_null(),
+            "{o}"
+        );
+        assert_eq!(o["trace_format"].is_null(), !trace, "{o}");
+        assert_eq!(o["trace_map"].is_null(), !trace, "{o}");
+        assert_eq!(r["unit_bytes"].is_null(), trace, "{r}");
+        assert_eq!(o["unit"].is_null(), trace, "{o}");
+        let spec = dir.path().join("again.toml");
+        std::fs::write(&spec, options_as_spec(o)).unwrap();
+        let again = json(&ok(flashkit(["sweep", path_str(&spec), "--json"])));
+        assert_eq!(again["job"], r["job"], "{}", options_as_spec(o));
+        for k in ["erasures", "blocks_copied", "device_time_s", "unit_bytes"] {
+            assert_eq!(again[k], r[k], "{k}");
+        }
+    }
+
+    // The flagship's four policies: cat_age, cb_age and the adaptive options apply to
+    // some policies only, and are no columns of the table.
+    let out = stdout(&ok(flashkit(small(&[
+        "--policy",
+        "greedy,cost-benefit,cat,adaptive",
+        "--written",
+        "256KiB",
+    ]))));
+    let (head, rows) = table_lines(&out);
+    assert_eq!(rows.len(), 4, "{out}");
+    for col in ["cat age", "cb age", "adaptive", "trace"] {
+        assert!(!head.contains(col), "{head}");
+    }
+}
+
+/// `device_time_s` and `throughput_bytes_per_s` are the device's busy time, the same for
+/// every arrival process; `elapsed_time_s` is the simulated span, idle time included
+/// (QA stop 24, F3). Both are in `--help`.
+#[test]
+fn busy_time_and_elapsed_time_are_reported_apart() {
+    let v = json(&ok(flashkit(small(&[
+        "--written",
+        "256KiB",
+        "--arrival",
+        "poisson:0.1,closed",
+        "--json",
+    ]))));
+    let (poisson, closed) = (&v[0], &v[1]);
+    assert_eq!(poisson["arrival"], "poisson:0.1");
+    let f = |r: &Value, k: &str| r[k].as_f64().unwrap();
+    assert_eq!(poisson["device_time_s"], closed["device_time_s"]);
+    assert_eq!(
+        poisson["throughput_bytes_per_s"],
+        closed["throughput_bytes_per_s"]
+    );
+    assert_eq!(f(closed, "elapsed_time_s"), f(closed, "device_time_s"));
+    // 64 requests at 0.1 per second arrive over about 640 s of simulated time.
+    let requests = f(poisson, "requests");
+    assert_eq!(requests, 64.0);
+    assert!(
+        f(poisson, "elapsed_time_s") > requests / 0.1 / 2.0,
+        "{poisson}"
+    );
+    assert!(f(poisson, "elapsed_time_s") > f(poisson, "device_time_s"));
+    let help = stdout(&ok(flashkit(["sim", "--help"])));
+    for k in [
+        "elapsed_time_s",
+        "device_time_s",
+        "busy time",
+        "trim_list_slots",
+    ] {
+        assert!(help.contains(k), "{k}");
+    }
+}
+
+/// In spare mode a trace's trims program trim-list slots: `trim_list_slots` reports
+/// them, so `flash_writes = user_writes + blocks_copied + trim_list_slots` (QA stop 24,
+/// F17); a synthetic run (no trims) programs none.
+#[test]
+fn trim_list_slots_complete_the_flash_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("mm.fio");
+    ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&trace),
+        "--format",
+        "fio",
+        "--workload",
+        "multimedia",
+        "--requests",
+        "2000",
+        "--space",
+        "48MiB",
+    ]));
+    let w = format!("trace:{}", path_str(&trace));
+    for args in [vec!["--workload", w.as_str()], vec!["--written", "2MiB"]] {
+        let mut a = vec![
+            "sim", "--device", "mlc2-2g", "--blocks", "256", "--policy", "greedy", "--json",
+        ];
+        a.extend(args);
+        let v = json(&ok(flashkit(&a)));
+        let r = &v[0];
+        let n = |k: &str| r[k].as_u64().unwrap();
+        assert_eq!(
+            n("flash_writes"),
+            n("user_writes") + n("blocks_copied") + n("trim_list_slots"),
+            "{r}"
+        );
+        assert_eq!(n("trim_list_slots") > 0, n("trims") > 0, "{r}");
+        if r["trace"].is_object() {
+            assert!(n("trim_list_slots") > 0, "{r}");
+        }
+    }
+}
+
+/// An option with no effect on the device is refused in one line: header-mode devices
+/// keep no segment summaries (QA stop 24, F4); a spare-mode device takes the option.
+#[test]
+fn segment_summaries_need_a_device_that_keeps_them() {
+    let e = fails_with_all(
+        flashkit(small(&["--no-segment-summaries"])),
+        &["--no-segment-summaries: has no effect: header-mode devices"],
+    );
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    let v = json(&ok(flashkit([
+        "sim",
+        "--device",
+        "slc-large-1g",
+        "--blocks",
+        "256",
+        "--policy",
+        "greedy",
+        "--written",
+        "256KiB",
+        "--no-segment-summaries",
+        "--json",
+    ])));
+    assert_eq!(v[0]["options"]["segment_summaries"], false);
+    // On the Intel card the option is null (it does not apply).
+    let v = json(&ok(flashkit(small(&["--written", "256KiB", "--json"]))));
+    assert!(v[0]["options"]["segment_summaries"].is_null());
+}
+
+/// An error with one cause for the whole grid is one line, without the options of a
+/// job it does not depend on (QA stop 24, F6).
+#[test]
+fn grid_wide_errors_are_said_once() {
+    for (args, needle) in [
+        (vec!["--written", "4095"], "written: 4095 bytes"),
+        (vec!["--unit", "1GiB"], "written: 2097152 bytes"),
+        (
+            vec!["--workload", "trace:no-such-trace", "--seed", "1,2"],
+            "no-such-trace: cannot open",
+        ),
+    ] {
+        let mut a = small(&args);
+        a.extend(["--policy", "greedy,cat"]);
+        let o = flashkit(&a);
+        assert_eq!(o.status.code(), Some(1));
+        let err = text(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with(&format!("flashkit: {needle}")), "{err}");
+        assert!(o.stdout.is_empty());
+    }
+    // So is an error every job meets while running (a malformed line of their trace).
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.msr");
+    std::fs::write(&bad, "128166372000000000,h,0,Write,0,4096,0\nbad line\n").unwrap();
+    let w = format!("trace:{}", path_str(&bad));
+    let e = fails_with_all(
+        flashkit(small(&["--workload", &w, "--policy", "greedy,cat"])),
+        &[":2: timestamp 'bad line'"],
+    );
+    assert!(!e.contains("policy="), "{e}");
+}
+
+/// A `phases:` workload needs a request per phase: fewer is refused in one line (its last
+/// phases silently never ran; QA stop 24, F13).
+#[test]
+fn phases_with_fewer_requests_than_phases_are_refused() {
+    let out = flashkit([
+        "sim",
+        "--workload",
+        "phases:random,random,random",
+        "--written",
+        "8KiB",
+        "--unit",
+        "4KiB",
+    ]);
+    fails_with_all(
+        out,
+        &["written", "3 phases", "at least 3 requests", "2 given"],
+    );
+}

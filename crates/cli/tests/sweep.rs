@@ -299,7 +299,8 @@ fn sweep_key_errors_name_the_key_and_line() {
         flashkit(["sweep", path_str(&missing)]),
         &[path_str(&missing)],
     );
-    // A job that cannot run (fill beyond what the FMS exports) fails after the others.
+    // A job that cannot run (fill beyond what the FMS exports) is refused before any
+    // runs, as `sim` refuses it.
     std::fs::write(
         &spec,
         "policy = \"greedy\"\nfill = [0.5, 0.97]\nwritten = \"256KiB\"\n",
@@ -307,8 +308,11 @@ fn sweep_key_errors_name_the_key_and_line() {
     .unwrap();
     let out = dir.path().join("r.jsonl");
     let o = flashkit(["sweep", path_str(&spec), "--out", path_str(&out), "--json"]);
-    fails_with_all(o, &["1 of 2 jobs failed", "fill=0.97"]);
-    assert_eq!(lines(&out).len(), 1, "the good job is kept");
+    fails_with_all(o, &["[fill=0.97]: fill: 0.97"]);
+    assert!(
+        std::fs::read_to_string(&out).unwrap_or_default().is_empty(),
+        "nothing ran"
+    );
     // sim flags go through the same expansion.
     fails_with_all(
         flashkit(["sim", "--policy", "greedy,lru", "--written", "64KiB"]),
@@ -599,7 +603,8 @@ fn resume_refuses_files_that_are_not_its_results() {
     assert_eq!(std::fs::read_to_string(&spec).unwrap(), body);
 }
 
-/// A job that fails is named by the spec file (and its values when the grid has several).
+/// A job that cannot run is refused before any runs, named by the spec file (and its
+/// values when the grid has several), as `sim` refuses it.
 #[test]
 fn failed_jobs_are_named_by_spec_and_values() {
     let dir = tempfile::tempdir().unwrap();
@@ -612,9 +617,7 @@ fn failed_jobs_are_named_by_spec_and_values() {
     .unwrap();
     fails_with_all(
         flashkit(["sweep", sp]),
-        &[&format!(
-            "1 of 1 jobs failed (not written, a rerun retries them); first: {sp}: fill:"
-        )],
+        &[&format!("flashkit: {sp}: fill:")],
     );
     std::fs::write(
         &spec,
@@ -623,8 +626,60 @@ fn failed_jobs_are_named_by_spec_and_values() {
     .unwrap();
     fails_with_all(
         flashkit(["sweep", sp]),
-        &[&format!("first: {sp} [fill=0.97]: fill:")],
+        &[&format!("flashkit: {sp} [fill=0.97]: fill:")],
     );
+}
+
+/// A sweep whose every job fails prints no empty table and writes no empty CSV (QA stop
+/// 24, F7): a filter of another trace format is a spec error, refused up front in one
+/// line as `sim` refuses it, and jobs that all fail while running (worn out) give one
+/// line and exit status 1.
+#[test]
+fn sweeps_whose_jobs_all_fail_write_no_empty_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("w.msr");
+    ok(flashkit([
+        "trace",
+        "generate",
+        path_str(&trace),
+        "--format",
+        "msr",
+        "--requests",
+        "200",
+        "--space",
+        "1MiB",
+    ]));
+    let spec = dir.path().join("t.toml");
+    let sp = path_str(&spec);
+    let csv = dir.path().join("e.csv");
+    std::fs::write(&spec, "workload = \"trace:w.msr\"\ntrace_asu = 1\n").unwrap();
+    let o = flashkit(["sweep", sp, "--csv", path_str(&csv)]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--trace-asu applies to spc traces only")
+            && err.starts_with(&format!("flashkit: {sp}: ")),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty(), "{}", text(&o.stdout));
+    assert!(!csv.exists());
+
+    std::fs::write(
+        &spec,
+        "blocks = 48\nfill = 0.8\nwritten = \"8MiB\"\nendurance = 8\npolicy = \"greedy\"\nseed = [1, 2]\n",
+    )
+    .unwrap();
+    let o = flashkit(["sweep", sp, "--csv", path_str(&csv)]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("2 of 2 jobs failed") && err.contains("worn out"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty(), "{}", text(&o.stdout));
+    assert!(!csv.exists());
 }
 
 /// Integer options are range-checked, never cut to 32 bits; durations and sizes past what
@@ -1529,7 +1584,8 @@ fn reproduce_runs_name_the_sim_job_that_reruns_them() {
             if text("arrival") != "auto" {
                 args.extend(["--arrival".into(), text("arrival")]);
             }
-            if text("redistribution") != "paper" {
+            // (Null with DAC regions, which replace the redistribution.)
+            if !opt["redistribution"].is_null() && text("redistribution") != "paper" {
                 args.extend(["--redistribution".into(), text("redistribution")]);
             }
             if !opt["region_threshold"].is_null() {

@@ -147,11 +147,16 @@ pub struct SimResult {
     pub policy: String,
     pub redistribution: String,
     pub regions: u8,
+    /// The DAC time threshold; null without one and with one region, where no threshold
+    /// applies (the job's `region_threshold` option is null there too).
     pub region_threshold_s: Option<f64>,
     pub block_size: u32,
     pub fill: f64,
     pub written_bytes: u64,
-    pub unit_bytes: u32,
+    /// The request size of a synthetic workload; null for a trace, whose records bring
+    /// their own sizes (as the job's `unit` option is null): a single figure would pair,
+    /// say, a trace of 64 KiB requests with the 4 KiB default that it never used.
+    pub unit_bytes: Option<u32>,
     pub arrival: String,
     pub readonly_fraction: f64,
     pub wear_threshold: Option<u32>,
@@ -164,7 +169,12 @@ pub struct SimResult {
     pub wear_min: u32,
     pub wear_max: u32,
     pub user_writes: u64,
+    /// Flash block writes: `user_writes + blocks_copied + trim_list_slots`.
     pub flash_writes: u64,
+    /// Spare mode: trim-list slots programmed for the workload's trims (one slot records a
+    /// list's worth of unmapped blocks; the cleaner's rewrites of a live list count in
+    /// `blocks_copied`). 0 in header mode, where a trim clears live bits in place.
+    pub trim_list_slots: u64,
     /// Flash block writes (user block writes plus cleaning copies) per user block write.
     /// A request smaller than a block is one user block write (the FMS rewrites the whole
     /// block), so against host bytes the amplification is larger by block / request size.
@@ -179,9 +189,19 @@ pub struct SimResult {
     /// request size when requests are smaller than a block (each is a read-modify-write
     /// of a whole block).
     pub byte_write_amplification: f64,
+    /// The device's busy time during the workload: the time its operations take (the
+    /// requests' own and the cleaning they cause), without the idle time between requests
+    /// that arrive on their own (poisson or trace arrivals). It does not depend on the
+    /// arrival process: see `elapsed_time_s`.
     pub device_time_s: f64,
-    /// Host bytes written (`written_bytes`) per second of device time.
+    /// Host bytes written (`written_bytes`) per second of device (busy) time: what the
+    /// device sustains back to back, not the bandwidth over the simulated span.
     pub throughput_bytes_per_s: f64,
+    /// Simulated time from the workload's start (the end of the pre-fill) to the last
+    /// request's completion, idle time between arrivals included: `device_time_s` for
+    /// closed arrivals, at least the last arrival's time otherwise. Bandwidth or IOPS over
+    /// the run are `written_bytes` or `requests` divided by it.
+    pub elapsed_time_s: f64,
     pub policy_greedy_share: Option<f64>,
     pub wear_swaps: u64,
     /// Segments retired during the workload: erase blocks that went bad (worn out past
@@ -260,11 +280,13 @@ impl SimResult {
         "wear_max",
         "user_writes",
         "flash_writes",
+        "trim_list_slots",
         "write_amplification",
         "host_bytes_written",
         "byte_write_amplification",
         "device_time_s",
         "throughput_bytes_per_s",
+        "elapsed_time_s",
         "policy_greedy_share",
         "wear_swaps",
         "retired_segments",
@@ -285,13 +307,14 @@ impl SimResult {
 
     /// Whether a run of `cfg` reports `metric` (one of [`SimResult::metrics`]) as a
     /// number: `policy_greedy_share` only under the adaptive policy (and null there too in a
-    /// run too short to clean, which made no choice), `region_threshold_s`
-    /// and `wear_threshold` only when they are set (otherwise null). A test keeps this
-    /// equal to the serialized results.
+    /// run too short to clean, which made no choice), `region_threshold_s` only when set
+    /// with DAC regions, `wear_threshold` only when set (otherwise null), and `unit_bytes`
+    /// for synthetic workloads only. A test keeps this equal to the serialized results.
     pub fn has_metric(cfg: &SimConfig, metric: &str) -> bool {
         match metric {
             "policy_greedy_share" => cfg.fms.policy == ftl::fms::select::Policy::Adaptive,
-            "region_threshold_s" => cfg.fms.region_threshold_ps.is_some(),
+            "region_threshold_s" => cfg.fms.region_threshold_ps.is_some() && cfg.fms.regions > 1,
+            "unit_bytes" => !matches!(cfg.workload, WorkloadSpec::Trace(_)),
             "wear_threshold" => cfg.fms.wear_threshold.is_some(),
             m => SimResult::metrics().any(|k| k == m),
         }
@@ -302,7 +325,12 @@ impl SimResult {
     pub fn metric_needs(metric: &str) -> Option<&'static str> {
         match metric {
             "policy_greedy_share" => Some("it is reported for the adaptive policy only"),
-            "region_threshold_s" => Some("it is reported only with a region threshold"),
+            "region_threshold_s" => {
+                Some("it is reported only with a region threshold and DAC regions (regions > 1)")
+            }
+            "unit_bytes" => {
+                Some("it is reported for synthetic workloads only (a trace brings its sizes)")
+            }
             "wear_threshold" => Some("it is reported only with a wear threshold"),
             _ => None,
         }
@@ -354,8 +382,9 @@ pub struct Prepared {
 }
 
 /// The checks of a configuration that need no device or table: fill, read-only fraction
-/// and request size, and whether the fill fits in what the FMS exports. A grid checks
-/// every job with it before running any.
+/// and request size, whether the fill fits in what the FMS exports, and the workload (the
+/// written bytes a whole number of requests; a trace file that opens, with options of
+/// its format). A grid checks every job with it before running any.
 pub fn check(cfg: &SimConfig) -> Result<()> {
     if !(0.0..1.0).contains(&cfg.fill) {
         bail!("fill: {} must be in [0, 1)", cfg.fill);
@@ -384,6 +413,17 @@ pub fn check(cfg: &SimConfig) -> Result<()> {
     // (No room at all is the sizing's error above, which says what the reserve holds.)
     if exported > 0 && fill_blocks > exported {
         return Err(too_full(cfg, exported, slots));
+    }
+    // The workload: a synthetic one's request count, a trace that can be opened with
+    // options that apply to its format. A grid refuses a bad one before any job runs, in
+    // one line, rather than failing every job that uses it with the same error.
+    match &cfg.workload {
+        WorkloadSpec::Trace(t) => {
+            crate::trace::TraceReader::open(&t.path, &t.options)?;
+        }
+        _ => {
+            synthetic_requests(cfg)?;
+        }
     }
     Ok(())
 }
@@ -530,7 +570,11 @@ pub fn synthetic_requests(cfg: &SimConfig) -> Result<u64> {
             cfg.unit_bytes
         );
     }
-    Ok(cfg.written_bytes / unit)
+    let n = cfg.written_bytes / unit;
+    cfg.workload
+        .check_requests(n)
+        .map_err(|e| anyhow::anyhow!("written: {e}"))?;
+    Ok(n)
 }
 
 /// Run one configuration.
@@ -695,6 +739,7 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
     }
     let s1 = fms.stats().clone();
     let busy_ps = fms.nand().clock_ps() - t0 - idle_ps;
+    let elapsed_ps = fms.nand().clock_ps() - t0;
 
     let counts: Vec<u32> = fms
         .segments()
@@ -707,6 +752,7 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
     let copied = s1.blocks_copied - s0.blocks_copied;
     let user = s1.user_writes - s0.user_writes;
     let flash_writes = s1.flash_writes() - s0.flash_writes();
+    let trim_list_slots = s1.trim_lists - s0.trim_lists;
     let slots = fms.layout().slots;
     let device_time_s = busy_ps as f64 / 1e12;
     let greedy_share = fms.greedy_share();
@@ -732,11 +778,14 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         policy: fcfg.policy.name().into(),
         redistribution: fcfg.redistribution_name().into(),
         regions: fcfg.regions,
-        region_threshold_s: fcfg.region_threshold_ps.map(|p| p as f64 / 1e12),
+        region_threshold_s: fcfg
+            .region_threshold_ps
+            .filter(|_| fcfg.regions > 1)
+            .map(|p| p as f64 / 1e12),
         block_size: fcfg.block_size,
         fill: cfg.fill,
         written_bytes,
-        unit_bytes: cfg.unit_bytes,
+        unit_bytes: trace_info.is_none().then_some(cfg.unit_bytes),
         arrival: cfg.arrival.label(),
         readonly_fraction: cfg.readonly_fraction,
         wear_threshold: fcfg.wear_threshold,
@@ -752,6 +801,7 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         // Spare mode programs a trim-list slot for each list's worth of blocks a trace
         // trims (header mode clears live bits, counted nowhere here).
         flash_writes,
+        trim_list_slots,
         write_amplification: if user > 0 {
             flash_writes as f64 / user as f64
         } else {
@@ -769,6 +819,7 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         } else {
             0.0
         },
+        elapsed_time_s: elapsed_ps as f64 / 1e12,
         policy_greedy_share: greedy_share,
         wear_swaps: s1.wear_swaps - s0.wear_swaps,
         retired_segments: s1.retired_segments - s0.retired_segments,

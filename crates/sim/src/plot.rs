@@ -566,7 +566,13 @@ fn varying(rows: &[Row], order: &[&str]) -> Vec<String> {
     }
     for k in ordered {
         let first = rows.first().and_then(|r| r.options.get(&k));
-        if rows.iter().any(|r| r.options.get(&k) != first) && !keys.contains(&k) {
+        let differ = if crate::sweep::key_names().contains(&k.as_str()) {
+            // A null option that does not apply to a job is no variation.
+            crate::sweep::varies(&k, rows.iter().filter_map(|r| r.options.get(&k)))
+        } else {
+            rows.iter().any(|r| r.options.get(&k) != first)
+        };
+        if differ && !keys.contains(&k) {
             keys.push(k);
         }
     }

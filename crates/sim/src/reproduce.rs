@@ -519,8 +519,11 @@ fn dac_fig12(o: &Options) -> Result<Report> {
     let mut rows = Vec::new();
     for r in &results {
         rows.push(vec![
+            // One region has no threshold to apply ("-"; null in the result).
             r.region_threshold_s
-                .map_or("none".to_string(), |s| format!("{}m", s / 60.0)),
+                .map_or(if r.regions > 1 { "none" } else { "-" }.to_string(), |s| {
+                    format!("{}m", s / 60.0)
+                }),
             r.policy.clone(),
             r.regions.to_string(),
             r.erasures.to_string(),
@@ -597,7 +600,7 @@ fn dac_fig12(o: &Options) -> Result<Report> {
         ]
         .map(String::from)
         .to_vec(),
-        chart: Some(dac_fig12_chart(&results)),
+        chart: Some(dac_fig12_chart(&cfgs, &results)),
         rows,
         comparisons: Vec::new(),
         notes,
@@ -776,7 +779,10 @@ fn table4_chart(results: &[SimResult], written: u64) -> Chart {
     }
 }
 
-fn dac_fig12_chart(results: &[SimResult]) -> Chart {
+/// `cfgs` are the runs of `results`: a panel takes the runs configured with its threshold
+/// (a one-region result reports none, since one region applies no threshold, but each
+/// panel's curve starts at one region).
+fn dac_fig12_chart(cfgs: &[SimConfig], results: &[SimResult]) -> Chart {
     let panels = [
         (Some(1800.0), "30-minute threshold"),
         (None, "no threshold"),
@@ -790,10 +796,10 @@ fn dac_fig12_chart(results: &[SimResult]) -> Chart {
             "cleaning cost",
             XAxis::Numeric,
             Style::Lines,
-            results
-                .iter()
-                .filter(|r| r.region_threshold_s == *th)
-                .map(|r| (r.policy.clone(), r.regions as f64, r.cleaning_cost)),
+            cfgs.iter()
+                .zip(results)
+                .filter(|(c, _)| c.fms.region_threshold_ps.map(|p| p as f64 / 1e12) == *th)
+                .map(|(_, r)| (r.policy.clone(), r.regions as f64, r.cleaning_cost)),
         )
     })
     .collect();

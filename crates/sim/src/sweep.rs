@@ -5,9 +5,11 @@
 //! never disagree.
 //!
 //! Each expanded [`Job`] carries its canonical option values (every key, defaults
-//! included) and a stable id: a 64-bit FNV-1a hash of those values and of the contents of
-//! the files the job reads (device file, trace), so the same job has the same id in any
-//! sweep file and resumed sweeps skip what is done, but never a job whose files changed.
+//! included; null for an option with no effect on the job, so that the non-null values
+//! given back as a spec run the same job) and a stable id: a 64-bit FNV-1a hash of those
+//! values and of the contents of the files the job reads (device file, trace), so the same
+//! job has the same id in any sweep file and resumed sweeps skip what is done, but never a
+//! job whose files changed.
 //! Relative paths in a sweep file are relative to its directory. Jobs are independent and
 //! deterministic per seed.
 //!
@@ -507,6 +509,33 @@ pub const KEYS: &[KeyDef] = &[
         v.as_u64().unwrap_or(1)),
 ];
 
+/// Whether the values a key has in some jobs (their `options`) differ, as tables, labels
+/// and plots see it: for a key that has no null value of its own (`policy`, `cat_age`,
+/// `written`, ...), null says only that the option does not apply to that job (see
+/// `Spec::expand`), so the greedy jobs' null `cat_age` beside the CAT jobs' `saturating`
+/// is no variation; for a key whose null is a value (`region_threshold` none,
+/// `wear_threshold` none), it is one.
+pub fn varies<'a>(key: &str, values: impl IntoIterator<Item = &'a Value>) -> bool {
+    let null_is_inert = keydef(key).is_some_and(|d| {
+        !matches!(
+            d.kind,
+            Kind::OptInt | Kind::OptFloat | Kind::OptBool | Kind::OptDuration
+        ) && d.name != "device_file"
+    });
+    let mut first: Option<&Value> = None;
+    for v in values {
+        if null_is_inert && v.is_null() {
+            continue;
+        }
+        match first {
+            None => first = Some(v),
+            Some(f) if f != v => return true,
+            Some(_) => {}
+        }
+    }
+    false
+}
+
 /// The key names in grid order.
 pub fn key_names() -> Vec<&'static str> {
     KEYS.iter().map(|k| k.name).collect()
@@ -522,61 +551,11 @@ pub fn default_of(name: &str) -> &'static str {
     keydef(name).map_or("", |k| k.default)
 }
 
-/// Parse a byte size: `4096`, `4KiB`, `4K`, `192MiB`, `1.5GiB` (binary units; K/M/G/T and
-/// KB/MB/GB/TB are read as binary too, as storage tools usually do). The value is exact: the
-/// integer part times the unit must fit in 64 bits, and a fractional part is allowed only
-/// when it makes a whole number of bytes (`1.5KiB` is 1536; `0.3B` and `511.6` are errors).
+/// Parse a byte size: `4096`, `4KiB`, `4K`, `192MiB`, `1.5GiB`, up to EiB (binary units;
+/// K/M/G/T/P/E and KB/MB/.. are read as binary too, as storage tools usually do), exactly:
+/// [`crate::trace::parse_size`], one parser for every size option.
 pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
-    if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
-        return Err(format!("'{s}': not a size (e.g. 4096, 4KiB, 192MiB)"));
-    }
-    // The unit as a power of two.
-    let shift: u32 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        _ => return Err(format!("'{s}': unknown size unit '{unit}'")),
-    };
-    let too_large = || format!("'{s}': size too large (at most {} bytes)", u64::MAX);
-    // Only digits are left, so a failed parse is an overflow.
-    let whole = match int.trim_start_matches('0') {
-        "" => 0,
-        digits => digits.parse::<u64>().map_err(|_| too_large())?,
-    };
-    let whole = whole.checked_mul(1 << shift).ok_or_else(too_large)?;
-    // The fraction 0.F times 2^shift bytes is F / 10^n * 2^shift = (F / 5^n) * 2^(shift - n):
-    // whole only when 5^n divides F and n <= shift (F without trailing zeros ends in a
-    // digit other than 0, so a larger n always leaves a fraction of a byte).
-    let frac = frac.trim_end_matches('0');
-    let mut part = 0u64;
-    if !frac.is_empty() {
-        let n = frac.len() as u32;
-        let not_whole = || format!("'{s}': not a whole number of bytes");
-        if n > shift {
-            return Err(not_whole());
-        }
-        let five_n = 5u128.pow(n); // n <= 40: fits
-        let (mut q, mut r) = (0u128, 0u128);
-        for d in frac.bytes() {
-            r = r * 10 + u128::from(d - b'0');
-            q = q * 10 + r / five_n;
-            r %= five_n;
-        }
-        if r != 0 {
-            return Err(not_whole());
-        }
-        // q < 10^n / 5^n = 2^n, so q << (shift - n) < 2^shift <= 2^40.
-        part = u64::try_from(q << (shift - n)).map_err(|_| too_large())?;
-    }
-    whole.checked_add(part).ok_or_else(too_large)
+    crate::trace::parse_size(s)
 }
 
 /// Parse a duration: `30m`, `84m`, `2h`, `90s`, `500ms`, `1d`; a bare number is seconds.
@@ -775,8 +754,9 @@ pub struct Spec {
 /// for a sweep file.
 fn located(key: &str, origin: &Origin, msg: impl std::fmt::Display) -> anyhow::Error {
     match origin {
-        // The one boolean whose flag turns it off.
+        // The booleans whose flags turn them off.
         Origin::Flag if key == "readonly_separation" => anyhow!("--no-readonly-separation: {msg}"),
+        Origin::Flag if key == "segment_summaries" => anyhow!("--no-segment-summaries: {msg}"),
         Origin::Flag => anyhow!("--{}: {msg}", key.replace('_', "-")),
         Origin::File { path, line } => anyhow!("{}:{line}: {key}: {msg}", path.display()),
     }
@@ -1099,7 +1079,7 @@ impl Spec {
             }
         }
         self.check_effects(&jobs)?;
-        Ok(without_inert_options(jobs))
+        without_inert_options(jobs, &dims, &mut devices)
     }
 
     /// Every value given for a key must change at least one job: an option that would be
@@ -1111,7 +1091,7 @@ impl Spec {
             for v in &entry.values {
                 let mut reason = None;
                 for j in jobs.iter().filter(|j| j.options.get(*key) == Some(v)) {
-                    match no_effect(key, v, &j.options) {
+                    match no_effect(key, v, &j.options, &j.config) {
                         Some(r) => reason = Some(r),
                         None => {
                             reason = None;
@@ -1133,29 +1113,69 @@ impl Spec {
     }
 }
 
-/// Jobs whose options that had no effect on them are null: `device` when a
-/// `device_file` gives the device, `written` and `unit` for a trace workload (it brings
-/// its own requests). Their ids hash what ran; jobs that become the same (a grid of
-/// `written` values with a trace among the workloads) are one job, the first.
-fn without_inert_options(jobs: Vec<Job>) -> Vec<Job> {
+/// Jobs whose options that had no effect on them are null, as `sim --help` says: `device`
+/// when a `device_file` gives the device, `written` and `unit` for a trace workload (it
+/// brings its own requests), and every other option [`no_effect`] names for the job (the
+/// trace options of a synthetic workload, `cat_age` without the CAT or adaptive policy,
+/// the DAC options with one region, the redistribution with several, `segment_summaries`
+/// on a device that keeps none, ...). A job's options are so a self-contained job
+/// specification: given back to `sim` or `sweep` (the non-null values), they run the same
+/// job, with the same id, instead of being refused for giving options without effect.
+///
+/// A null option runs as its default (the job's configuration is built again from the
+/// defaults when it had another value), and the id hashes that default, so a job keeps
+/// the id it always had when its inert options were at their defaults: the keys `device`,
+/// `written` and `unit` hash as null, as they did before the others were nulled. Jobs that
+/// become the same (a grid of `written` values with a trace among the workloads, of
+/// `cb_age` values beside the greedy policy) are one job, the first.
+fn without_inert_options(
+    jobs: Vec<Job>,
+    dims: &[(&KeyDef, Vec<Value>, Origin)],
+    devices: &mut BTreeMap<String, std::result::Result<DeviceSpec, String>>,
+) -> Result<Vec<Job>> {
+    // Hashed as null (these were nulled, in the options and in the id, first).
+    const NULL_IN_ID: [&str; 3] = ["device", "written", "unit"];
     let mut seen = std::collections::BTreeSet::new();
     let mut out = Vec::with_capacity(jobs.len());
-    for mut job in jobs {
-        let from_file = job.config.device_file.is_some();
-        let trace = matches!(job.config.workload, WorkloadSpec::Trace(_));
-        let inert = [("device", from_file), ("written", trace), ("unit", trace)];
-        if inert.iter().any(|k| k.1) {
-            for (k, _) in inert.iter().filter(|k| k.1) {
-                job.options.insert(k.to_string(), Value::Null);
+    for job in jobs {
+        let inert: Vec<&'static str> = KEYS
+            .iter()
+            .map(|d| d.name)
+            .filter(|k| no_effect(k, &job.options[*k], &job.options, &job.config).is_some())
+            .collect();
+        let job = if inert.is_empty() {
+            job
+        } else {
+            // What runs: the inert options at their defaults.
+            let mut ran = job.options.clone();
+            for k in &inert {
+                let def = keydef(k).expect("a key");
+                let (defaults, _) = Spec::new().values_of(def)?;
+                ran.insert(k.to_string(), defaults[0].clone());
             }
-            let inputs = std::mem::take(&mut job.inputs);
-            job = Job::new(job.options, job.config, &inputs);
-        }
+            let config = if ran == job.options {
+                job.config
+            } else {
+                build(&ran, dims, devices)?
+            };
+            let mut hashed = ran;
+            let mut shown = job.options;
+            for k in &inert {
+                shown.insert(k.to_string(), Value::Null);
+                if NULL_IN_ID.contains(k) {
+                    hashed.insert(k.to_string(), Value::Null);
+                }
+            }
+            Job {
+                options: shown,
+                ..Job::new(hashed, config, &job.inputs)
+            }
+        };
         if seen.insert(job.id.clone()) {
             out.push(job);
         }
     }
-    out
+    Ok(out)
 }
 
 /// A canonical value as written in a flag (`none` for null, strings unquoted).
@@ -1167,9 +1187,49 @@ fn value_text(v: &Value) -> String {
     }
 }
 
-/// Why `key` set to `value` changes nothing in a job with these `options` (`None`: it
-/// does change it).
-fn no_effect(key: &str, value: &Value, options: &BTreeMap<String, Value>) -> Option<&'static str> {
+/// Why `key` set to `value` changes nothing in a job with these `options`, built as
+/// `cfg` (`None`: it does change it).
+fn no_effect(
+    key: &str,
+    value: &Value,
+    options: &BTreeMap<String, Value>,
+    cfg: &SimConfig,
+) -> Option<String> {
+    if key == "segment_summaries" {
+        return no_summaries(cfg);
+    }
+    no_effect_static(key, value, options).map(String::from)
+}
+
+/// Why a job built as `cfg` writes no segment summaries whatever `segment_summaries` says:
+/// a header-mode device (no spare area for per-page records) has none, and a spare-mode
+/// segment whose pages past its last slot cannot hold one has none either. `None` when it
+/// has them, or when the FMS refuses the layout (the run says why).
+fn no_summaries(cfg: &SimConfig) -> Option<String> {
+    use ftl::fms::layout::{Layout, RecordMode};
+    let lay = Layout::new(&cfg.device.geometry, cfg.fms.block_size).ok()?;
+    // (`Layout::new` gives summaries wherever they fit.)
+    if lay.summary_page.is_some() {
+        return None;
+    }
+    let name = &cfg.device.name;
+    Some(match lay.mode {
+        RecordMode::Header => {
+            format!("header-mode devices ({name}: no per-page spare records) keep no segment summaries")
+        }
+        RecordMode::Spare => format!(
+            "the segments of {name} with {}-byte blocks have no room for a summary after their last slot",
+            cfg.fms.block_size
+        ),
+    })
+}
+
+/// [`no_effect`] for the keys whose effect the options alone decide.
+fn no_effect_static(
+    key: &str,
+    value: &Value,
+    options: &BTreeMap<String, Value>,
+) -> Option<&'static str> {
     let text = |k: &str| options.get(k).and_then(Value::as_str).unwrap_or_default();
     let trace = text("workload").starts_with("trace:");
     let policy = text("policy");
@@ -1420,7 +1480,8 @@ pub struct Job {
     /// job that reads files (a `device_file`, a `trace:FILE` workload), of their
     /// contents (`file_identity`): the same options on an edited file are another job.
     pub id: String,
-    /// Every key's canonical value.
+    /// Every key's canonical value, null for the options that have no effect on this job
+    /// (see `without_inert_options`).
     pub options: BTreeMap<String, Value>,
     pub config: SimConfig,
     /// What the id hashes of the files the job reads: a line per file (key, path,
@@ -2230,7 +2291,8 @@ mod tests {
         .unwrap()
         .expand()
         .unwrap();
-        assert_eq!(jobs.len(), 16);
+        // One region applies no threshold: its two thresholds are one job each.
+        assert_eq!(jobs.len(), 12);
         for j in &jobs {
             let r = serde_json::to_value(crate::driver::run(&j.config).unwrap()).unwrap();
             for m in SimResult::metrics() {
@@ -2245,9 +2307,11 @@ mod tests {
                     [
                         "policy_greedy_share",
                         "region_threshold_s",
-                        "wear_threshold"
+                        "wear_threshold",
+                        "unit_bytes"
                     ]
-                    .contains(&m)
+                    .contains(&m),
+                    "{m}"
                 );
             }
         }

@@ -239,3 +239,42 @@ fn bench_past_the_clock_range_is_an_error() {
     cfg.written_bytes = 4 << 20;
     assert!(sim::speed::measure(&cfg, 4 << 20, 1).is_ok());
 }
+
+/// One region applies no DAC threshold: a configuration that carries one (as the DAC
+/// paper's experiments build their one-region baselines) reports none, as the job that
+/// runs it alone does (QA stop 24, F2); with regions the threshold is reported.
+#[test]
+fn one_region_reports_no_region_threshold() {
+    for regions in [1u8, 2] {
+        let mut cfg = SimConfig::flagship();
+        cfg.written_bytes = 256 << 10;
+        cfg.fms.regions = regions;
+        cfg.fms.region_threshold_ps = Some(30 * 60 * 1_000_000_000_000);
+        let r = run(&cfg).unwrap();
+        let expect = (regions > 1).then_some(1800.0);
+        assert_eq!(r.region_threshold_s, expect, "{regions} region(s)");
+        assert_eq!(
+            sim::SimResult::has_metric(&cfg, "region_threshold_s"),
+            expect.is_some()
+        );
+    }
+}
+
+/// Busy time against elapsed time: requests that arrive on their own leave the device
+/// idle between them; `device_time_s` (and the throughput over it) leaves that out and
+/// `elapsed_time_s` counts it (QA stop 24, F3).
+#[test]
+fn elapsed_time_counts_idle_time_and_device_time_does_not() {
+    use sim::driver::Arrival;
+    let mut cfg = SimConfig::flagship();
+    cfg.written_bytes = 256 << 10;
+    let closed = run(&cfg).unwrap();
+    assert_eq!(closed.elapsed_time_s, closed.device_time_s);
+    cfg.arrival = Arrival::Poisson { rate: 1.0 };
+    let open = run(&cfg).unwrap();
+    assert_eq!(open.device_time_s, closed.device_time_s);
+    assert_eq!(open.erasures, closed.erasures);
+    // 64 requests, one a second on average.
+    assert!(open.elapsed_time_s > 32.0, "{}", open.elapsed_time_s);
+    assert!(open.elapsed_time_s > open.device_time_s);
+}

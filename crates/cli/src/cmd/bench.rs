@@ -26,7 +26,61 @@ pub struct BenchArgs {
     pub repeat: u32,
 }
 
+/// The `sim` options bench does not offer (hidden from `bench --help` by
+/// [`without_trace_input`]): a trace is finite, so it cannot feed a warm-up and timed
+/// repetitions; bench runs synthetic workloads only.
+pub const TRACE_OPTIONS: [&str; 8] = [
+    "trace_format",
+    "trace_disk",
+    "trace_asu",
+    "blkparse_action",
+    "trace_time_unit",
+    "trace_limit",
+    "skip_bad_lines",
+    "trace_map",
+];
+
+/// `bench`'s command line: `sim`'s options without the trace input ones, and a
+/// `--workload` that offers synthetic workloads only.
+pub fn without_trace_input(cmd: clap::Command) -> clap::Command {
+    let cmd = TRACE_OPTIONS
+        .iter()
+        .fold(cmd, |c, id| c.mut_arg(*id, |a| a.hide(true)));
+    cmd.mut_arg("arrival", |a| {
+        a.help("closed only: bench issues requests back to back (it measures wall-clock speed)")
+    })
+    .mut_arg("workload", |a| {
+        a.help("sequential | random | hotcold:X/Y | phases:W1,W2,... (repeat the flag to compare several workloads; bench runs synthetic workloads only)")
+    })
+}
+
 pub fn run(a: BenchArgs) -> Result<()> {
+    // Traces first: any other error about a trace run (`--written` has no effect on it)
+    // would hide that bench does not run them at all.
+    if a.sim
+        .workload
+        .iter()
+        .any(|w| w.trim().starts_with("trace:"))
+    {
+        bail!("--workload: bench runs synthetic workloads only (a trace is finite)");
+    }
+    let t = &a.sim.trace;
+    let given = |id: &str| match id {
+        "trace_format" => t.trace_format.is_some(),
+        "trace_disk" => t.trace_disk.is_some(),
+        "trace_asu" => t.trace_asu.is_some(),
+        "trace_time_unit" => t.trace_time_unit.is_some(),
+        "trace_limit" => t.trace_limit.is_some(),
+        "skip_bad_lines" => t.skip_bad_lines,
+        // The two with a default value.
+        _ => !a.sim.defaulted.contains(id),
+    };
+    if let Some(id) = TRACE_OPTIONS.iter().find(|id| given(id)) {
+        bail!(
+            "--{}: bench runs synthetic workloads only, so it takes no trace options",
+            id.replace('_', "-")
+        );
+    }
     if a.sim.arrival.iter().any(|x| x != "closed") {
         bail!("--arrival: bench issues requests back to back (closed); it measures wall-clock speed, not device time");
     }

@@ -144,6 +144,11 @@ Results (--json, --csv):
   device                    the preset's name, or `NAME (from FILE)` for a device read from
                             --device-file (options.device is then null: a file can carry a
                             preset's name with other figures)
+  region_threshold_s        the DAC time threshold; null without one and with one region
+  unit_bytes                the request size; null for a trace (its records bring theirs)
+  flash_writes              flash block writes: user_writes + blocks_copied + trim_list_slots
+  trim_list_slots           spare mode: trim-list slots programmed for the workload's trims
+                            (0 in header mode, where a trim clears live bits in place)
   write_amplification       flash block writes (user block writes, cleaning copies, trim-list
                             slots) per user block write; a request smaller than a block is
                             one user block write (the FMS rewrites the whole block)
@@ -152,6 +157,14 @@ Results (--json, --csv):
                             headers, spare areas and index records not counted) per host byte
                             written: write_amplification x block size / request size for
                             requests smaller than a block (--unit 512 on 4 KiB blocks: x8)
+  device_time_s             the device's busy time: its operations for the requests and
+                            the cleaning they cause, without idle time between arrivals, so
+                            the same for closed, poisson and trace arrivals
+  throughput_bytes_per_s    written_bytes per second of device_time_s (busy time): what the
+                            device sustains back to back, not bandwidth over the run
+  elapsed_time_s            simulated time from the workload's start to the last request's
+                            completion, idle time included (device_time_s when closed);
+                            bandwidth or IOPS over the run: written_bytes or requests / it
   retired_segments          segments whose erase block went bad during the workload (worn
                             out under --endurance, or failed)
   spare_reads               spare-area reads of the device during the workload and the
@@ -163,11 +176,14 @@ Results (--json, --csv):
                             is its bucket's upper bound, not an exact observed value
 Every option that takes a list (--policy greedy,cat, --device PRESET,PRESET, --trace-map
 modulo,compact, ...) runs the product of the lists, one job each, as a sweep spec does.
-Options with no effect on a job are null in its options object: device with --device-file,
-written and unit with a trace workload. The table has a column for every option that varies,
-a retired column when a segment retired, and mean/p99 latency columns when requests arrive
-on their own (poisson or trace arrivals). When some jobs of a grid fail, the others are
-reported, each failure gets a line on stderr naming its options, and the exit status is 1.";
+Options with no effect on a job are null in its options object (device with --device-file,
+written and unit with a trace workload, the trace options with a synthetic one, cat_age
+without the cat or adaptive policy, the DAC options with one region, ...), so its non-null
+options, given back to sim or sweep, run the same job with the same id. The table has a
+column for every option that varies, a retired column when a segment retired, and mean/p99
+latency columns when requests arrive on their own (poisson or trace arrivals). When some
+jobs of a grid fail, the others are reported, each failure gets a line on stderr naming its
+options, and the exit status is 1; an error common to every job is one line.";
 
 /// The grid the flags describe (the same [`Spec`] a sweep file gives).
 pub fn spec(a: &SimArgs) -> Result<Spec> {
@@ -275,10 +291,7 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
 pub fn varying(options: &[&BTreeMap<String, Value>]) -> Vec<&'static str> {
     sim::sweep::key_names()
         .into_iter()
-        .filter(|k| {
-            let first = options.first().and_then(|o| o.get(*k));
-            options.iter().any(|o| o.get(*k) != first)
-        })
+        .filter(|k| sim::sweep::varies(k, options.iter().filter_map(|o| o.get(*k))))
         .collect()
 }
 
@@ -301,15 +314,15 @@ pub fn value_text(v: &Value) -> String {
 /// Run jobs on all cores with a progress bar (requests of the one run, or jobs done).
 /// Every job is checked first, so an impossible combination is refused before the others
 /// run rather than after. A job that fails while running (a device worn out under
-/// `--endurance`) fails alone: its error, labelled with the options that tell it from the
-/// grid's other jobs, is in its slot, and the other jobs' results are kept.
+/// `--endurance`) fails alone: its error is in its slot (the caller labels it with the
+/// options that tell it from the grid's other jobs), and the other jobs' results are kept.
 pub fn execute_each(jobs: &[Job]) -> Result<Vec<Result<SimResult>>> {
     let keys = varying(&jobs.iter().map(|j| &j.options).collect::<Vec<_>>());
-    for job in jobs {
-        sim::driver::check(&job.config).map_err(|e| match describe(&job.options, &keys) {
-            label if label.is_empty() => e,
-            label => anyhow!("{label}: {e:#}"),
-        })?;
+    if let Err((job, e)) = check_jobs(jobs) {
+        return Err(match job.map(|j| describe(&j.options, &keys)) {
+            Some(label) if !label.is_empty() => anyhow!("{label}: {e:#}"),
+            _ => e,
+        });
     }
     if let [job] = jobs {
         let c = &job.config;
@@ -334,14 +347,31 @@ pub fn execute_each(jobs: &[Job]) -> Result<Vec<Result<SimResult>>> {
         bar.inc(1);
     })?;
     bar.finish();
-    Ok(jobs
-        .iter()
-        .zip(slots)
-        .map(|(job, slot)| {
-            let r = slot.into_inner().expect("slot").expect("every job ran");
-            r.map_err(|e| anyhow!("{}: {e:#}", describe(&job.options, &keys)))
-        })
+    Ok(slots
+        .into_iter()
+        .map(|slot| slot.into_inner().expect("slot").expect("every job ran"))
         .collect())
+}
+
+/// Check every job of a grid before any runs ([`sim::driver::check`]). The first
+/// failure comes back with its job, or without one when every job fails with the same
+/// error: a cause common to the grid (written bytes that are no whole number of requests,
+/// a trace that cannot be opened) is said once, without options it does not depend on.
+pub fn check_jobs(jobs: &[Job]) -> std::result::Result<(), (Option<&Job>, anyhow::Error)> {
+    let check = |j: &Job| sim::driver::check(&j.config).err();
+    let Some((i, e)) = jobs
+        .iter()
+        .enumerate()
+        .find_map(|(i, j)| check(j).map(|e| (i, e)))
+    else {
+        return Ok(());
+    };
+    let text = format!("{e:#}");
+    let everywhere = i == 0
+        && jobs[1..]
+            .iter()
+            .all(|j| check(j).is_some_and(|e| format!("{e:#}") == text));
+    Err(((!everywhere).then_some(&jobs[i]), e))
 }
 
 /// A one-line note on stderr (e.g. fewer runs at a time for lack of RAM).
@@ -362,21 +392,28 @@ pub fn run(a: SimArgs) -> Result<()> {
     // The jobs that ran and their results; the others' errors (each names its options).
     let mut ran: Vec<Job> = Vec::new();
     let mut results: Vec<SimResult> = Vec::new();
-    let mut failed: Vec<anyhow::Error> = Vec::new();
+    let mut failed: Vec<(&Job, anyhow::Error)> = Vec::new();
     for (job, r) in jobs.iter().zip(execute_each(&jobs)?) {
         match r {
             Ok(r) => {
                 ran.push(job.clone());
                 results.push(r);
             }
-            Err(e) => failed.push(e),
+            Err(e) => failed.push((job, e)),
         }
     }
-    if jobs.len() == 1 {
-        if let Some(e) = failed.pop() {
-            return Err(e);
+    // One job, or every job failing alike (a trace line every job stops at): one line,
+    // without options the error does not depend on.
+    if results.is_empty() && !failed.is_empty() {
+        let first = format!("{:#}", failed[0].1);
+        if failed.iter().all(|(_, e)| format!("{e:#}") == first) {
+            return Err(failed.swap_remove(0).1);
         }
     }
+    let failed: Vec<anyhow::Error> = failed
+        .into_iter()
+        .map(|(job, e)| anyhow!("{}: {e:#}", describe(&job.options, &keys)))
+        .collect();
     for r in &results {
         if let Some(t) = r.trace.as_ref().filter(|t| t.skipped_bad_lines > 0) {
             eprintln!(

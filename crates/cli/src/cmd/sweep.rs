@@ -93,6 +93,19 @@ pub fn run(a: SweepArgs) -> Result<()> {
         out.flush()?;
         return Ok(());
     }
+    // A job that cannot run (a trace filter of another format, written bytes that are no
+    // whole number of requests, a fill beyond the capacity) is a spec error: refused in
+    // one line before anything runs or is written, as `sim` refuses it.
+    if let Err((job, e)) = super::sim::check_jobs(&jobs) {
+        bail!(
+            "{}: {e:#}",
+            match job {
+                Some(j) if !keys.is_empty() =>
+                    format!("{} [{}]", a.spec.display(), describe(&j.options, &keys)),
+                _ => a.spec.display().to_string(),
+            }
+        );
+    }
     let (mut done, dropped) = match &a.out {
         Some(out) => load_done(out, &jobs)?,
         None => (BTreeMap::new(), 0),
@@ -195,6 +208,16 @@ pub fn run(a: SweepArgs) -> Result<()> {
         .iter()
         .map(|r| Value::Object(r.result.clone()))
         .collect();
+    // Every job failed: no empty table or CSV, one line (each failure is retried by a
+    // rerun).
+    if records.is_empty() && !failures.is_empty() {
+        bail!(
+            "{} of {} jobs failed (not written, a rerun retries them); first: {}",
+            failures.len(),
+            jobs.len(),
+            failures[0]
+        );
+    }
     // The CSV before the plot: a plot that fails must not lose the results. Its columns
     // in the order of `sim --csv` (the results were read back as JSON objects).
     if let Some(path) = &a.report.csv {

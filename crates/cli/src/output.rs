@@ -349,7 +349,12 @@ fn csv_cell(v: &serde_json::Value) -> String {
     match v {
         Value::Null => String::new(),
         Value::String(s) => s.clone(),
-        Value::Array(items) => items.iter().map(csv_cell).collect::<Vec<_>>().join(" "),
+        // A list of numbers or names: space-separated. A list holding structures (arrays
+        // of objects), like an object, is JSON text, which any JSON reader parses (items
+        // space-joined could not be told apart).
+        Value::Array(items) if items.iter().all(|x| !x.is_array() && !x.is_object()) => {
+            items.iter().map(csv_cell).collect::<Vec<_>>().join(" ")
+        }
         other => other.to_string(),
     }
 }

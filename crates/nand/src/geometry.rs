@@ -127,10 +127,20 @@ impl Timing {
             ("program_ns_per_byte", self.program_ns_per_byte),
             ("erase_us", self.erase_us),
         ];
+        // A value as given, in scientific notation when plain digits would run long
+        // (`1e308`, not 309 digits).
+        let shown = |v: f64| {
+            if v.is_finite() && v.abs() >= 1e15 {
+                format!("{v:e}")
+            } else {
+                format!("{v}")
+            }
+        };
         for (name, v) in fields {
             if !v.is_finite() || v < 0.0 {
                 return Err(NandError::config(format!(
-                    "timing.{name}: must be a finite number >= 0, got {v}"
+                    "timing.{name}: must be a finite number >= 0, got {}",
+                    shown(v)
                 )));
             }
             // Bounds far above any flash (an erase takes milliseconds) that keep one
@@ -143,7 +153,8 @@ impl Timing {
             if v > max {
                 let unit = if name.ends_with("_us") { "µs" } else { "ns" };
                 return Err(NandError::config(format!(
-                    "timing.{name}: {v} is more than {max:e} {unit}, far beyond any flash"
+                    "timing.{name}: {} is more than {max:e} {unit}, far beyond any flash",
+                    shown(v)
                 )));
             }
         }
@@ -528,6 +539,13 @@ mod tests {
         let re = set_value(&text, "read_us = ", "-inf");
         let err = DeviceSpec::from_toml(&re).unwrap_err().to_string();
         assert!(err.contains("timing.read_us"), "{err}");
+        // A huge value is shown as given, not as 309 digits (QA stop 24).
+        let re = set_value(&text, "erase_us = ", "1e308");
+        let err = DeviceSpec::from_toml(&re).unwrap_err().to_string();
+        assert!(
+            err.contains("timing.erase_us: 1e308 is more than") && err.len() < 200,
+            "{err}"
+        );
     }
 
     /// `text` with the value after the first `key` (to the end of its line) set to `v`.

@@ -1194,6 +1194,18 @@ fn multi_disk_traces_read_as_one_warn_once() {
         "--json",
     ]));
     warned(&o);
+    // A sweep's jobs read it too: the same one warning.
+    let spec = dir.path().join("s.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "policy = [\"greedy\", \"cat\"]\nworkload = \"trace:{}\"\n",
+            path_str(&msr)
+        ),
+    )
+    .unwrap();
+    let o = ok(flashkit(["sweep", path_str(&spec), "--json"]));
+    warned(&o);
     // With the filter, nothing to say.
     let o = ok(flashkit([
         "trace",

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Mutex;
 
 use anyhow::{anyhow, Result};
 use clap::Args;
@@ -414,15 +415,9 @@ pub fn run(a: SimArgs) -> Result<()> {
         .into_iter()
         .map(|(job, e)| anyhow!("{}: {e:#}", describe(&job.options, &keys)))
         .collect();
+    let warned = Mutex::new(BTreeSet::new());
     for r in &results {
-        if let Some(t) = r.trace.as_ref().filter(|t| t.skipped_bad_lines > 0) {
-            eprintln!(
-                "flashkit: warning: {}: skipped {} malformed lines (first: {})",
-                t.path,
-                t.skipped_bad_lines,
-                t.first_bad_line.as_deref().unwrap_or("?")
-            );
-        }
+        warn_trace(r, &warned);
     }
     let options: Vec<&BTreeMap<String, Value>> = ran.iter().map(|j| &j.options).collect();
     let values = results
@@ -694,4 +689,26 @@ pub fn table_with_keys(
         row
     });
     grid_table_keys(options, keys, &SHOWN, &headers, cells).print()
+}
+
+/// What reading a result's trace found (malformed lines skipped, several disks read as
+/// one), as warnings on stderr, once each in `warned` however many jobs read the trace.
+pub(super) fn warn_trace(r: &SimResult, warned: &Mutex<BTreeSet<String>>) {
+    let Some(t) = r.trace.as_ref() else {
+        return;
+    };
+    let skipped = (t.skipped_bad_lines > 0).then(|| {
+        format!(
+            "{}: skipped {} malformed lines (first: {})",
+            t.path,
+            t.skipped_bad_lines,
+            t.first_bad_line.as_deref().unwrap_or("?")
+        )
+    });
+    let mut warned = warned.lock().unwrap_or_else(|e| e.into_inner());
+    for w in skipped.into_iter().chain(t.merged_devices_warning.clone()) {
+        if warned.insert(w.clone()) {
+            eprintln!("flashkit: warning: {w}");
+        }
+    }
 }

@@ -154,10 +154,14 @@ pub fn run(a: SweepArgs) -> Result<()> {
     let fresh: Vec<Mutex<Option<Result<Record, String>>>> =
         sub.iter().map(|_| Mutex::new(None)).collect();
     let bar = Progress::jobs(sub.len() as u64);
+    let warned = Mutex::new(std::collections::BTreeSet::new());
     sim::sweep::run_jobs(&sub, a.jobs, &super::sim::note, |k, r| {
         let job = &sub[k];
         let rec = r
-            .and_then(|result| Record::new(job, &result))
+            .and_then(|result| {
+                super::sim::warn_trace(&result, &warned);
+                Record::new(job, &result)
+            })
             .map_err(|e| format!("{e:#}"));
         let line = rec
             .as_ref()

@@ -49,6 +49,11 @@ pub struct TraceRunInfo {
     pub distinct_blocks: Option<u64>,
     /// The first malformed line skipped (`--skip-bad-lines`).
     pub first_bad_line: Option<String>,
+    /// The records came from several disks and were read as one address space (no
+    /// `--trace-disk`): the warning to give ([`super::Counts::merged_devices_warning`]).
+    /// Not a key of the results: the command that ran the trace prints it.
+    #[serde(skip)]
+    pub merged_devices_warning: Option<String>,
 }
 
 /// Requests per batch handed from the reading thread to the simulation.
@@ -165,14 +170,6 @@ pub fn requests(
                         return;
                     }
                     None => {
-                        // `sim` has no other way to say it (the result has no key for
-                        // it); once per process, however many jobs read the trace.
-                        let c = m.reader.counts();
-                        if let Some(w) =
-                            c.merged_devices_warning(m.reader.file(), m.reader.format())
-                        {
-                            super::warn_once(&w);
-                        }
                         let _ = tx.send(Msg::Batch(batch));
                         let _ = tx.send(Msg::Done(Box::new(m.info())));
                         return;
@@ -240,6 +237,8 @@ impl Mapper {
         i.skipped_zero_size = c.skipped_zero_size;
         i.skipped_other_device = c.skipped_other_device;
         i.first_bad_line = c.first_bad_line.clone();
+        i.merged_devices_warning =
+            c.merged_devices_warning(self.reader.file(), self.reader.format());
         i
     }
 

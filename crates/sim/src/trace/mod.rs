@@ -383,19 +383,6 @@ impl Counts {
     }
 }
 
-/// Print `flashkit: warning: MSG` on stderr, once per process for the same message (a
-/// sweep runs the same trace in many jobs).
-pub fn warn_once(msg: &str) {
-    use std::collections::HashSet;
-    use std::sync::{Mutex, OnceLock};
-    static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-    let seen = SEEN.get_or_init(|| Mutex::new(HashSet::new()));
-    let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
-    if seen.insert(msg.to_string()) {
-        eprintln!("flashkit: warning: {msg}");
-    }
-}
-
 /// A fast hash for block numbers (FxHash); trace maps and statistics hash millions of them.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct FxHasher(u64);

@@ -104,6 +104,49 @@ fn program_short(old: &mut [u8], new: &[u8]) -> bool {
     true
 }
 
+/// Whether programming `new` over `old` (the same length) only clears bits: a word at a
+/// time, overlapping, for 8 to 32 bytes (a spare record), bytes below that (a page mark),
+/// without a call or a loop over the bytes.
+#[inline(always)]
+fn clears_only_short(old: &[u8], new: &[u8]) -> bool {
+    let n = new.len();
+    if (8..=32).contains(&n) && old.len() == n {
+        let (a1, a2) = if n <= 16 { (0, n - 8) } else { (8, n - 16) };
+        let a3 = n - 8;
+        (word(new, 0) & !word(old, 0))
+            | (word(new, a1) & !word(old, a1))
+            | (word(new, a2) & !word(old, a2))
+            | (word(new, a3) & !word(old, a3))
+            == 0
+    } else if n < 8 {
+        old.iter().zip(new).all(|(o, w)| w & !o == 0)
+    } else {
+        first_set_bit(old, new).is_none()
+    }
+}
+
+/// `dst.copy_from_slice(src)` of a short range (a spare record or mark) without a call to
+/// `memcpy`: a word at a time, overlapping, for 8 to 32 bytes.
+#[inline(always)]
+fn copy_short(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if (8..=32).contains(&n) && dst.len() == n {
+        let (a1, a2) = if n <= 16 { (0, n - 8) } else { (8, n - 16) };
+        let a3 = n - 8;
+        let (w0, w1, w2, w3) = (word(src, 0), word(src, a1), word(src, a2), word(src, a3));
+        dst[0..8].copy_from_slice(&w0.to_le_bytes());
+        dst[a1..a1 + 8].copy_from_slice(&w1.to_le_bytes());
+        dst[a2..a2 + 8].copy_from_slice(&w2.to_le_bytes());
+        dst[a3..a3 + 8].copy_from_slice(&w3.to_le_bytes());
+    } else if n < 8 {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = *s;
+        }
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
 /// `dst.copy_from_slice(src)`, without a call to `memcpy` for a single byte (the FMS reads
 /// and clears live flags one byte at a time).
 #[inline(always)]
@@ -819,7 +862,7 @@ impl Store for PayloadlessStore {
         for (k, &e) in ends.iter().enumerate() {
             let base = (first as usize + k) * ss + col;
             let new = &spares[at..e as usize];
-            if first_set_bit(&self.spare[base..base + new.len()], new).is_some() {
+            if !clears_only_short(&self.spare[base..base + new.len()], new) {
                 return false;
             }
             at = e as usize;
@@ -827,7 +870,9 @@ impl Store for PayloadlessStore {
         self.program_opaque_pages(first, ends.len() as u32);
         let mut at = 0usize;
         for (k, &e) in ends.iter().enumerate() {
-            self.write_spare(first + k as u64, col, &spares[at..e as usize]);
+            let base = (first as usize + k) * ss + col;
+            let new = &spares[at..e as usize];
+            copy_short(&mut self.spare[base..base + new.len()], new);
             at = e as usize;
         }
         true
@@ -932,6 +977,37 @@ impl Store for PayloadlessStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `clears_only_short` and `copy_short` (the spare bytes of a batch) against
+    /// `first_set_bit` and `copy_from_slice`, at every length from 0 to 40: a bit set at
+    /// each byte is seen, and a copy leaves exactly the new bytes, nothing outside them.
+    #[test]
+    fn short_spare_checks_and_copies_agree_with_the_general_ones() {
+        for n in 0..=40usize {
+            let old = vec![0xA5u8; n];
+            let same: Vec<u8> = old.iter().map(|b| b & 0x3C).collect();
+            assert!(clears_only_short(&old, &same), "{n}");
+            for i in 0..n {
+                for bit in [0u8, 1, 6] {
+                    let mut new = same.clone();
+                    new[i] |= 1 << bit;
+                    assert_eq!(
+                        clears_only_short(&old, &new),
+                        first_set_bit(&old, &new).is_none(),
+                        "{n} {i} {bit}"
+                    );
+                }
+            }
+            let mut dst = vec![0x11u8; n + 4];
+            let src: Vec<u8> = (0..n as u8).map(|b| b.wrapping_mul(37)).collect();
+            copy_short(&mut dst[2..2 + n], &src);
+            assert_eq!(&dst[2..2 + n], &src[..], "{n}");
+            assert_eq!(
+                (dst[0], dst[1], dst[n + 2], dst[n + 3]),
+                (0x11, 0x11, 0x11, 0x11)
+            );
+        }
+    }
 
     /// `program_short` against `first_set_bit` and `copy_from_slice`, at every length it
     /// takes: a bit set at each byte is refused (nothing written), and a program that

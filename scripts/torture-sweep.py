@@ -53,7 +53,7 @@ SETUPS = [
     ["--policy", "cost-benefit", "--redistribution", "m4"],
     ["--policy", "adaptive", "--regions", "3"],
     ["--policy", "cat", "--regions", "2", "--region-select", "most-segments"],
-    ["--policy", "greedy", "--redistribution", "m5", "--regions", "4", "--region-threshold", "1s"],
+    ["--policy", "greedy", "--regions", "4", "--region-threshold", "1s"],
     ["--policy", "cost-benefit", "--regions", "2", "--region-select", "most-garbage"],
     ["--policy", "cost-benefit", "--redistribution", "m2"],
     ["--policy", "cat", "--redistribution", "m3"],

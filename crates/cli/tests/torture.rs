@@ -327,7 +327,7 @@ fn a_segment_reused_by_another_stream_stays_that_streams() {
 #[test]
 fn spare_mode_trims_with_wear_swaps_and_failures() {
     for args in [
-        "--device nandsim-256m --seed 737 --ops 200 --failures 0 --segments 20 --page-size 64 --block-size 512 --wear-threshold 1 --policy greedy --redistribution m5 --regions 4 --region-threshold 1s",
+        "--device nandsim-256m --seed 737 --ops 200 --failures 0 --segments 20 --page-size 64 --block-size 512 --wear-threshold 1 --policy greedy --regions 4 --region-threshold 1s",
         "--device nandsim-256m --seed 551 --ops 600 --failures 2 --segments 16 --page-size 512 --block-size 512 --policy greedy --redistribution m1",
     ] {
         every_cut_is_clean(args, 1000);
@@ -485,6 +485,19 @@ fn options_a_torture_would_ignore_are_refused() {
             "--skip-bad-lines",
         ),
         (vec!["--csv", "/nonexistent/x.csv"], "--csv"),
+        (
+            vec!["--regions", "4", "--redistribution", "m4"],
+            "--redistribution",
+        ),
+        (
+            vec!["--target", "fms-format", "--failures", "1"],
+            "--failures",
+        ),
+        (
+            vec!["--target", "fms-format", "--bitflip-rate", "1e-5"],
+            "--bitflip-rate",
+        ),
+        (vec!["--target", "fms-format", "--replay"], "--replay"),
     ] {
         let mut args = vec!["torture", "--device", "nandsim-256m", "--ops", "50"];
         args.extend(&extra);
@@ -592,4 +605,45 @@ fn too_few_segments_says_what_the_fms_needs() {
         "50",
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
+}
+
+/// `--target fms-format`: cuts in the format over the medium the workload left; the JSON
+/// report counts what each cut's mount found.
+#[test]
+fn format_cuts_as_json() {
+    let o = flashkit([
+        "torture",
+        "--target",
+        "fms-format",
+        "--device",
+        "nandsim-256m",
+        "--seed",
+        "4",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    assert_eq!(v["target"], "fms-format");
+    assert_eq!(v["violations"], 0, "{v}");
+    assert_eq!(v["cut_points"], v["ops"], "every program and erase is cut");
+    let m = &v["format_mounts"];
+    let sum: u64 = ["new_medium", "old_medium", "refused"]
+        .iter()
+        .map(|k| m[k].as_u64().unwrap_or_else(|| panic!("{k}: {v}")))
+        .sum();
+    assert_eq!(Some(sum), v["cut_points"].as_u64(), "{v}");
+    assert!(v["recovery"]["earlier_format"].as_u64().unwrap() > 0, "{v}");
+    let o = flashkit([
+        "torture",
+        "--device",
+        "nandsim-256m",
+        "--ops",
+        "50",
+        "--cuts",
+        "3",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["format_mounts"].is_null(), "{v}");
 }

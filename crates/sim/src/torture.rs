@@ -112,6 +112,10 @@
 //! Cut points are independent and run on all cores; the report does not depend on the
 //! number of threads.
 
+mod format;
+
+pub use format::FormatMounts;
+
 use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -210,6 +214,10 @@ pub struct TortureConfig {
     /// the length of the workload and is kept to cross-check the forks. Runs with injected
     /// failures always replay. Default: false.
     pub replay: bool,
+    /// Cut the format instead (`--target fms-format`): power cuts at every program and
+    /// erase of a format over the medium the workload left (see "Format cuts" in
+    /// `torture/format.rs`). Not with `failures` or `bitflip_rate`. Default: false.
+    pub format: bool,
 }
 
 impl TortureConfig {
@@ -235,6 +243,7 @@ impl TortureConfig {
             trace: None,
             flush_every: 8,
             replay: false,
+            format: false,
             device,
         }
     }
@@ -271,7 +280,8 @@ pub struct TortureReport {
     pub workload_ops: usize,
     /// Whether some writes wrote 0xFF sectors ([`TortureConfig::fill_writes`]).
     pub fill_writes: bool,
-    /// Programs and erases of the fault-free workload: the possible cut points.
+    /// Programs and erases of the fault-free workload (of the format, with target
+    /// `fms-format`): the possible cut points.
     pub ops: u64,
     /// Cut points run.
     pub cut_points: u64,
@@ -302,6 +312,9 @@ pub struct TortureReport {
     /// of) each thing it repairs or skips (`ftl::fms::MountReport`). A path at 0 was not
     /// tested by this run.
     pub recovery: RecoveryCounts,
+    /// Target `fms-format`: cut points by what the mount after the cut found (the new
+    /// medium, the old one, or a refusal); null for target `fms`.
+    pub format_mounts: Option<FormatMounts>,
     /// Whether the medium was formatted with ECC codes, and the bit flip rate of reads.
     pub ecc: bool,
     /// The code (`SEC-DED`, `BCH-T`; `none`), as `fms format` names it.
@@ -380,6 +393,9 @@ pub struct RecoveryCounts {
     pub unreadable_trim_lists: u64,
     pub grown_bad_read: u64,
     pub index_lost: u64,
+    /// Cut points whose mount found segments of an earlier format (a format stopped part
+    /// way: `MountReport::earlier_format`), taken for dirty.
+    pub earlier_format: u64,
     /// Cut points whose mount read at least one segment summary (not a recovery path:
     /// the coverage of summaries, which the next mount checks against every record).
     pub summaries_read: u64,
@@ -394,6 +410,7 @@ impl RecoveryCounts {
         self.unreadable_trim_lists += (r.unreadable_trim_lists > 0) as u64;
         self.grown_bad_read += (r.grown_bad_read > 0) as u64;
         self.index_lost += r.index_lost as u64;
+        self.earlier_format += (!r.earlier_format.is_empty()) as u64;
     }
 
     /// The counts in the order of [`MountReport::PATHS`].
@@ -429,6 +446,10 @@ impl TortureReport {
     /// the run exercised them all. On a full-size device the prefill leaves thousands of
     /// free segments, which a few hundred operations never use up.
     pub fn untested(&self, wear_levelling: bool) -> Vec<String> {
+        if self.format_mounts.is_some() {
+            // Format cuts: the workload only makes the old medium.
+            return Vec::new();
+        }
         let ops = if self.workload == "random" {
             format!(
                 "raise --ops (each writes about one block; about {}, the logical block count, would start it)",
@@ -901,6 +922,8 @@ struct RunOutcome {
     index_moves: u64,
     /// Cut run: what the mount after the cut found to repair or skip.
     recovered: Option<MountReport>,
+    /// Format cut: what the mount after the cut found.
+    format_found: Option<format::Found>,
     reads: ReadCounts,
 }
 
@@ -1139,6 +1162,7 @@ impl RunOutcome {
             wear_swaps: 0,
             index_moves: 0,
             recovered: None,
+            format_found: None,
             reads: ReadCounts::default(),
         }
     }
@@ -1332,7 +1356,7 @@ fn after_workload(
     was_cut: bool,
     fms: Fms,
     mut model: Model,
-    mut buf: Vec<u8>,
+    buf: Vec<u8>,
     out: &mut RunOutcome,
 ) -> Result<(), String> {
     out.device_ops = fms.nand().op_count();
@@ -1413,11 +1437,27 @@ fn after_workload(
         return Ok(());
     }
 
-    // Check (5): the FMS keeps working. First a few writes, a flush and a clean remount,
-    // which must rebuild exactly the tables the running FMS had and read back every
-    // sector; then writes and trims enough to make the cleaner run, and another remount.
     model.settle(&seen);
-    let salt = cut.unwrap_or(0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    keeps_working(ctx, cut.unwrap_or(0), f2, model, buf, &lost, out)
+}
+
+/// Check (5): the FMS `f2`, mounted after a cut and checked, keeps working. First a few
+/// writes, a flush and a clean remount, which must rebuild exactly the tables the running
+/// FMS had and read back every sector; then writes and trims enough to make the cleaner
+/// run, and another remount. `model` holds what `f2` read back; `salt` seeds the writes;
+/// `lost`: the segments whose header the cut left unreadable (check 4 skips them).
+fn keeps_working(
+    ctx: &Ctx,
+    salt: u64,
+    mut f2: Fms,
+    mut model: Model,
+    mut buf: Vec<u8>,
+    lost: &[bool],
+    out: &mut RunOutcome,
+) -> Result<(), String> {
+    let reads = &mut out.reads;
+    let problems = &mut out.problems;
+    let salt = salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(ctx.seed ^ salt ^ 0xC0FFEE);
     let mut tag = ctx.next_tag;
     let mut more = |rng: &mut Xoshiro256PlusPlus, trims: bool| {
@@ -1463,7 +1503,7 @@ fn after_workload(
             "after recovery, writes and a flush: a clean remount rebuilds other tables than the running FMS had: {diff}"
         ));
     }
-    check_erase_counts(&f3, &lost, "after recovery", problems);
+    check_erase_counts(&f3, lost, "after recovery", problems);
     let seen = read_all(ctx, &mut f3, "after recovery").inspect_err(|_| reads.add_fms(&f3))?;
     verify(&model, &seen, "after recovery: ", problems);
     if !problems.is_empty() {
@@ -1491,7 +1531,7 @@ fn after_workload(
         .inspect_err(|_| reads.add_fms(&f3))?;
     model.flushed();
     let mut f4 = remount(ctx, f3, "after recovery, phase 2: remount", reads)?;
-    check_erase_counts(&f4, &lost, "after recovery, phase 2", problems);
+    check_erase_counts(&f4, lost, "after recovery, phase 2", problems);
     let seen = read_all(ctx, &mut f4, "after recovery, phase 2");
     reads.add_fms(&f4);
     verify(&model, &seen?, "after recovery, phase 2: ", problems);
@@ -1651,7 +1691,6 @@ pub fn run_with_progress(
             base.problems.join("; ")
         ));
     }
-    let total_ops = base.device_ops;
     let mut violations = 0;
     if !base.problems.is_empty() {
         violations += 1;
@@ -1659,6 +1698,28 @@ pub fn run_with_progress(
         p.extend(base.reads.beyond_ecc());
         failures.push(format!("{FAULT_FREE_RUN}{}", p.join("; ")));
     }
+    // Format cuts: the medium the workload left, and a fault-free format of it checked as
+    // a cut run is (a failure of either is the fault-free run's, and no cut runs).
+    let mut format_mounts = cfg.format.then(FormatMounts::default);
+    let old = if cfg.format && base.problems.is_empty() {
+        let old = format::OldMedium::build(&ctx)?;
+        let r = format::run_cut(&ctx, &old, None);
+        if !r.problems.is_empty() {
+            violations += 1;
+            failures.push(format!(
+                "{FAULT_FREE_RUN}the format without a cut: {}",
+                r.problems.join("; ")
+            ));
+        }
+        r.problems.is_empty().then_some(old)
+    } else {
+        None
+    };
+    let total_ops = match &old {
+        Some(o) => o.format_ops,
+        None if cfg.format => 0,
+        None => base.device_ops,
+    };
 
     let cuts: Vec<u64> = match cfg.cuts {
         Cuts::Sample(n) if n < total_ops => {
@@ -1689,6 +1750,7 @@ pub fn run_with_progress(
     let done = AtomicUsize::new(0);
     let results: Mutex<Vec<(u64, Vec<String>)>> = Mutex::new(Vec::new());
     let recovery: Mutex<RecoveryCounts> = Mutex::new(RecoveryCounts::default());
+    let found: Mutex<FormatMounts> = Mutex::new(FormatMounts::default());
     let reads: Mutex<ReadCounts> = Mutex::new(base.reads.clone());
     // "cut k/n": with failures, also how far the cut fell after the last one before it.
     let label = |k: u64| match ctx.fail_ops.iter().rev().find(|&&j| j < k) {
@@ -1717,6 +1779,9 @@ pub fn run_with_progress(
         if let Some(m) = &r.recovered {
             recovery.lock().unwrap().add(m);
         }
+        if let Some(f) = r.format_found {
+            found.lock().unwrap().add(f);
+        }
         reads.lock().unwrap().add(&r.reads);
         if !r.problems.is_empty() {
             r.problems.extend(r.reads.beyond_ecc());
@@ -1725,7 +1790,11 @@ pub fn run_with_progress(
         let d = done.fetch_add(1, Ordering::Relaxed) as u64 + 1;
         progress(d, total);
     };
-    if fork {
+    if let Some(old) = &old {
+        run_pool(threads, &cuts, &|k| {
+            finish(k, format::run_cut(&ctx, old, Some(k)))
+        });
+    } else if fork {
         // One thread runs the workload and forks it at the cuts; the workers take the
         // forks (a rendezvous channel: at most one fork waits, so the device copies in
         // RAM are the workers' and two more, as checked above).
@@ -1760,16 +1829,10 @@ pub fn run_with_progress(
         });
         forked?;
     } else {
-        let next = AtomicUsize::new(0);
-        std::thread::scope(|s| {
-            for _ in 0..threads {
-                s.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&k) = cuts.get(i) else { break };
-                    finish(k, run_one(&ctx, Some(k)));
-                });
-            }
-        });
+        run_pool(threads, &cuts, &|k| finish(k, run_one(&ctx, Some(k))));
+    }
+    if let Some(m) = &mut format_mounts {
+        *m = found.into_inner().unwrap();
     }
     let mut bad = results.into_inner().unwrap();
     bad.sort_by_key(|(k, _)| *k);
@@ -1779,7 +1842,7 @@ pub fn run_with_progress(
     }
 
     Ok(TortureReport {
-        target: "fms".into(),
+        target: if cfg.format { "fms-format" } else { "fms" }.into(),
         device: cfg.device.name.clone(),
         seed: cfg.seed,
         cuts: cfg.cuts.to_string(),
@@ -1812,6 +1875,7 @@ pub fn run_with_progress(
         wear_swaps: base.wear_swaps,
         index_moves: base.index_moves,
         recovery: recovery.into_inner().unwrap(),
+        format_mounts,
         ecc: lay.ecc(),
         ecc_code: ftl::fms::layout::ecc_name(lay.ecc_t),
         live_flag: lay.live.name(lay.mode).to_string(),
@@ -1822,6 +1886,20 @@ pub fn run_with_progress(
         reads: reads.into_inner().unwrap(),
         elapsed_s: t0.elapsed().as_secs_f64(),
     })
+}
+
+/// Run `job(k)` for every cut point `k` of `cuts` on `threads` threads.
+fn run_pool(threads: usize, cuts: &[u64], job: &(dyn Fn(u64) + Sync)) {
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&k) = cuts.get(i) else { break };
+                job(k);
+            });
+        }
+    });
 }
 
 #[cfg(test)]

@@ -557,3 +557,42 @@ fn violations_from_reads_beyond_the_code_say_so() {
         );
     }
 }
+
+/// Format cuts (`--target fms-format`): every program and erase of a format over the
+/// medium the workload left, on the three presets (header mode; spare mode with segment
+/// summaries; multi-page slots with ECC). After each cut the medium mounts as the new
+/// format reading zeros or as the old one holding only what it held, keeps working, and
+/// formats again keeping every erase count that survived. Both outcomes and the mount's
+/// earlier-format path must be met, and a lost header must be met (index lost: the old
+/// index segment, which the format erases first on these media).
+#[test]
+fn format_cut_at_every_program_and_erase() {
+    for (preset, seed, ecc) in [
+        ("intel-series2plus-24m", 11, false),
+        ("nandsim-256m", 12, false),
+        ("mlc2-2g", 13, true),
+    ] {
+        let mut c = cfg(preset, Cuts::Every, seed);
+        c.format = true;
+        c.fms.ecc = ecc;
+        let r = run(&c);
+        assert_eq!(r.target, "fms-format");
+        assert_eq!(
+            r.cut_points, r.ops,
+            "{preset}: every program and erase is cut"
+        );
+        assert!(r.ops >= 2 * 16, "{preset}: {} ops", r.ops);
+        assert_eq!(
+            r.violations,
+            0,
+            "{preset}: {}",
+            r.failures.first().map_or("", |s| s.as_str())
+        );
+        let m = r.format_mounts.clone().expect("format mounts");
+        assert_eq!(m.new_medium + m.old_medium + m.refused, r.cut_points);
+        assert!(m.new_medium > 0 && m.old_medium > 0, "{preset}: {m:?}");
+        assert!(r.recovery.earlier_format > 0, "{preset}: {:?}", r.recovery);
+        assert!(r.recovery.index_lost > 0, "{preset}: {:?}", r.recovery);
+        assert!(r.cleanings > 0, "{preset}: the old medium was cleaned");
+    }
+}

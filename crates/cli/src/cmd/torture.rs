@@ -22,6 +22,11 @@ use crate::output::{self, Fields, ReportArgs};
 pub enum Target {
     /// The Flash Memory Server (block device over raw flash).
     Fms,
+    /// The FMS's format over a used medium (the one the workload leaves): cuts at every
+    /// program and erase of `fms format`; after each, the medium must mount as the new
+    /// format reading zeros, or as the old one holding only what it held, or be refused,
+    /// and formatting again must work and keep the erase counts.
+    FmsFormat,
 }
 
 #[derive(Args, Debug)]
@@ -55,9 +60,10 @@ pub struct TortureArgs {
     /// FMS segment selection: greedy, cost-benefit, cat, adaptive.
     #[arg(long, default_value = "cat")]
     pub policy: String,
-    /// FMS data redistribution m1..m6.
-    #[arg(long, default_value = "m6")]
-    pub redistribution: String,
+    /// FMS data redistribution m1..m6 [default: m6] (not with --regions > 1: DAC regions
+    /// replace the redistribution).
+    #[arg(long)]
+    pub redistribution: Option<String>,
     /// FMS DAC regions (1 = no DAC).
     #[arg(long, default_value_t = 1)]
     pub regions: u8,
@@ -157,6 +163,31 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
     }
     c.threads = a.threads.unwrap_or(0);
     c.replay = a.replay;
+    c.format = a.target == Target::FmsFormat;
+    if c.format {
+        // Format cuts each start from a copy of the old medium.
+        for (set, name, why) in [
+            (
+                a.replay,
+                "--replay",
+                "each format cut starts from a copy of the old medium",
+            ),
+            (
+                a.failures > 0,
+                "--failures",
+                "program/erase failures are not combined with format cuts",
+            ),
+            (
+                a.bitflip_rate > 0.0,
+                "--bitflip-rate",
+                "bit flips are not combined with format cuts",
+            ),
+        ] {
+            if set {
+                bail!("{name}: not with --target fms-format ({why})");
+            }
+        }
+    }
     if !a.full_device {
         // The derived device: --segments erase blocks of at most a few slots' pages.
         if let Some(b) = a.device.overrides.blocks {
@@ -186,10 +217,14 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
         .policy
         .parse::<Policy>()
         .map_err(|e| anyhow!("--policy: {e}"))?;
-    c.fms.redistribution = a
-        .redistribution
-        .parse::<Redistribution>()
-        .map_err(|e| anyhow!("--redistribution: {e}"))?;
+    if let Some(r) = &a.redistribution {
+        if a.regions > 1 {
+            bail!("--redistribution: has no effect: DAC regions (--regions > 1) replace the redistribution");
+        }
+        c.fms.redistribution = r
+            .parse::<Redistribution>()
+            .map_err(|e| anyhow!("--redistribution: {e}"))?;
+    }
     if !(1..=8).contains(&a.regions) {
         bail!("--regions: {} must be 1..8", a.regions);
     }
@@ -421,8 +456,20 @@ fn print_table(r: &TortureReport) -> Result<()> {
         .add(
             "mounts that found",
             super::fms::recovery_paths(&r.recovery.counts(), true),
-        )
-        .add("elapsed", format!("{:.1} s", r.elapsed_s));
+        );
+    if let Some(m) = &r.format_mounts {
+        f.add(
+            "after a format cut",
+            format!(
+                "{} mounted the new medium, {} the old one, {} refused; {} found segments of the earlier format",
+                output::count(m.new_medium),
+                output::count(m.old_medium),
+                output::count(m.refused),
+                output::count(r.recovery.earlier_format)
+            ),
+        );
+    }
+    f.add("elapsed", format!("{:.1} s", r.elapsed_s));
     f.print()?;
     if !r.failures.is_empty() {
         let mut out = std::io::stdout().lock();

@@ -708,9 +708,31 @@ impl Fms {
     }
 
     /// Format the device: erase every good segment, write the headers, set up the index
-    /// segment. Erase counts found in old FMS headers are carried over.
+    /// segment. Erase counts found in old FMS headers are carried over; a segment whose
+    /// header is erased or unreadable on a medium that has FMS headers (a format or an
+    /// erase stopped by a power cut) gets the largest count found, as a mount estimates a
+    /// lost count (`mount.rs`), rather than 0, which would make the most worn segment of
+    /// an interrupted format look new to wear levelling for good.
     pub fn format(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
-        let mut f = Fms::new_empty(nand, cfg, None)?;
+        Fms::format_or_return(nand, cfg).map_err(|(e, _)| e)
+    }
+
+    /// [`Fms::format`], giving the device back with the error when the format stops part
+    /// way (a power cut: `flashkit torture --target fms-format` mounts what it left). The
+    /// device is `None` when the configuration was refused before it was touched.
+    pub fn format_or_return(
+        nand: Nand,
+        cfg: FmsConfig,
+    ) -> Result<Fms, (DevError, Option<Box<Nand>>)> {
+        let mut f = Fms::new_empty(nand, cfg, None).map_err(|e| (e, None))?;
+        match f.format_medium() {
+            Ok(()) => Ok(f),
+            Err(e) => Err((e, Some(Box::new(f.nand)))),
+        }
+    }
+
+    fn format_medium(&mut self) -> DevResult<()> {
+        let f = self;
         ram::check_scrub_threshold(&f.lay, &f.cfg)?;
         // The old headers: erase counts to carry over, and the largest format number on
         // the medium, grown-bad segments included (they keep their content), so that this
@@ -721,6 +743,9 @@ impl Fms {
         // read again with it.
         let mut code = None;
         let mut unread = Vec::new();
+        // Good segments without a header to carry a count from, and the largest count
+        // found: theirs unless the medium has no FMS header at all.
+        let mut lost = Vec::new();
         for s in 0..f.lay.segments {
             let grown = f.nand.block_info(s).bad == BadState::Grown;
             if f.nand.is_bad(s) && !grown {
@@ -728,23 +753,35 @@ impl Fms {
             }
             // A corrected header counts (`mount::read_header`): a mount may take a
             // grown-bad segment's corrected header for this format's.
-            let read = mount::read_header(&mut f, s, code)?;
+            let read = mount::read_header(f, s, code)?;
             if let mount::HeaderRead::Valid(h) = read {
                 code = code.or(layout::header_code_of(h.features));
             }
+            let old = read.header();
             if read == mount::HeaderRead::Unreadable && code.is_none() {
                 unread.push(s);
+            } else if old.is_none() && !grown {
+                lost.push(s);
             }
-            let old = read.header();
             f.segs[s as usize].erase_count = old.map_or(0, |h| h.erase_count);
             last_format = last_format.max(old.map_or(0, |h| h.format_id));
         }
-        if code.is_some() {
-            for s in unread {
-                if let Some(h) = mount::read_header(&mut f, s, code)?.header() {
-                    f.segs[s as usize].erase_count = h.erase_count;
-                    last_format = last_format.max(h.format_id);
-                }
+        for s in unread {
+            let h = match code {
+                Some(_) => mount::read_header(f, s, code)?.header(),
+                None => None,
+            };
+            if let Some(h) = h {
+                f.segs[s as usize].erase_count = h.erase_count;
+                last_format = last_format.max(h.format_id);
+            } else if f.nand.block_info(s).bad != BadState::Grown {
+                lost.push(s);
+            }
+        }
+        if last_format > 0 {
+            let max = f.segs.iter().map(|s| s.erase_count).max().unwrap_or(0);
+            for s in lost {
+                f.segs[s as usize].erase_count = max;
             }
         }
         f.format_id = last_format.wrapping_add(1).max(1);
@@ -773,7 +810,7 @@ impl Fms {
             return Err(DevError::config("no good segment for the index"));
         }
         f.rebuild_used();
-        Ok(f)
+        Ok(())
     }
 
     /// Mount a formatted device, rebuilding every table from flash. Unless the
@@ -807,6 +844,11 @@ impl Fms {
     }
     pub fn layout(&self) -> &Layout {
         &self.lay
+    }
+    /// The number every segment header of this format carries (`SegHeader::format_id`):
+    /// one above every header the format found on the medium.
+    pub fn format_id(&self) -> u64 {
+        self.format_id
     }
     /// What the mount that made this FMS found to repair or skip on the medium.
     pub fn mount_report(&self) -> &MountReport {

@@ -219,7 +219,9 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     let mut hdr_ps: Vec<Option<u64>> = vec![None; lay.segments as usize];
     let mut any_header = false;
     let mut index_seg: Option<(u32, u64)> = None;
-    // Kind-1 segments older than the index segment (dirty, but with a known count).
+    // Dirty segments whose erase count is known (their header reads): kind-1 segments
+    // older than the index segment, and segments of an earlier format. The others (header
+    // erased or unreadable) take the largest count known.
     let mut superseded: Vec<u32> = Vec::new();
     let mut max_ec = 0u32;
     // The format number of the medium: the first good segment header's.
@@ -303,6 +305,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             max_ec = max_ec.max(h.erase_count);
             f.erase_seq = f.erase_seq.max(h.erase_seq.saturating_add(1));
             f.mount_report.earlier_format.push(seg);
+            superseded.push(seg);
             continue;
         }
         if h.block_size != lay.block_size || h.slots != slots {
@@ -701,8 +704,10 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                     // gives the dirty segments.
                     let ec = f.segs[s as usize].erase_count;
                     if ec > max_ec {
-                        for d in f.segs.iter_mut().filter(|d| d.state == SegState::Dirty) {
-                            d.erase_count = ec;
+                        for (i, d) in f.segs.iter_mut().enumerate() {
+                            if d.state == SegState::Dirty && !superseded.contains(&(i as u32)) {
+                                d.erase_count = ec;
+                            }
                         }
                     }
                     break;

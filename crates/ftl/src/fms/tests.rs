@@ -3540,3 +3540,55 @@ fn a_format_stopped_half_way_leaves_no_block_of_the_old_medium() {
     }
     assert!(cuts >= 3, "{cuts} formats stopped");
 }
+
+/// Erase counts across a format stopped part way (stop 25, found by `torture --target
+/// fms-format`): a mount keeps the count in the header of each segment the format did not
+/// reach (it took the largest count known, as for a segment whose header is lost), and
+/// formatting again gives a segment whose header the cut erased the largest count on the
+/// medium (it gave 0: the most worn segment looked new to wear levelling for good).
+#[test]
+fn erase_counts_survive_a_format_stopped_part_way() {
+    let (spec, cfg, mut f) = formatted_shrunk("intel-series2plus-24m", 12, 8, 4096);
+    // Wear the segments unevenly: rewrite a few blocks many times.
+    let bs = f.lay.block_size as usize;
+    for i in 0..400u32 {
+        f.write_block(i % 5, Some(&vec![i as u8; bs])).unwrap();
+    }
+    f.flush().unwrap();
+    let old = f.erase_counts();
+    assert!(old.iter().max() > old.iter().min(), "{old:?}");
+    let nand = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+    // Cut the format at its 3rd operation, which completes: segment 0 (the index) erased
+    // and given the new header, segment 1 erased, its header not written.
+    let mut cut = nand.try_clone().unwrap();
+    cut.set_faults(nand::FaultPlan {
+        power_cut_at: Some(3),
+        torn: nand::TornMode::Complete,
+        ..nand::FaultPlan::default()
+    });
+    let left = match Fms::format_or_return(cut, cfg.clone()) {
+        Err((DevError::PowerLoss, Some(n))) => *n,
+        Err((e, _)) => panic!("{e}"),
+        Ok(_) => panic!("the format was not cut"),
+    };
+    let left = Nand::open(spec.clone(), left.into_store()).unwrap();
+    let again = left.try_clone().unwrap();
+    let m = Fms::mount(left, cfg.clone()).unwrap();
+    assert_eq!(
+        m.mount_report().earlier_format,
+        (2..12).collect::<Vec<u32>>()
+    );
+    let counts = m.erase_counts();
+    for s in 2..12 {
+        assert_eq!(counts[s], old[s], "segment {s}: its header's count");
+    }
+    // The largest count on the medium the cut left: segment 0's new header's, or one of
+    // the old headers'.
+    let largest = (old[0] + 1).max(*old[2..].iter().max().unwrap());
+    let f = Fms::format(again, cfg).unwrap();
+    let counts = f.erase_counts();
+    assert_eq!(counts[1], largest + 1, "segment 1: its header was lost");
+    for s in 2..12 {
+        assert_eq!(counts[s], old[s] + 1, "segment {s}");
+    }
+}

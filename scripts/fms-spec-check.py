@@ -183,12 +183,18 @@ def checkpoint(binary, img, model, scratch, tag, stop="", unknown=(), same_summa
     for key in ("corrected_headers", "corrected_entries", "flipped_records"):
         if len(fi.get(key, [])) != rep[key]:
             diffs.append("%s: info %s, reader %s" % (key, fi.get(key, []), rep[key]))
+    # Lost blocks (fms.md, "Lost blocks"): `fms info --json` names them (key present only
+    # when there are some), as the reader finds them.
+    if fi.get("lost_blocks", []) != rep["lost_blocks"]:
+        diffs.append("lost_blocks: info %s, reader %s" % (fi.get("lost_blocks", []), rep["lost_blocks"]))
     if abs(fi["wear_mean"] - rep["erase_mean"]) > 1e-6:
         diffs.append("wear_mean: info %s, reader %s" % (fi["wear_mean"], rep["erase_mean"]))
     length = rep["logical_blocks"] * rep["block_size"]
     ref = os.path.join(scratch, "ref.bin")
     mine = os.path.join(scratch, "mine.bin")
-    q = run([binary, "fms", "read", img, "--offset", "0", "--length", str(length), "--output", ref], check=False)
+    # (A range over lost blocks is refused without --allow-lost; they are compared above.)
+    q = run([binary, "fms", "read", img, "--offset", "0", "--length", str(length), "--output", ref]
+            + (["--allow-lost"] if rep["lost_blocks"] else []), check=False)
     try:
         fms.dump(mine)
         rerr = None

@@ -1095,6 +1095,29 @@ class Fms:
                 valid_trim_slots.add(gk)
             self.tombstones = len(tomb)
             self.trim_lists_live = len(valid_trim_slots)
+        # fms.md, "Lost blocks" (format/fms.md, Mount step 1): a good segment whose header
+        # is unreadable (not erased, not corrected) is dirty and its records are not taken;
+        # the blocks whose record there (valid or corrected, live) is newer than the winner
+        # (or than none) and than the block's winning tombstone are named lost.
+        tombs = tomb if self.mode == "spare" else {}
+        lost = {}
+        for g in range(nseg):
+            if img.state[g] != 0 or hdrs[g] != "unreadable":
+                continue
+            for k, kind, rec in self.read_records(g, use_summary=False):
+                if kind != "block" or rec["lbn"] >= self.logical:
+                    continue
+                if self.mode == "header" and not rec["live"]:
+                    continue
+                lbn, seq = rec["lbn"], rec["seq"]
+                if lbn in best and best[lbn][0] >= seq:
+                    continue
+                if lbn in tombs and tombs[lbn][0] > seq:
+                    continue
+                if lbn not in lost or lost[lbn][0] < seq:
+                    lost[lbn] = (seq, g, k)
+        self.lost_blocks = [dict(segment=g, slot=k, block=lbn)
+                            for lbn, (seq, g, k) in sorted(lost.items())]
         self.next_seq = max_seq + 1
 
         # first free slot (step 4)
@@ -1375,6 +1398,7 @@ class Fms:
             "corrected_headers": len(self.corrected_headers),
             "corrected_entries": self.corrected_entries,
             "flipped_records": self.flipped_records,
+            "lost_blocks": self.lost_blocks,
             "stale_live_copies": self.stale_live,
             "segments": img.blocks,
             "free_segments": self.counts["free"],

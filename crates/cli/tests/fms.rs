@@ -1976,3 +1976,100 @@ fn a_block_table_corrupt_whole_is_a_few_lines_and_says_every_block_is_bad() {
         "{err}"
     );
 }
+
+/// `fms format --no-segment-summaries` where the medium would have none anyway is an
+/// option with no effect, refused as `sim` refuses it (QA stop 25): a header-mode card,
+/// and 2 KiB blocks on mlc2-2g (no room after the last slot).
+#[test]
+fn format_refuses_no_segment_summaries_where_there_are_none() {
+    let dir = tempfile::tempdir().unwrap();
+    for (device, extra, needle) in [
+        ("intel-series2plus-24m", vec![], "header-mode devices"),
+        (
+            "mlc2-2g",
+            vec!["--block-size", "2KiB"],
+            "have no room for a summary",
+        ),
+    ] {
+        let img = dir.path().join(format!("{device}.img"));
+        let img = path_str(&img);
+        nand_image(img, device, "16", &[]);
+        let mut a = vec!["fms", "format", img, "--no-segment-summaries"];
+        a.extend(&extra);
+        let err = fails_with_all(
+            flashkit(&a),
+            &["--no-segment-summaries: has no effect", needle],
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    let img = dir.path().join("m.img");
+    let img = path_str(&img);
+    nand_image(img, "mlc2-2g", "16", &[]);
+    run_ok(&["fms", "format", img, "--no-segment-summaries"]);
+}
+
+/// Two bits flipped for good in a segment header (no code on this NOR card corrects
+/// them) lose the blocks whose only copies it held: `fms read` returned zeros with exit 0
+/// and `fms check` said "all clean" (QA stop 25). Now every command that mounts warns and
+/// names them, `fms info --json` lists them, `fms check` fails, and `fms read` refuses a
+/// range over them.
+#[test]
+fn blocks_lost_behind_a_damaged_header_are_never_silent() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("h.img");
+    let img = img.to_str().unwrap();
+    fms_image(img, "intel-series2plus-24m", "16", "4KiB");
+    let input = dir.path().join("in.bin");
+    std::fs::write(&input, pattern(300_000, 3)).unwrap();
+    run_ok(&["fms", "write", img, "--input", input.to_str().unwrap()]);
+    // Segment 1's header: the data area ends the file (docs/format/nand-image.md), 16
+    // erase blocks of 32 4 KiB pages; byte 20 is in its erase sequence.
+    let mut bytes = std::fs::read(img).unwrap();
+    let data_off = bytes.len() - 16 * 32 * 4096;
+    bytes[data_off + 32 * 4096 + 20] ^= 0x03;
+    std::fs::write(img, &bytes).unwrap();
+
+    let o = ok(flashkit(["fms", "info", img, "--json"]));
+    let v = json(&o);
+    let lost = v["lost_blocks"].as_array().unwrap_or_else(|| panic!("{v}"));
+    assert!(lost.len() >= 20, "{v}");
+    assert!(lost.iter().all(|s| s["segment"] == 1), "{v}");
+    let warn = text(&o.stderr);
+    assert!(
+        warn.contains("warning") && warn.contains("blocks lost"),
+        "{warn}"
+    );
+    let first = lost[0]["block"].as_u64().unwrap();
+    let o = flashkit(["fms", "check", img]);
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(&format!("{} block(s) lost", lost.len())),
+        "{err}"
+    );
+    let o = flashkit([
+        "fms",
+        "read",
+        img,
+        "--offset",
+        &(first * 4096).to_string(),
+        "--length",
+        "4096",
+    ]);
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(err.contains("covers 1 lost block(s)"), "{err}");
+    assert!(o.stdout.is_empty(), "no data for a lost block");
+    // Salvage: --allow-lost reads it anyway (zeros: it had no older copy).
+    let o = ok(flashkit([
+        "fms",
+        "read",
+        img,
+        "--offset",
+        &(first * 4096).to_string(),
+        "--length",
+        "4096",
+        "--allow-lost",
+    ]));
+    assert_eq!(o.stdout, vec![0u8; 4096]);
+}

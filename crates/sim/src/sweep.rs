@@ -1201,27 +1201,14 @@ fn no_effect(
     no_effect_static(key, value, options).map(String::from)
 }
 
-/// Why a job built as `cfg` writes no segment summaries whatever `segment_summaries` says:
-/// a header-mode device (no spare area for per-page records) has none, and a spare-mode
-/// segment whose pages past its last slot cannot hold one has none either. `None` when it
-/// has them, or when the FMS refuses the layout (the run says why).
+/// Why a job built as `cfg` writes no segment summaries whatever `segment_summaries` says
+/// ([`ftl::fms::layout::Layout::why_no_summaries`]).
 fn no_summaries(cfg: &SimConfig) -> Option<String> {
-    use ftl::fms::layout::{Layout, RecordMode};
-    let lay = Layout::new(&cfg.device.geometry, cfg.fms.block_size).ok()?;
-    // (`Layout::new` gives summaries wherever they fit.)
-    if lay.summary_page.is_some() {
-        return None;
-    }
-    let name = &cfg.device.name;
-    Some(match lay.mode {
-        RecordMode::Header => {
-            format!("header-mode devices ({name}: no per-page spare records) keep no segment summaries")
-        }
-        RecordMode::Spare => format!(
-            "the segments of {name} with {}-byte blocks have no room for a summary after their last slot",
-            cfg.fms.block_size
-        ),
-    })
+    ftl::fms::layout::Layout::why_no_summaries(
+        &cfg.device.geometry,
+        cfg.fms.block_size,
+        &cfg.device.name,
+    )
 }
 
 /// [`no_effect`] for the keys whose effect the options alone decide.
@@ -1393,7 +1380,7 @@ fn build(
         .unwrap_or_else(|| crate::reproduce::paper_pairing(p));
     d.cfg.fms.validate().map_err(|e| {
         let msg = e.to_string();
-        // The key the message is about comes first ("high_water: must be at least
+        // The key the message is about comes first ("high_water: must be above
         // low_water" is about high_water).
         let key = KEYS
             .iter()

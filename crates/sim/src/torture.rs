@@ -1387,6 +1387,17 @@ fn after_workload(
     let mut f1 =
         Fms::mount(nand, ctx.cfg.clone()).map_err(|e| dev_err("after the cut: mount", e))?;
     out.recovered = Some(f1.mount_report().clone());
+    // Power cuts alone lose nothing acknowledged: no block's newest record may be left in
+    // a segment whose header does not decode (`MountReport::lost_blocks`).
+    if let Some(l) = f1.mount_report().lost_blocks.first() {
+        out.problems.push(format!(
+            "after the cut: the mount names {} lost block(s), first block {} (segment {} slot {}, whose header does not decode)",
+            f1.mount_report().lost_blocks.len(),
+            l.block,
+            l.segment,
+            l.slot
+        ));
+    }
     let d1 = f1.tables_digest();
     let t1 = Tables::of(&f1);
     check_erase_counts(&f1, &lost, "after the cut", &mut out.problems);

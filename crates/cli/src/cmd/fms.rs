@@ -1,5 +1,5 @@
 //! `flashkit fms …`: the Flash Memory Server in storage mode on a NAND image file
-//! (created with `flashkit nand format`): format, info, write, read, trim. Every write
+//! (created with `flashkit nand format`): format, info, write, read, trim, check. Every write
 //! and trim is durable when the command returns; the image reopens in any later process. `info` and
 //! `read` open the image read-only and never change it: what their mount repairs stays in
 //! RAM (see docs/fms.md, "Inspecting an image").
@@ -232,6 +232,11 @@ pub struct ReadArgs {
     /// report goes to stdout).
     #[arg(long)]
     pub output: Option<PathBuf>,
+    /// Read a range over blocks the mount found lost anyway (their newest copy is in a
+    /// segment whose header does not decode; they read older data or zeros): to salvage
+    /// the rest in one read. Without it such a range is refused.
+    #[arg(long)]
+    pub allow_lost: bool,
     #[command(flatten)]
     pub mount: MountArgs,
     // `--json`: what was read (the report on stdout; the data must then go to
@@ -304,7 +309,16 @@ pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
         );
     };
     let cfg = m.apply(config(&m.policy, h.block_size)?)?;
-    Fms::mount(nand, cfg).with_context(|| format!("{}: mount", path.display()))
+    let fms = Fms::mount(nand, cfg).with_context(|| format!("{}: mount", path.display()))?;
+    let lost = &fms.mount_report().lost_blocks;
+    if !lost.is_empty() {
+        eprintln!(
+            "flashkit: warning: {}: blocks lost: {}",
+            path.display(),
+            lost_text(lost)
+        );
+    }
+    Ok(fms)
 }
 
 /// The FMS's counters and the device clock when a command's mount ended, to report what
@@ -433,6 +447,12 @@ fn format(a: FormatArgs) -> Result<()> {
     }
     let nand = open_image(&a.image, true)?;
     let geo = nand.geometry().clone();
+    if a.no_segment_summaries {
+        let why = ftl::fms::layout::Layout::why_no_summaries(&geo, bs, &nand.spec().name);
+        if let Some(why) = why {
+            bail!("--no-segment-summaries: has no effect: {why}");
+        }
+    }
     let cfg = FmsConfig {
         ecc: a.ecc || a.ecc_bits.is_some(),
         ecc_strength: a.ecc_bits.unwrap_or(1),
@@ -656,6 +676,11 @@ pub struct FmsInfo {
     /// it reached them (`MountReport::earlier_format`; present only when there are some).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub earlier_format_segments: Vec<u32>,
+    /// Blocks whose newest copy is in a segment whose header does not decode
+    /// (`MountReport::lost_blocks`): they read older data or zeros (present only when
+    /// there are some).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lost_blocks: Vec<SlotRecord>,
 }
 
 /// `fms info`'s and `fms format`'s `live_flag`: how header-mode entries carry their live
@@ -749,6 +774,7 @@ fn info(a: InfoArgs) -> Result<()> {
         corrected_entries: fms.mount_report().corrected_entries.clone(),
         flipped_records: fms.mount_report().flipped_records.clone(),
         earlier_format_segments: fms.mount_report().earlier_format.clone(),
+        lost_blocks: fms.mount_report().lost_blocks.clone(),
     };
     if let Some(p) = &a.report.csv {
         output::write_csv(p, std::slice::from_ref(&r))?;
@@ -872,6 +898,9 @@ fn info(a: InfoArgs) -> Result<()> {
     if let Some(flips) = flips_found(&r) {
         f.add("bit flips for good", flips);
     }
+    if !r.lost_blocks.is_empty() {
+        f.add("lost blocks", lost_text(&r.lost_blocks));
+    }
     if !r.earlier_format_segments.is_empty() {
         f.add(
             "earlier format",
@@ -982,6 +1011,31 @@ fn segment_table(fms: &Fms, report: &ReportArgs) -> Result<()> {
         ]);
     }
     t.print()
+}
+
+/// The blocks a mount found lost (`MountReport::lost_blocks`), in words: `3: block 0
+/// (segment 1 slot 0), ...; their newest copy is in a segment whose header does not
+/// decode: they read older data or zeros`.
+fn lost_text(lost: &[SlotRecord]) -> String {
+    let shown: Vec<String> = lost
+        .iter()
+        .take(5)
+        .map(|s| format!("block {} (segment {} slot {})", s.block, s.segment, s.slot))
+        .collect();
+    let more = match lost.len() {
+        n if n > 5 => format!(", … (+{} more; `fms info --json` lists all)", n - 5),
+        _ => String::new(),
+    };
+    let mut segs: Vec<u32> = lost.iter().map(|s| s.segment).collect();
+    segs.sort_unstable();
+    segs.dedup();
+    let segs: Vec<String> = segs.iter().map(u32::to_string).collect();
+    format!(
+        "{}: {}{more}; their newest copy is in segment(s) {} whose header does not decode (damaged): they read older data or zeros",
+        lost.len(),
+        shown.join(", "),
+        segs.join(", ")
+    )
 }
 
 /// What the mount found of bits flipped for good, or `None`: `header of segment 3
@@ -1271,6 +1325,25 @@ fn read(a: ReadArgs) -> Result<()> {
             fms.capacity_bytes()
         );
     }
+    // A range over a block the mount found lost would read older data or zeros there:
+    // refused, not returned as if it were the data (the mount's warning names them all).
+    let spb = fms.layout().block_size as u64 / SECTOR as u64;
+    let blocks = lba / spb..(lba + sectors).div_ceil(spb);
+    let hit: Vec<u32> = fms
+        .mount_report()
+        .lost_blocks
+        .iter()
+        .map(|s| s.block)
+        .filter(|&b| blocks.contains(&(b as u64)))
+        .collect();
+    if !hit.is_empty() && !a.allow_lost {
+        bail!(
+            "{}: the range covers {} lost block(s) ({}), which would read older data or zeros; read around them, or give --allow-lost",
+            a.image.display(),
+            hit.len(),
+            output::block_list(&hit, 10)
+        );
+    }
     let out_name = match a.output.as_deref() {
         Some(p) if p != Path::new("-") => p.display().to_string(),
         _ => "stdout".to_string(),
@@ -1333,6 +1406,10 @@ pub struct CheckReport {
     pub blocks_reread: u64,
     /// Blocks no read could correct (`uncorrectable`), by logical block number.
     pub unreadable_blocks: Vec<u32>,
+    /// Blocks whose newest copy the mount found in a segment whose header does not decode
+    /// (`MountReport::lost_blocks`), by logical block number: they read older data or
+    /// zeros, and are checked as such if mapped.
+    pub lost_blocks: Vec<u32>,
     /// Whether `--repair` was given (the image was written).
     pub repair: bool,
     /// Blocks moved by scrubbing (with `--repair`; 0 without it).
@@ -1359,6 +1436,12 @@ fn check(a: CheckArgs) -> Result<()> {
         bits_corrected: 0,
         blocks_reread: 0,
         unreadable_blocks: Vec::new(),
+        lost_blocks: fms
+            .mount_report()
+            .lost_blocks
+            .iter()
+            .map(|s| s.block)
+            .collect(),
         repair: a.repair,
         scrubbed: 0,
         cost: spent.cost(&fms),
@@ -1405,13 +1488,14 @@ fn check(a: CheckArgs) -> Result<()> {
             .add(
                 "blocks",
                 format!(
-                    "{} checked: {} clean, {} corrected ({} bits), {} re-read, {} unreadable",
+                    "{} checked: {} clean, {} corrected ({} bits), {} re-read, {} unreadable; {} lost",
                     r.blocks_checked,
                     r.blocks_clean,
                     r.blocks_corrected,
                     r.bits_corrected,
                     r.blocks_reread,
-                    r.unreadable_blocks.len()
+                    r.unreadable_blocks.len(),
+                    r.lost_blocks.len()
                 ),
             )
             .add(
@@ -1431,13 +1515,23 @@ fn check(a: CheckArgs) -> Result<()> {
             );
         f.print()?;
     }
+    let mut bad = Vec::new();
     if !r.unreadable_blocks.is_empty() {
-        bail!(
-            "{}: {} block(s) unreadable (uncorrectable data): {}",
-            a.image.display(),
+        bad.push(format!(
+            "{} block(s) unreadable (uncorrectable data): {}",
             r.unreadable_blocks.len(),
             output::block_list(&r.unreadable_blocks, 10)
-        );
+        ));
+    }
+    if !r.lost_blocks.is_empty() {
+        bad.push(format!(
+            "{} block(s) lost (their newest copy is in a segment whose header does not decode): {}",
+            r.lost_blocks.len(),
+            output::block_list(&r.lost_blocks, 10)
+        ));
+    }
+    if !bad.is_empty() {
+        bail!("{}: {}", a.image.display(), bad.join("; "));
     }
     Ok(())
 }

@@ -487,6 +487,27 @@ impl Layout {
         }
     }
 
+    /// Why a medium of `device` (its geometry `geo`) with `block_size`-byte blocks has no
+    /// segment summaries whatever the configuration says, in words an option refusal can
+    /// quote: a header-mode device has no per-page spare records, and a spare-mode segment
+    /// whose pages past its last slot cannot hold one has none either. `None` when it has
+    /// them, or when the block size gives no layout (the FMS then says why).
+    pub fn why_no_summaries(geo: &Geometry, block_size: u32, device: &str) -> Option<String> {
+        // (`Layout::new` gives summaries wherever they fit.)
+        let lay = Layout::new(geo, block_size).ok()?;
+        if lay.summary_page.is_some() {
+            return None;
+        }
+        Some(match lay.mode {
+            RecordMode::Header => format!(
+                "header-mode devices ({device}: no per-page spare records) keep no segment summaries"
+            ),
+            RecordMode::Spare => format!(
+                "the segments of {device} with {block_size}-byte blocks have no room for a summary after their last slot"
+            ),
+        })
+    }
+
     /// Pages a segment's summary takes (0 without summaries).
     pub fn summary_pages(&self) -> u32 {
         match self.summary_page {

@@ -97,6 +97,15 @@ pub struct MountReport {
     /// replacing: taken for dirty (counted in `dirty_segments` too), erased before reuse,
     /// their erase counts kept.
     pub earlier_format: Vec<u32>,
+    /// Blocks whose newest record sits in a good segment whose header does not decode
+    /// and is not erased (bits flipped for good, or other damage): newer than the copy
+    /// the mount took (or than none) and than any trim of the block, so the block reads an
+    /// older copy or zeros. A segment's records are not taken without its header (a torn
+    /// erase can leave them behind: see `lost_blocks` in `mount.rs`), but are named here
+    /// so that the loss is not silent (`fms info`, `fms check`, a warning from every
+    /// command that mounts). A torn erase of a cleaned segment leaves none: its blocks
+    /// all have newer copies.
+    pub lost_blocks: Vec<SlotRecord>,
 }
 
 /// A slot whose record a mount found one bit from a valid record, and the block the
@@ -140,6 +149,7 @@ impl MountReport {
         self.counts().iter().all(|&n| n == 0)
             && !self.found_flips()
             && self.earlier_format.is_empty()
+            && self.lost_blocks.is_empty()
     }
 
     /// How many segments' records the mount took from their summaries
@@ -238,6 +248,9 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     // Grown-bad segments whose header did not decode before the medium's header code was
     // known: read again with it once the loop is done.
     let mut grown_unread: Vec<u32> = Vec::new();
+    // Good segments whose header did not decode (not erased): their records are looked
+    // at once the tables are known, for blocks they would lose (`lost_blocks`).
+    let mut unreadable: Vec<u32> = Vec::new();
     for seg in 0..lay.segments {
         let si = seg as usize;
         // The code the medium's headers carry (`FEATURE_HEADER_CODE`), known from its first
@@ -285,13 +298,19 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                 let m = medium.map(|m| (m.format_id, m.features));
                 if !header_fits(&h, &lay, m) {
                     f.segs[si].state = SegState::Dirty;
+                    unreadable.push(seg);
                     continue;
                 }
                 f.mount_report.corrected_headers.push(seg);
                 h
             }
-            HeaderRead::Erased | HeaderRead::Unreadable => {
+            HeaderRead::Erased => {
                 f.segs[si].state = SegState::Dirty;
+                continue;
+            }
+            HeaderRead::Unreadable => {
+                f.segs[si].state = SegState::Dirty;
+                unreadable.push(seg);
                 continue;
             }
         };
@@ -531,6 +550,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     }
     f.mount_report.grown_bad_read = read_grown.len() as u64;
     read_trim_lists(&mut f, &lists, &best)?;
+    f.mount_report.lost_blocks = lost_blocks(&mut f, &unreadable, &best);
 
     // The device clock goes on from the newest time on the medium (headers, and in header
     // mode entries), so that ages continue across mounts (docs/format/fms.md, Mount step
@@ -1427,6 +1447,54 @@ fn read_records(
     };
     let stop = for_each_record(f, seg, entries, header, consider)?;
     Ok((last_used, stop))
+}
+
+/// The blocks whose newest record is in one of the `unreadable` segments (good, header
+/// neither erased nor decoding): records that decode, carry the live flag, and are newer
+/// than the block's copy in `best` (or it has none) and than its tombstone.
+///
+/// Such a segment is dirty and its records are not taken: a torn erase leaves a header
+/// that does not decode over records that may still read whole, and a mount cannot tell
+/// that from a header damaged in place. After a torn erase of a segment the cleaner had
+/// emptied, every block it held has a newer copy (none is named), but its records may
+/// outlive the trims that followed once those are cleaned away, and taking them would
+/// bring trimmed data back. So they are only named ([`MountReport::lost_blocks`]).
+/// Reads failing here end that segment's scan quietly: this looks for what to report,
+/// and the mount does not depend on it.
+fn lost_blocks(f: &mut Fms, unreadable: &[u32], best: &[Option<Best>]) -> Vec<SlotRecord> {
+    // Block → (sequence number, slot) of its newest such record.
+    let mut lost: BTreeMap<u32, (u64, SlotRecord)> = BTreeMap::new();
+    if unreadable.is_empty() {
+        return Vec::new();
+    }
+    let mut entries = vec![0u8; f.lay.slots as usize * ENTRY];
+    let logical = f.logical;
+    for &seg in unreadable {
+        let mut found = Vec::new();
+        // (No summary carries these numbers: every slot's own record is read.)
+        let _ = for_each_record(f, seg, &mut entries, (u64::MAX, u64::MAX), |slot, read| {
+            if let Some(r) = read.record() {
+                found.push((slot, r));
+            }
+            Ok(())
+        });
+        for (slot, r) in found {
+            if r.lbn == TRIM_LIST_LBN || r.lbn as u64 >= logical || !r.live {
+                continue;
+            }
+            let newer = best[r.lbn as usize].as_ref().is_none_or(|b| b.seq < r.seq);
+            let trimmed = f.trims.tomb.get(&r.lbn).is_some_and(|t| t.seq > r.seq);
+            let at = SlotRecord {
+                segment: seg,
+                slot,
+                block: r.lbn,
+            };
+            if newer && !trimmed && lost.get(&r.lbn).is_none_or(|&(s, _)| s < r.seq) {
+                lost.insert(r.lbn, (r.seq, at));
+            }
+        }
+    }
+    lost.into_values().map(|(_, at)| at).collect()
 }
 
 /// A slot's record as [`for_each_record`] read it.

@@ -3592,3 +3592,75 @@ fn erase_counts_survive_a_format_stopped_part_way() {
         assert_eq!(counts[s], old[s] + 1, "segment {s}");
     }
 }
+
+/// A segment header damaged in place (two bits cleared for good: no code corrects it)
+/// makes its segment dirty, and its blocks read older copies or zeros. Mount now names
+/// every block whose newest record is there (`MountReport::lost_blocks`, QA stop 25:
+/// `fms read` and `fms check` said nothing), and not a block that was overwritten
+/// elsewhere or trimmed since (header mode: its entry's live flag; spare mode: its
+/// tombstone). Header mode (Intel) and spare mode (nandsim).
+#[test]
+fn blocks_behind_a_damaged_header_are_named_lost() {
+    for (preset, pages, bs) in [
+        ("intel-series2plus-24m", 8, 4096),
+        ("nandsim-256m", 32, 1024),
+    ] {
+        // One write stream, so that consecutive blocks share a segment.
+        let spec = shrunk(preset, 12, pages);
+        let cfg = FmsConfig {
+            block_size: bs,
+            policy: crate::fms::select::Policy::Greedy,
+            redistribution: crate::fms::redistribute::Redistribution::M1,
+            ..FmsConfig::default()
+        };
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        let b = f.lay.block_size as usize;
+        // A segment's worth: the overwrite below goes to the next segment.
+        let n = f.lay.slots;
+        for lbn in 0..n {
+            f.write_block(lbn, Some(&vec![lbn as u8 + 1; b])).unwrap();
+        }
+        f.flush().unwrap();
+        let seg = f.lookup(0).unwrap() / f.lay.slots;
+        let in_seg = |f: &Fms| -> Vec<u32> {
+            (0..n)
+                .filter(|&l| f.lookup(l).is_some_and(|p| p / f.lay.slots == seg))
+                .collect()
+        };
+        let first = in_seg(&f);
+        assert_eq!(first.len(), n as usize, "{preset}: {first:?}");
+        // One of its blocks overwritten (its newest copy elsewhere), one trimmed.
+        let (over, trimmed) = (first[1], first[2]);
+        f.write_block(over, Some(&vec![0xEE; b])).unwrap();
+        f.trim_block(trimmed).unwrap();
+        f.flush().unwrap();
+        let held = in_seg(&f);
+        assert_eq!(held.len(), first.len() - 2, "{preset}: {held:?}");
+        // Clear two bits of the header's erase sequence (bytes 16..24) for good.
+        let page = f.nand.geometry().first_page(seg);
+        let mut hb = [0u8; 8];
+        f.nand.read(page, 16, &mut hb).unwrap();
+        let (at, byte) = hb
+            .iter()
+            .enumerate()
+            .find(|(_, &x)| x.count_ones() >= 2)
+            .map(|(i, &x)| (i, x))
+            .expect("a byte with two bits set");
+        let low = byte & byte.wrapping_neg();
+        let rest = byte & !low;
+        let cleared = byte & !low & !(rest & rest.wrapping_neg());
+        f.nand
+            .program_bytes(page, 16 + at as u32, &[cleared])
+            .unwrap();
+        let mut g = reopened(f, &spec, &cfg);
+        let r = g.mount_report().clone();
+        let lost: Vec<u32> = r.lost_blocks.iter().map(|s| s.block).collect();
+        assert_eq!(lost, held, "{preset}: {:?}", r.lost_blocks);
+        assert!(r.lost_blocks.iter().all(|s| s.segment == seg), "{preset}");
+        assert!(!r.is_clean(), "{preset}");
+        // What they read now: zeros (no older copy).
+        assert_reads(&mut g, held[0]..held[0] + 1, 0, preset);
+        assert_reads(&mut g, over..over + 1, 0xEE, preset);
+        assert_reads(&mut g, trimmed..trimmed + 1, 0, preset);
+    }
+}

@@ -224,16 +224,26 @@ impl DeviceSpec {
 
     /// One device, nested or flat.
     fn from_value(value: serde_json::Value) -> Result<Self> {
-        let err = |e: serde_json::Error| NandError::config(e.to_string());
+        // The field a type error is about is named (`geometry.page_size: invalid type:
+        // string "big", expected u32`): serde alone says only what it expected.
+        let err = |e: serde_path_to_error::Error<serde_json::Error>| {
+            let path = e.path().to_string();
+            match path.as_str() {
+                "" | "." => NandError::config(e.into_inner().to_string()),
+                _ => NandError::config(format!("{path}: {}", e.into_inner())),
+            }
+        };
         let Some(obj) = value.as_object() else {
             return Err(NandError::config(
                 "expected one device (an object); `flashkit devices --json` prints a list: save one of its objects",
             ));
         };
         let spec = if obj.contains_key("geometry") || obj.contains_key("timing") {
-            DeviceSpec::deserialize(value).map_err(err)?
+            serde_path_to_error::deserialize::<_, DeviceSpec>(value).map_err(err)?
         } else {
-            FlatSpec::deserialize(value).map_err(err)?.try_into()?
+            serde_path_to_error::deserialize::<_, FlatSpec>(value)
+                .map_err(err)?
+                .try_into()?
         };
         spec.validate()?;
         Ok(spec)
@@ -529,6 +539,15 @@ mod tests {
         let broken = text.replace("pages_per_block = 32", "pages_per_block = 0");
         let err = DeviceSpec::from_toml(&broken).unwrap_err().to_string();
         assert!(err.contains("pages_per_block"), "{err}");
+        // A value of the wrong type names its field (QA stop 25: "invalid type: string
+        // "big", expected u32" named none), nested or flat.
+        let typed = text.replace("page_size = 512", "page_size = \"big\"");
+        let err = DeviceSpec::from_toml(&typed).unwrap_err().to_string();
+        assert!(err.contains("geometry.page_size: invalid type"), "{err}");
+        let err = DeviceSpec::from_json(r#"{"name": "x", "page_size": "big"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("page_size: invalid type"), "{err}");
         // TOML's nan and inf name their field (JSON has neither: they became nulls).
         let re = set_value(&text, "erase_us = ", "nan");
         let err = DeviceSpec::from_toml(&re).unwrap_err().to_string();

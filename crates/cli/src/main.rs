@@ -53,7 +53,7 @@ enum Command {
     /// Cut power at every program/erase of a workload, remount, check nothing durable
     /// was lost.
     Torture(Box<cmd::torture::TortureArgs>),
-    /// The Flash Memory Server on a NAND image file: format, info, write, read, trim.
+    /// The Flash Memory Server on a NAND image file: format, info, write, read, trim, check.
     #[command(subcommand)]
     Fms(Box<cmd::fms::FmsCmd>),
     /// The FTL on a NAND image as one disk-image file under FUSE (mkfs.fat, mtools, fio

@@ -672,6 +672,31 @@ fn reproduce_list_as_json_and_refusing_run_options() {
     }
 }
 
+/// Water marks below the least the cleaner works with (2, and above the low one) are
+/// refused: they were raised to 2 and 3 silently (QA stop 25: `--low-water 1` ran as 2
+/// under its own job id), while the format's reserve counted the high mark as given.
+#[test]
+fn water_marks_below_the_least_are_refused() {
+    for (args, needle) in [
+        (
+            ["--low-water", "1"],
+            "--low-water: configuration: low_water: must be at least 2",
+        ),
+        (
+            ["--high-water", "2"],
+            "--high-water: configuration: high_water: must be above low_water",
+        ),
+    ] {
+        let mut a = vec!["sim", "--written", "256KiB", "--policy", "greedy"];
+        a.extend(args);
+        let o = flashkit(&a);
+        assert!(!o.status.success(), "{args:?}");
+        let err = text(&o.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(needle), "{err}");
+    }
+}
+
 /// A configuration error names the option it is about: high_water's own message mentions
 /// low_water, and used to be labelled `--low-water`.
 #[test]

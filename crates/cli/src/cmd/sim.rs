@@ -182,9 +182,12 @@ written and unit with a trace workload, the trace options with a synthetic one, 
 without the cat or adaptive policy, the DAC options with one region, ...), so its non-null
 options, given back to sim or sweep, run the same job with the same id. The table has a
 column for every option that varies, a retired column when a segment retired, and mean/p99
-latency columns when requests arrive on their own (poisson or trace arrivals). When some
-jobs of a grid fail, the others are reported, each failure gets a line on stderr naming its
-options, and the exit status is 1; an error common to every job is one line.";
+latency columns when requests arrive on their own (poisson or trace arrivals). Every job's
+configuration is checked before any runs: one that cannot run (a fill that does not fit,
+...) refuses the grid, naming its options, so that a long grid does not stop on it at the
+end. When some jobs fail while running, the others are reported, each failure gets a line
+on stderr naming its options, and the exit status is 1; an error common to every job is
+one line.";
 
 /// The grid the flags describe (the same [`Spec`] a sweep file gives).
 pub fn spec(a: &SimArgs) -> Result<Spec> {

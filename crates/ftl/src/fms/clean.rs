@@ -123,13 +123,11 @@ impl Fms {
         }
     }
 
-    /// Effective water marks: at least 2 and 3. With the borrowing rule of
-    /// `active_slot_segment` one free segment at the start of a cleaning suffices, and a
-    /// user write leaves at least `low - 1 >= 1` free.
+    /// The water marks, at least 2 and 3 (`FmsConfig::validate` refuses lower ones). With
+    /// the borrowing rule of `active_slot_segment` one free segment at the start of a
+    /// cleaning suffices, and a user write leaves at least `low - 1 >= 1` free.
     pub fn water_marks(&self) -> (usize, usize) {
-        let low = (self.cfg.low_water as usize).max(2);
-        let high = (self.cfg.high_water as usize).max(low + 1);
-        (low, high)
+        (self.cfg.low_water as usize, self.cfg.high_water as usize)
     }
 
     pub(super) fn age_unit(&self) -> f64 {

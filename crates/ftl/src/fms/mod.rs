@@ -211,11 +211,18 @@ impl FmsConfig {
         if !(1..=8).contains(&self.regions) {
             return bad("regions: must be 1..8");
         }
-        if self.low_water < 1 {
-            return bad("low_water: must be at least 1");
+        // The least marks the cleaner works with (`Fms::water_marks`); lower ones were
+        // raised to these silently until stop 25, and the reserve of a format counted the
+        // configured high mark, not the one used.
+        if self.low_water < 2 {
+            return bad(
+                "low_water: must be at least 2 (a user write must leave a free segment for the cleaner to copy into)",
+            );
         }
-        if self.high_water < self.low_water {
-            return bad("high_water: must be at least low_water");
+        if self.high_water <= self.low_water {
+            return bad(
+                "high_water: must be above low_water (a cleaning frees at least one segment)",
+            );
         }
         if self.adaptive_threshold.is_nan() || self.adaptive_threshold <= 0.0 {
             return bad("adaptive_threshold: must be > 0");

@@ -9,6 +9,7 @@ fill writes and injected program/erase failures.
     scripts/torture-sweep.py --seed 13 --runs 100 --long     # longer workloads, more segments
     scripts/torture-sweep.py --seed 14 --runs 100 --flips    # half the runs with ECC and bit flips
     scripts/torture-sweep.py --seed 15 --runs 100 --traces   # half the runs replay a block trace
+    scripts/torture-sweep.py --seed 16 --runs 100 --formats  # a quarter cut the format instead
 
 Each run prints one line: `ok CUTS VIOLATIONS ARGS`, `refused ARGS | ERROR` (the one-line
 refusal of an impossible configuration: an FMS configuration error, or more failures than
@@ -31,6 +32,11 @@ run in a temporary directory. Trace runs cut at every point, or at 1 500 sampled
 for every cut (`flashkit torture --replay`). `--cross-check` also runs each configuration
 without failures at 100 sampled cut points both ways, forked and replayed, and fails it
 when the two reports differ.
+
+With `--formats`, a quarter of the runs cut power in the format over the medium their
+workload left instead (`torture --target fms-format`, stop 25): their failures and bit
+flips are dropped (the target refuses both), and they are not cross-checked (their cuts
+never replay a workload).
 
 This is the sweep behind the figures in the session notes (docs/fms.md, "Torture"); the
 test suite runs fixed configurations (crates/sim/tests/torture.rs) and, from
@@ -65,13 +71,15 @@ TRACE_WORKLOADS = ["rootdisk", "multimedia", "hotcold:80/20", "random", "sequent
 TRACE_FORMATS = ["msr", "spc", "blkparse", "disksim", "fio"]
 
 
-def configs(seed, runs, long, flips=False, traces=False):
+def configs(seed, runs, long, flips=False, traces=False, formats=False):
     rng = random.Random(seed)
     # Drawn apart, so that --flips leaves every other choice of a seed as it was.
     frng = random.Random(seed ^ 0xECC)
     trng = random.Random(seed ^ 0x7ACE)
     # Index-log moves (stop 20), drawn apart too.
     irng = random.Random(seed ^ 0x1DE5)
+    # Format cuts (stop 25), drawn apart too.
+    grng = random.Random(seed ^ 0xF0A7)
     ops = [200, 400, 600] + ([1000] if long else [])
     segments = [10, 12, 16, 20, 24] + ([32] if long else [])
     for _ in range(runs):
@@ -134,6 +142,13 @@ def configs(seed, runs, long, flips=False, traces=False):
                 args += ["--cuts", "1500"]
             if trng.random() < 0.3:
                 args += ["--trace-map", "compact"]
+        if formats and grng.random() < 0.25:
+            args[args.index("--failures") + 1] = "0"
+            for opt in ("--bitflip-rate", "--cuts"):
+                if opt in args:
+                    i = args.index(opt)
+                    del args[i:i + 2]
+            args[1:1] = ["--target", "fms-format"]
         yield args
 
 
@@ -159,7 +174,7 @@ def cross_check(flashkit, args):
     """None when forked and replayed cuts give the same report on `args` at 100 sampled
     cut points (runs with --failures always replay: nothing to compare), else what
     differs."""
-    if args[args.index("--failures") + 1] != "0":
+    if args[args.index("--failures") + 1] != "0" or "fms-format" in args:
         return None
     base = list(args)
     if "--cuts" in base:
@@ -230,6 +245,8 @@ def main():
     ap.add_argument("--long", action="store_true", help="also 1000-operation workloads and 32 segments")
     ap.add_argument("--flips", action="store_true", help="half the runs format with --ecc and flip bits in reads")
     ap.add_argument("--traces", action="store_true", help="half the runs replay a generated block trace (torture --trace)")
+    ap.add_argument("--formats", action="store_true",
+                    help="a quarter of the runs cut the format instead (torture --target fms-format)")
     ap.add_argument("--cross-check", action="store_true",
                     help="also run each configuration without failures at 100 sampled cuts "
                          "forked and replayed (torture --replay) and fail it if the reports differ")
@@ -245,7 +262,7 @@ def main():
     # Cut points whose mount met each recovery path (`flashkit torture`'s `recovery`).
     recovery = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
-        for kind, c, v, line, rec in pool.map(lambda args: run(a.flashkit, args, a.cross_check), configs(a.seed, a.runs, a.long, a.flips, a.traces)):
+        for kind, c, v, line, rec in pool.map(lambda args: run(a.flashkit, args, a.cross_check), configs(a.seed, a.runs, a.long, a.flips, a.traces, a.formats)):
             print(line, flush=True)
             counts[kind] += 1
             cuts += c

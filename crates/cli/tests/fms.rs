@@ -45,6 +45,18 @@ fn fms_image(img: &str, device: &str, blocks: &str, block_size: &str) {
     ok(fms_image_at(Path::new(img), device, blocks, block_size));
 }
 
+/// `card.img` in `dir`: an Intel card of 16 erase blocks, an FMS of 4 KiB blocks, and
+/// `len` bytes of `pattern(len, seed)` written from offset 0. Returns its path.
+fn written_card(dir: &Path, len: usize, seed: u32) -> String {
+    let img = dir.join("card.img");
+    let img = path_str(&img).to_string();
+    fms_image(&img, "intel-series2plus-24m", "16", "4KiB");
+    let input = dir.join("in.bin");
+    std::fs::write(&input, pattern(len, seed)).unwrap();
+    run_ok(&["fms", "write", &img, "--input", path_str(&input)]);
+    img
+}
+
 #[test]
 fn format_write_read_across_processes_on_nand_and_nor() {
     let dir = tempfile::tempdir().unwrap();
@@ -1036,12 +1048,8 @@ fn ecc_is_a_format_option_the_image_remembers() {
 #[test]
 fn info_reports_every_recovery_path_of_a_damaged_image() {
     let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("card.img");
-    let img = img.to_str().unwrap();
-    fms_image(img, "intel-series2plus-24m", "16", "4KiB");
-    let input = dir.path().join("in.bin");
-    std::fs::write(&input, pattern(600_000, 7)).unwrap();
-    run_ok(&["fms", "write", img, "--input", input.to_str().unwrap()]);
+    let img = written_card(dir.path(), 600_000, 7);
+    let img = img.as_str();
     // The review's damage: 200 000 random bytes from offset 20 000 (the first segment's
     // header and records).
     let mut bytes = std::fs::read(img).unwrap();
@@ -2016,12 +2024,8 @@ fn format_refuses_no_segment_summaries_where_there_are_none() {
 #[test]
 fn blocks_lost_behind_a_damaged_header_are_never_silent() {
     let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("h.img");
-    let img = img.to_str().unwrap();
-    fms_image(img, "intel-series2plus-24m", "16", "4KiB");
-    let input = dir.path().join("in.bin");
-    std::fs::write(&input, pattern(300_000, 3)).unwrap();
-    run_ok(&["fms", "write", img, "--input", input.to_str().unwrap()]);
+    let img = written_card(dir.path(), 300_000, 3);
+    let img = img.as_str();
     // Segment 1's header: the data area ends the file (docs/format/nand-image.md), 16
     // erase blocks of 32 4 KiB pages; byte 20 is in its erase sequence.
     let mut bytes = std::fs::read(img).unwrap();

@@ -611,18 +611,8 @@ fn too_few_segments_says_what_the_fms_needs() {
 /// report counts what each cut's mount found.
 #[test]
 fn format_cuts_as_json() {
-    let o = flashkit([
-        "torture",
-        "--target",
-        "fms-format",
-        "--device",
-        "nandsim-256m",
-        "--seed",
-        "4",
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    let args = "torture --target fms-format --device nandsim-256m --seed 4 --json";
+    let v = json(&ok(flashkit(args.split(' '))));
     assert_eq!(v["target"], "fms-format");
     assert_eq!(v["violations"], 0, "{v}");
     assert_eq!(v["cut_points"], v["ops"], "every program and erase is cut");
@@ -633,17 +623,7 @@ fn format_cuts_as_json() {
         .sum();
     assert_eq!(Some(sum), v["cut_points"].as_u64(), "{v}");
     assert!(v["recovery"]["earlier_format"].as_u64().unwrap() > 0, "{v}");
-    let o = flashkit([
-        "torture",
-        "--device",
-        "nandsim-256m",
-        "--ops",
-        "50",
-        "--cuts",
-        "3",
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let args = "torture --device nandsim-256m --ops 50 --cuts 3 --json";
+    let v = json(&ok(flashkit(args.split(' '))));
     assert!(v["format_mounts"].is_null(), "{v}");
 }

@@ -60,14 +60,19 @@ fn runs(jobs: Vec<crate::sweep::Job>, results: &[SimResult]) -> Vec<Run> {
 }
 
 /// One figure of a paper beside ours: the row it belongs to (its keys, e.g. workload,
-/// policy and redistribution), the metric (a result key), the paper's value (`None` when
-/// the paper gives none), ours, and `diff_percent` = (ours - paper) / paper x 100 (0 when
-/// both are 0, `None` when the paper's is 0 and ours is not, or there is no paper value).
+/// policy and redistribution), the metric (a result key, or a figure derived from results
+/// named for what it is: `cleaning_cost_below_percent`, adaptive's cost below the row's
+/// `against`), the paper's value (`None` when the paper gives none), ours, and
+/// `diff_percent` = (ours - paper) / paper x 100 (0 when both are 0, `None` when the
+/// paper's is 0 and ours is not, or there is no paper value). Where the paper gives a
+/// range ("reduced by 16.5~23.3%"), `paper` is its low end and `paper_high` its high end,
+/// and `diff_percent` is measured from the nearer end (0 inside the range).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Comparison {
     pub row: Vec<(&'static str, String)>,
     pub metric: &'static str,
     pub paper: Option<f64>,
+    pub paper_high: Option<f64>,
     pub ours: f64,
     pub diff_percent: Option<f64>,
 }
@@ -84,23 +89,49 @@ impl Comparison {
             row,
             metric,
             paper,
+            paper_high: None,
+            ours,
+            diff_percent,
+        }
+    }
+
+    /// A figure the paper gives as a range, `low` to `high`.
+    pub fn range(
+        row: Vec<(&'static str, String)>,
+        metric: &'static str,
+        (low, high): (f64, f64),
+        ours: f64,
+    ) -> Comparison {
+        let diff_percent = if (low..=high).contains(&ours) {
+            Some(0.0)
+        } else if ours < low {
+            rel_pct(ours, low)
+        } else {
+            rel_pct(ours, high)
+        };
+        Comparison {
+            row,
+            metric,
+            paper: Some(low),
+            paper_high: Some(high),
             ours,
             diff_percent,
         }
     }
 }
 
-/// The row's keys first, then `metric`, `paper`, `ours`, `diff_percent`: one flat object
+/// The row's keys first, then `metric`, `paper`, `paper_high`, `ours`, `diff_percent`: one flat object
 /// (and one CSV line) per figure.
 impl Serialize for Comparison {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(self.row.len() + 4))?;
+        let mut m = s.serialize_map(Some(self.row.len() + 5))?;
         for (k, v) in &self.row {
             m.serialize_entry(k, v)?;
         }
         m.serialize_entry("metric", self.metric)?;
         m.serialize_entry("paper", &self.paper)?;
+        m.serialize_entry("paper_high", &self.paper_high)?;
         m.serialize_entry("ours", &self.ours)?;
         m.serialize_entry("diff_percent", &self.diff_percent)?;
         m.end()
@@ -535,9 +566,71 @@ fn dac_fig12(o: &Options) -> Result<Report> {
         ]);
     }
     let mut notes = Vec::new();
+    let mut comparisons = Vec::new();
     let idx = |t: usize, p: usize, r: usize| t * 16 + p * 4 + (r - 1);
     for (t, label) in [(0usize, "30m threshold"), (1, "no threshold")] {
         let a1 = &results[idx(t, 3, 1)];
+        // The paper's figures beside ours, as numbers (the notes below say them in words).
+        let th = if t == 0 { "30m" } else { "none" };
+        let row = |regions: &str, against: &str| {
+            vec![
+                ("threshold", th.to_string()),
+                ("policy", "adaptive".to_string()),
+                ("regions", regions.to_string()),
+                ("against", against.to_string()),
+            ]
+        };
+        for r in 2..=4usize {
+            let a = &results[idx(t, 3, r)];
+            for (metric, range, ours) in [
+                (
+                    "erasures_below_percent",
+                    (15.97, 22.55),
+                    pct_less(a.erasures as f64, a1.erasures as f64),
+                ),
+                (
+                    "cleaning_cost_below_percent",
+                    (16.5, 23.3),
+                    pct_less(a.cleaning_cost, a1.cleaning_cost),
+                ),
+            ] {
+                if let Some(ours) = ours {
+                    comparisons.push(Comparison::range(
+                        row(&r.to_string(), "1 region"),
+                        metric,
+                        range,
+                        ours,
+                    ));
+                }
+            }
+        }
+        for (p, name, paper) in [
+            (0, "greedy", 15.73),
+            (1, "cost-benefit", 4.67),
+            (2, "cat", 0.67),
+        ] {
+            let a4 = results[idx(t, 3, 4)].cleaning_cost;
+            if let Some(ours) = pct_less(a4, results[idx(t, p, 4)].cleaning_cost) {
+                comparisons.push(Comparison::new(
+                    row("4", name),
+                    "cleaning_cost_below_percent",
+                    Some(paper),
+                    ours,
+                ));
+            }
+        }
+        let shares: Vec<f64> = (1..=4)
+            .filter_map(|r| results[idx(t, 3, r)].policy_greedy_share)
+            .filter(|g| g.is_finite())
+            .collect();
+        if shares.len() == 4 {
+            comparisons.push(Comparison::new(
+                row("1-4 (mean)", "-"),
+                "policy_greedy_share",
+                Some(0.41),
+                shares.iter().sum::<f64>() / 4.0,
+            ));
+        }
         let red: Vec<String> = (2..=4)
             .map(|r| {
                 let a = &results[idx(t, 3, r)];
@@ -602,7 +695,7 @@ fn dac_fig12(o: &Options) -> Result<Report> {
         .to_vec(),
         chart: Some(dac_fig12_chart(&cfgs, &results)),
         rows,
-        comparisons: Vec::new(),
+        comparisons,
         notes,
         results: runs(jobs, &results),
     })
@@ -874,6 +967,36 @@ fn fig12(o: &Options) -> Result<Report> {
     };
     let last = LOCALITIES.len() - 1;
     let (g, cb, cat) = (at(last, 0), at(last, 1), at(last, 2));
+    // The paper's figures at 95/5 beside ours, as numbers (the notes say them in words).
+    let mut comparisons = Vec::new();
+    let row = |against: &str| {
+        vec![
+            ("locality", loc_label(LOCALITIES[last])),
+            ("policy", "cat".to_string()),
+            ("against", against.to_string()),
+        ]
+    };
+    for (other, name, erasures, throughput) in [
+        (g, "greedy", 69.16, 201.11),
+        (cb, "cost-benefit", 33.22, 36.98),
+    ] {
+        if let Some(ours) = pct_less(cat.erasures as f64, other.erasures as f64) {
+            comparisons.push(Comparison::new(
+                row(name),
+                "erasures_below_percent",
+                Some(erasures),
+                ours,
+            ));
+        }
+        if let Some(less) = pct_less(cat.throughput_bytes_per_s, other.throughput_bytes_per_s) {
+            comparisons.push(Comparison::new(
+                row(name),
+                "throughput_above_percent",
+                Some(throughput),
+                -less,
+            ));
+        }
+    }
     let mut notes = vec![
         format!(
             "CAT has the fewest erasures at {} (paper: CAT best above 60/40)",
@@ -937,7 +1060,7 @@ fn fig12(o: &Options) -> Result<Report> {
             .map(String::from)
             .to_vec(),
         rows,
-        comparisons: Vec::new(),
+        comparisons,
         notes,
         results: runs(jobs, &results),
         chart: Some(Chart {
@@ -1259,6 +1382,45 @@ fn dac_fig11(o: &Options) -> Result<Report> {
     };
     let vs = |b: f64, a: f64| pct_less(b, a).map(|less| -less);
     let mut notes = Vec::new();
+    // The paper's smallest and largest reductions beside ours, as numbers: "less cost"
+    // over the localities, On against Off and On* against On.
+    let mut comparisons = Vec::new();
+    for (pi, p) in Policy::ALL.iter().enumerate() {
+        for (mode, base, name, paper) in [
+            (1, 0, "On vs Off", paper_dac[pi]),
+            (2, 1, "On* vs On", paper_th[pi]),
+        ] {
+            let less: Option<Vec<f64>> = (0..nl)
+                .map(|li| {
+                    pct_less(
+                        at(pi, li, mode).cleaning_cost,
+                        at(pi, li, base).cleaning_cost,
+                    )
+                })
+                .collect();
+            let Some(less) = less.filter(|v| !v.is_empty()) else {
+                continue;
+            };
+            let (mn, mx) = less
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+            for (metric, paper, ours) in [
+                ("cleaning_cost_below_percent_least", paper.0, mn),
+                ("cleaning_cost_below_percent_most", paper.1, mx),
+            ] {
+                comparisons.push(Comparison::new(
+                    vec![
+                        ("policy", p.name().to_string()),
+                        ("compared", name.to_string()),
+                        ("localities", "50/50-95/5".to_string()),
+                    ],
+                    metric,
+                    Some(paper),
+                    ours,
+                ));
+            }
+        }
+    }
     for (pi, p) in Policy::ALL.iter().enumerate() {
         let dac: Vec<Option<f64>> = (0..nl)
             .map(|li| vs(at(pi, li, 1).cleaning_cost, at(pi, li, 0).cleaning_cost))
@@ -1326,7 +1488,7 @@ fn dac_fig11(o: &Options) -> Result<Report> {
         .map(String::from)
         .to_vec(),
         rows,
-        comparisons: Vec::new(),
+        comparisons,
         notes,
         results: runs(jobs, &results),
         chart: Some(Chart {

@@ -1248,6 +1248,11 @@ fn no_effect_static(
             Some("it applies to DAC (regions > 1) only")
         }
         "redistribution" if dac => Some("DAC regions (regions > 1) replace the redistribution"),
+        "region_threshold"
+            if text("promotion") == "region-average" && text("demotion") == "region-average" =>
+        {
+            Some("with region-average promotion and demotion no threshold is read")
+        }
         "hot_half_life"
             if dac || !matches!(redistribution(options), Some(r) if r.uses_hot_degree()) =>
         {
@@ -1630,6 +1635,9 @@ fn ran(cfg: &SimConfig) -> SimConfig {
     let base = SimConfig::flagship().fms;
     if c.fms.regions > 1 {
         c.fms.redistribution = crate::reproduce::paper_pairing(c.fms.policy);
+        if (c.fms.promotion, c.fms.demotion) == (AgeRule::RegionAverage, AgeRule::RegionAverage) {
+            c.fms.region_threshold_ps = base.region_threshold_ps;
+        }
     } else {
         c.fms.region_threshold_ps = base.region_threshold_ps;
         c.fms.region_select = base.region_select;
@@ -2215,6 +2223,45 @@ mod tests {
                 .expand()
                 .unwrap_or_else(|e| panic!("{ok}: {e}"));
         }
+    }
+
+    /// With region-average promotion and demotion no threshold is read (`Dac::on_update`,
+    /// `on_clean`): the threshold is null in such a job's options and its jobs with and
+    /// without one are one job (QA stop 25: they ran twice under two ids); alone it is
+    /// refused as an option with no effect.
+    #[test]
+    fn a_threshold_region_average_rules_never_read_is_inert() {
+        let jobs = spec(
+            "policy = \"cat\"\nregions = 2\nregion_threshold = [\"none\", \"30m\"]\n\
+             promotion = [\"threshold\", \"region-average\"]\n\
+             demotion = [\"threshold\", \"region-average\"]\n",
+        )
+        .unwrap()
+        .expand()
+        .unwrap();
+        assert_eq!(jobs.len(), 7);
+        let avg = |j: &Job| {
+            j.options["promotion"] == "region-average" && j.options["demotion"] == "region-average"
+        };
+        let both: Vec<&Job> = jobs.iter().filter(|j| avg(j)).collect();
+        assert_eq!(both.len(), 1);
+        assert!(both[0].options["region_threshold"].is_null());
+        assert!(jobs
+            .iter()
+            .any(|j| !avg(j) && !j.options["region_threshold"].is_null()));
+        let e = spec(
+            "policy = \"cat\"\nregions = 2\nregion_threshold = \"30m\"\n\
+             promotion = \"region-average\"\ndemotion = \"region-average\"\n",
+        )
+        .unwrap()
+        .expand()
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            e.contains("region_threshold: has no effect: with region-average"),
+            "{e}"
+        );
     }
 
     /// `SimResult::FIELDS` is the serialized order of a result's fields, and

@@ -12,10 +12,11 @@ use crate::progress::Progress;
 #[derive(Args, Debug)]
 pub struct ReproduceArgs {
     /// Experiment name (see --list). With --json: `comparisons` holds each of the paper's
-    /// figures beside ours as numbers (row keys, metric, paper, ours, diff_percent) and
+    /// numeric figures beside ours (row keys, metric, paper, paper_high for a range,
+    /// ours, diff_percent; none for the experiments whose paper gives only shapes) and
     /// `results` every run, each with the `sim` job that runs it alone (`job`, `options`,
     /// as `sim --json` prints them); with --csv FILE: the comparisons, one line per figure
-    /// (for experiments without the paper's figures per row, the runs as `sim --csv`
+    /// (for experiments without the paper's figures as numbers, the runs as `sim --csv`
     /// writes them: job, the options that vary, the result).
     pub name: Option<String>,
     /// List the experiments (a table, or `--json` / `--csv FILE`).

@@ -1099,10 +1099,12 @@ class Fms:
         # is unreadable (not erased, not corrected) is dirty and its records are not taken;
         # the blocks whose record there (valid or corrected, live) is newer than the winner
         # (or than none) and than the block's winning tombstone are named lost.
+        # None while segments of an earlier format are left (their medium's records may sit
+        # behind the header the stopped format's erase tore).
         tombs = tomb if self.mode == "spare" else {}
         lost = {}
         for g in range(nseg):
-            if img.state[g] != 0 or hdrs[g] != "unreadable":
+            if self.earlier_format or img.state[g] != 0 or hdrs[g] != "unreadable":
                 continue
             for k, kind, rec in self.read_records(g, use_summary=False):
                 if kind != "block" or rec["lbn"] >= self.logical:

@@ -550,7 +550,12 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     }
     f.mount_report.grown_bad_read = read_grown.len() as u64;
     read_trim_lists(&mut f, &lists, &best)?;
-    f.mount_report.lost_blocks = lost_blocks(&mut f, &unreadable, &best);
+    // (A format stopped part way leaves segments of the medium it was replacing, one of
+    // them perhaps torn mid-erase: their records are not this medium's, and sequence
+    // numbers do not tell them apart. Nothing is named while such segments are left.)
+    if f.mount_report.earlier_format.is_empty() {
+        f.mount_report.lost_blocks = lost_blocks(&mut f, &unreadable, &best);
+    }
 
     // The device clock goes on from the newest time on the medium (headers, and in header
     // mode entries), so that ages continue across mounts (docs/format/fms.md, Mount step

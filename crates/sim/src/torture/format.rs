@@ -167,6 +167,13 @@ fn run_cut_inner(
             Found::NewMedium
         };
         out.recovered = Some(f1.mount_report().clone());
+        // A new medium holds nothing yet: naming a block lost would be a false alarm (the
+        // old medium's records behind a header the format's erase tore).
+        if found == Found::NewMedium {
+            if let Err(e) = lost_is_none(&f1, "the new medium") {
+                out.problems.push(e);
+            }
+        }
         if found == Found::OldMedium && cut.is_none() {
             out.problems.push(format!(
                 "a complete format left the old medium's format number {}",

@@ -230,9 +230,10 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     let mut any_header = false;
     let mut index_seg: Option<(u32, u64)> = None;
     // Dirty segments whose erase count is known (their header reads): kind-1 segments
-    // older than the index segment, and segments of an earlier format. The others (header
-    // erased or unreadable) take the largest count known.
-    let mut superseded: Vec<u32> = Vec::new();
+    // older than the index segment, and segments of an earlier format (after a stopped
+    // format, most of the medium: a flag per segment). The others (header erased or
+    // unreadable) take the largest count known.
+    let mut known_count = vec![false; lay.segments as usize];
     let mut max_ec = 0u32;
     // The format number of the medium: the first good segment header's.
     let mut format_id: Option<u64> = None;
@@ -324,7 +325,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             max_ec = max_ec.max(h.erase_count);
             f.erase_seq = f.erase_seq.max(h.erase_seq.saturating_add(1));
             f.mount_report.earlier_format.push(seg);
-            superseded.push(seg);
+            known_count[seg as usize] = true;
             continue;
         }
         if h.block_size != lay.block_size || h.slots != slots {
@@ -400,12 +401,12 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             match index_seg {
                 Some((_, q)) if q > h.erase_seq => {
                     f.segs[si].state = SegState::Dirty;
-                    superseded.push(seg);
+                    known_count[seg as usize] = true;
                 }
                 _ => {
                     if let Some((o, _)) = index_seg {
                         f.segs[o as usize].state = SegState::Dirty;
-                        superseded.push(o);
+                        known_count[o as usize] = true;
                     }
                     index_seg = Some((seg, h.erase_seq));
                     f.segs[si].state = SegState::Index;
@@ -484,11 +485,11 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     if bad_log.is_some() {
         if let Some((o, _)) = index_seg.take() {
             f.segs[o as usize].state = SegState::Dirty;
-            superseded.push(o);
+            known_count[o as usize] = true;
         }
     }
     for (i, s) in f.segs.iter_mut().enumerate() {
-        if s.state == SegState::Dirty && !superseded.contains(&(i as u32)) {
+        if s.state == SegState::Dirty && !known_count[i] {
             s.erase_count = max_ec;
         }
     }
@@ -730,7 +731,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                     let ec = f.segs[s as usize].erase_count;
                     if ec > max_ec {
                         for (i, d) in f.segs.iter_mut().enumerate() {
-                            if d.state == SegState::Dirty && !superseded.contains(&(i as u32)) {
+                            if d.state == SegState::Dirty && !known_count[i] {
                                 d.erase_count = ec;
                             }
                         }

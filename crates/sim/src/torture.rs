@@ -41,7 +41,13 @@
 //!       checked, then or after it is reused;
 //!    5. the FMS keeps working: a few more writes, a flush, a clean remount; every sector
 //!       then reads back exactly, the remount rebuilds the tables the running FMS had, and
-//!       the erase counts hold again.
+//!       the erase counts hold again;
+//!    6. no mount (after the cut, or any remount after it) names a lost block
+//!       (`MountReport::lost_blocks`, stop 25): power cuts alone lose nothing
+//!       acknowledged.
+//!
+//! `--target fms-format` ([`TortureConfig::format`]) cuts power in a format over the
+//! medium the workload left instead: see `torture/format.rs`.
 //!
 //! The fault-free run goes through the same checks (a clean shutdown and remount), and its
 //! reads are compared with the model as the workload runs.

@@ -3586,8 +3586,15 @@ fn erase_counts_survive_a_format_stopped_part_way() {
         .program_bytes(page, 8, &[b[0] & !low & !(rest & rest.wrapping_neg())])
         .unwrap();
     let d = Fms::mount(damaged, cfg.clone()).unwrap();
-    assert_eq!(d.mount_report().earlier_format, (3..12).collect::<Vec<u32>>());
-    assert!(d.mount_report().lost_blocks.is_empty(), "{:?}", d.mount_report());
+    assert_eq!(
+        d.mount_report().earlier_format,
+        (3..12).collect::<Vec<u32>>()
+    );
+    assert!(
+        d.mount_report().lost_blocks.is_empty(),
+        "{:?}",
+        d.mount_report()
+    );
     let m = Fms::mount(left, cfg.clone()).unwrap();
     assert_eq!(
         m.mount_report().earlier_format,

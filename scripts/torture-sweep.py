@@ -34,9 +34,9 @@ without failures at 100 sampled cut points both ways, forked and replayed, and f
 when the two reports differ.
 
 With `--formats`, a quarter of the runs cut power in the format over the medium their
-workload left instead (`torture --target fms-format`, stop 25): their failures and bit
-flips are dropped (the target refuses both), and they are not cross-checked (their cuts
-never replay a workload).
+workload left instead (`torture --target fms-format`, stop 25): their failures are dropped
+(the target refuses them), and they are not cross-checked (their cuts never replay a
+workload).
 
 This is the sweep behind the figures in the session notes (docs/fms.md, "Torture"); the
 test suite runs fixed configurations (crates/sim/tests/torture.rs) and, from
@@ -144,7 +144,7 @@ def configs(seed, runs, long, flips=False, traces=False, formats=False):
                 args += ["--trace-map", "compact"]
         if formats and grng.random() < 0.25:
             args[args.index("--failures") + 1] = "0"
-            for opt in ("--bitflip-rate", "--cuts"):
+            for opt in ("--cuts",):
                 if opt in args:
                     i = args.index(opt)
                     del args[i:i + 2]

@@ -493,10 +493,6 @@ fn options_a_torture_would_ignore_are_refused() {
             vec!["--target", "fms-format", "--failures", "1"],
             "--failures",
         ),
-        (
-            vec!["--target", "fms-format", "--bitflip-rate", "1e-5"],
-            "--bitflip-rate",
-        ),
         (vec!["--target", "fms-format", "--replay"], "--replay"),
     ] {
         let mut args = vec!["torture", "--device", "nandsim-256m", "--ops", "50"];

@@ -222,7 +222,7 @@ pub struct TortureConfig {
     pub replay: bool,
     /// Cut the format instead (`--target fms-format`): power cuts at every program and
     /// erase of a format over the medium the workload left (see "Format cuts" in
-    /// `torture/format.rs`). Not with `failures` or `bitflip_rate`. Default: false.
+    /// `torture/format.rs`). Not with `failures`. Default: false.
     pub format: bool,
 }
 

@@ -595,4 +595,14 @@ fn format_cut_at_every_program_and_erase() {
         assert!(r.recovery.index_lost > 0, "{preset}: {:?}", r.recovery);
         assert!(r.cleanings > 0, "{preset}: the old medium was cleaned");
     }
+    // With bit flips in every read (the old medium's workload, the format's reads of the
+    // old headers, every mount), ECC on.
+    let mut c = cfg("mlc2-2g", Cuts::Every, 14);
+    c.format = true;
+    c.fms.ecc = true;
+    c.fms.ecc_strength = 4;
+    c.bitflip_rate = 1e-5;
+    let r = run(&c);
+    assert_eq!(r.violations, 0, "{:?}", r.failures.first());
+    assert!(r.reads.ecc_corrected_bits > 0, "{:?}", r.reads);
 }

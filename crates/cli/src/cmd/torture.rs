@@ -177,11 +177,6 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
                 "--failures",
                 "program/erase failures are not combined with format cuts",
             ),
-            (
-                a.bitflip_rate > 0.0,
-                "--bitflip-rate",
-                "bit flips are not combined with format cuts",
-            ),
         ] {
             if set {
                 bail!("{name}: not with --target fms-format ({why})");

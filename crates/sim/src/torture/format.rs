@@ -27,8 +27,10 @@
 //!    whose header the cut lost gets the largest count on the medium
 //!    ([`Fms::format`]), which until stop 25 was 0.
 //!
-//! The fault-free format goes through checks 2 to 5 too. Bit flips and injected program
-//! or erase failures are not combined with format cuts (the command refuses them).
+//! The fault-free format goes through checks 2 to 5 too. With bit flips
+//! ([`TortureConfig::bitflip_rate`], usually with ECC) the workload that makes the old
+//! medium, the format and every mount read with flips, as in the workload target.
+//! Injected program or erase failures are not combined with format cuts (refused).
 
 use super::*;
 
@@ -128,16 +130,20 @@ fn run_cut_inner(
     out: &mut RunOutcome,
 ) -> Result<(), String> {
     let mut nand = copy(&old.nand.lock().unwrap())?;
-    if let Some(k) = cut {
+    if cut.is_some() || ctx.bitflip_rate > 0.0 {
         nand.set_faults(FaultPlan {
-            power_cut_at: Some(k),
+            power_cut_at: cut,
             torn: TornMode::Random,
-            seed: fault_seed(ctx, Some(k)),
+            bitflip_rate: ctx.bitflip_rate,
+            seed: fault_seed(ctx, cut),
             ..FaultPlan::default()
         });
     }
     let left = match (Fms::format_or_return(nand, ctx.cfg.clone()), cut) {
-        (Ok(f), None) => f.into_nand(),
+        (Ok(f), None) => {
+            out.reads.add_fms(&f);
+            f.into_nand()
+        }
         (Ok(f), Some(k)) => {
             return Err(format!(
                 "power cut {k} never happened: the format did only {} programs/erases (the run is not deterministic)",
@@ -152,6 +158,7 @@ fn run_cut_inner(
         .map_err(|e| format!("after the cut: reopen: {e}"))?;
     let lost = lost_headers(&mut nand)?;
     let again = copy(&nand)?;
+    flip_reads(ctx, &mut nand, cut.unwrap_or(0) ^ 0xF0A7);
 
     // (1) Mount.
     let f1 = match Fms::mount(nand, ctx.cfg.clone()) {

@@ -1017,11 +1017,7 @@ fn segment_table(fms: &Fms, report: &ReportArgs) -> Result<()> {
 /// (segment 1 slot 0), ...; their newest copy is in a segment whose header does not
 /// decode: they read older data or zeros`.
 fn lost_text(lost: &[SlotRecord]) -> String {
-    let shown: Vec<String> = lost
-        .iter()
-        .take(5)
-        .map(|s| format!("block {} (segment {} slot {})", s.block, s.segment, s.slot))
-        .collect();
+    let shown = slot_records(&lost[..lost.len().min(5)]);
     let more = match lost.len() {
         n if n > 5 => format!(", … (+{} more; `fms info --json` lists all)", n - 5),
         _ => String::new(),
@@ -1031,23 +1027,25 @@ fn lost_text(lost: &[SlotRecord]) -> String {
     segs.dedup();
     let segs: Vec<String> = segs.iter().map(u32::to_string).collect();
     format!(
-        "{}: {}{more}; their newest copy is in segment(s) {} whose header does not decode (damaged): they read older data or zeros",
+        "{}: {shown}{more}; their newest copy is in segment(s) {} whose header does not decode (damaged): they read older data or zeros",
         lost.len(),
-        shown.join(", "),
         segs.join(", ")
     )
+}
+
+/// `block 7 (segment 4 slot 2), ...`: where a mount found each record it names.
+fn slot_records(v: &[SlotRecord]) -> String {
+    v.iter()
+        .map(|s| format!("block {} (segment {} slot {})", s.block, s.segment, s.slot))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// What the mount found of bits flipped for good, or `None`: `header of segment 3
 /// corrected; record of block 7 (segment 4 slot 2) one bit from valid, not corrected:
 /// the block reads an older copy`.
 fn flips_found(r: &FmsInfo) -> Option<String> {
-    let slots = |v: &[SlotRecord]| {
-        v.iter()
-            .map(|s| format!("block {} (segment {} slot {})", s.block, s.segment, s.slot))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let slots = slot_records;
     let plural = |n: usize, one: &str, many: &str| if n == 1 { one } else { many }.to_string();
     let mut parts = Vec::new();
     let h = &r.corrected_headers;

@@ -680,11 +680,11 @@ fn water_marks_below_the_least_are_refused() {
     for (args, needle) in [
         (
             ["--low-water", "1"],
-            "--low-water: configuration: low_water: must be at least 2",
+            "--low-water: configuration: low_water: 1 must be at least 2",
         ),
         (
             ["--high-water", "2"],
-            "--high-water: configuration: high_water: must be above low_water",
+            "--high-water: configuration: high_water: 2 must be above low_water (2;",
         ),
     ] {
         let mut a = vec!["sim", "--written", "256KiB", "--policy", "greedy"];

@@ -1385,8 +1385,8 @@ fn build(
         .unwrap_or_else(|| crate::reproduce::paper_pairing(p));
     d.cfg.fms.validate().map_err(|e| {
         let msg = e.to_string();
-        // The key the message is about comes first ("high_water: must be above
-        // low_water" is about high_water).
+        // The key the message is about comes first ("high_water: 2 must be above
+        // low_water (2; ...)" is about high_water).
         let key = KEYS
             .iter()
             .filter_map(|k| msg.find(k.name).map(|at| (at, k.name)))

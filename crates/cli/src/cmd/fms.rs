@@ -312,8 +312,13 @@ pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
     let fms = Fms::mount(nand, cfg).with_context(|| format!("{}: mount", path.display()))?;
     let lost = &fms.mount_report().lost_blocks;
     if !lost.is_empty() {
+        // A writing command may clean the damaged segment away, and with it the names.
+        let last = match access {
+            Access::Write => " (this command may clean that segment away, after which they read zeros with no warning: `fms read --allow-lost` first to save them)",
+            Access::Inspect => "",
+        };
         eprintln!(
-            "flashkit: warning: {}: blocks lost: {}",
+            "flashkit: warning: {}: blocks lost: {}{last}",
             path.display(),
             lost_text(lost)
         );

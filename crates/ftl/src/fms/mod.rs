@@ -215,14 +215,16 @@ impl FmsConfig {
         // raised to these silently until stop 25, and the reserve of a format counted the
         // configured high mark, not the one used.
         if self.low_water < 2 {
-            return bad(
-                "low_water: must be at least 2 (a user write must leave a free segment for the cleaner to copy into)",
-            );
+            return Err(DevError::config(format!(
+                "low_water: {} must be at least 2 (a user write must leave a free segment for the cleaner to copy into)",
+                self.low_water
+            )));
         }
         if self.high_water <= self.low_water {
-            return bad(
-                "high_water: must be above low_water (a cleaning frees at least one segment)",
-            );
+            return Err(DevError::config(format!(
+                "high_water: {} must be above low_water ({}; a cleaning frees at least one segment)",
+                self.high_water, self.low_water
+            )));
         }
         if self.adaptive_threshold.is_nan() || self.adaptive_threshold <= 0.0 {
             return bad("adaptive_threshold: must be > 0");

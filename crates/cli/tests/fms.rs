@@ -2076,4 +2076,63 @@ fn blocks_lost_behind_a_damaged_header_are_never_silent() {
         "--allow-lost",
     ]));
     assert_eq!(o.stdout, vec![0u8; 4096]);
+    assert!(text(&o.stderr).contains("1 lost block(s) read as the older data"));
+
+    // --salvage reads the lost copies: the whole input back, lost blocks included.
+    let want = pattern(300_000, 3);
+    let saved = dir.path().join("saved.bin");
+    let saved = path_str(&saved);
+    let o = ok(flashkit([
+        "fms",
+        "read",
+        img,
+        "--length",
+        "300000",
+        "--salvage",
+        "--output",
+        saved,
+        "--json",
+    ]));
+    let r = json(&o);
+    assert_eq!(r["lost_read_as"], "salvaged", "{r}");
+    assert_eq!(
+        r["lost_blocks"].as_array().unwrap().len(),
+        lost.len(),
+        "{r}"
+    );
+    assert!(
+        std::fs::read(saved).unwrap() == want,
+        "salvaged data differs"
+    );
+
+    // Writing elsewhere, many times the free space: the damaged segment is held, so the
+    // names stay (stop 26; before, the first cleaning erased them away).
+    let other = dir.path().join("other.bin");
+    std::fs::write(&other, pattern(400 * 1024, 9)).unwrap();
+    for _ in 0..8 {
+        let o = ok(flashkit([
+            "fms",
+            "write",
+            img,
+            "--offset",
+            "512KiB",
+            "--input",
+            path_str(&other),
+        ]));
+        assert!(text(&o.stderr).contains("kept until each block is written or trimmed"));
+    }
+    let v = json(&ok(flashkit(["fms", "info", img, "--json"])));
+    assert_eq!(
+        v["lost_blocks"].as_array().map(Vec::len),
+        Some(lost.len()),
+        "{v}"
+    );
+
+    // Writing the salvaged data back ends the names: the card checks clean and reads
+    // the input.
+    run_ok(&["fms", "write", img, "--input", saved]);
+    let o = ok(flashkit(["fms", "check", img]));
+    assert!(!text(&o.stderr).contains("lost"), "{}", text(&o.stderr));
+    let o = ok(flashkit(["fms", "read", img, "--length", "300000"]));
+    assert!(o.stdout == want, "the restored data differs");
 }

@@ -233,10 +233,15 @@ pub struct ReadArgs {
     #[arg(long)]
     pub output: Option<PathBuf>,
     /// Read a range over blocks the mount found lost anyway (their newest copy is in a
-    /// segment whose header does not decode; they read older data or zeros): to salvage
-    /// the rest in one read. Without it such a range is refused.
-    #[arg(long)]
+    /// segment whose header does not decode; they read older data or zeros): to save
+    /// the rest in one read. Without it (or `--salvage`) such a range is refused.
+    #[arg(long, conflicts_with = "salvage")]
     pub allow_lost: bool,
+    /// Read each lost block in the range from its lost copy, the one behind the damaged
+    /// header: the block's newest content when the header was damaged in place (bits
+    /// flipped for good); content from before a trim if a torn erase left the header so.
+    #[arg(long)]
+    pub salvage: bool,
     #[command(flatten)]
     pub mount: MountArgs,
     // `--json`: what was read (the report on stdout; the data must then go to
@@ -312,9 +317,10 @@ pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
     let fms = Fms::mount(nand, cfg).with_context(|| format!("{}: mount", path.display()))?;
     let lost = &fms.mount_report().lost_blocks;
     if !lost.is_empty() {
-        // A writing command may clean the damaged segment away, and with it the names.
+        // The damaged segments are held until each block is written or trimmed
+        // (`ftl::fms::lost`): a writing command that does so ends the names.
         let last = match access {
-            Access::Write => " (this command may clean that segment away, after which they read zeros with no warning: `fms read --allow-lost` first to save them)",
+            Access::Write => " (their segments are kept until each block is written or trimmed, which ends its name: `fms read --salvage` first to save them)",
             Access::Inspect => "",
         };
         eprintln!(
@@ -398,6 +404,11 @@ pub struct ReadReport {
     pub bytes_read: u64,
     /// Where the bytes went.
     pub output: String,
+    /// Lost blocks in the range (`--allow-lost` or `--salvage`), by logical block number.
+    pub lost_blocks: Vec<u32>,
+    /// How they were read: `mapped` (older data or zeros: `--allow-lost`), `salvaged`
+    /// (their lost copies: `--salvage`); null when the range holds none.
+    pub lost_read_as: Option<&'static str>,
     #[serde(flatten)]
     pub cost: IoCost,
 }
@@ -1333,15 +1344,14 @@ fn read(a: ReadArgs) -> Result<()> {
     let spb = fms.layout().block_size as u64 / SECTOR as u64;
     let blocks = lba / spb..(lba + sectors).div_ceil(spb);
     let hit: Vec<u32> = fms
-        .mount_report()
-        .lost_blocks
+        .lost_blocks()
         .iter()
         .map(|s| s.block)
         .filter(|&b| blocks.contains(&(b as u64)))
         .collect();
-    if !hit.is_empty() && !a.allow_lost {
+    if !hit.is_empty() && !a.allow_lost && !a.salvage {
         bail!(
-            "{}: the range covers {} lost block(s) ({}), which would read older data or zeros; read around them, or give --allow-lost",
+            "{}: the range covers {} lost block(s) ({}), which would read older data or zeros; read around them, give --salvage to read their lost copies, or --allow-lost",
             a.image.display(),
             hit.len(),
             output::block_list(&hit, 10)
@@ -1372,6 +1382,9 @@ fn read(a: ReadArgs) -> Result<()> {
         let b = &mut buf[..(secs as usize) * SECTOR];
         fms.read(at, secs as u32, Some(b))
             .with_context(|| format!("{}: read", a.image.display()))?;
+        if a.salvage {
+            salvage_into(&mut fms, &hit, at, b, &a.image)?;
+        }
         out.write_all(&b[..n as usize])
             .with_context(|| out_name.clone())?;
         left -= n;
@@ -1387,9 +1400,49 @@ fn read(a: ReadArgs) -> Result<()> {
         offset: lba * SECTOR as u64,
         bytes_read: len,
         output: out_name,
+        lost_read_as: (!hit.is_empty()).then_some(if a.salvage { "salvaged" } else { "mapped" }),
+        lost_blocks: hit,
         cost: spent.cost(&fms),
     };
+    if !r.lost_blocks.is_empty() {
+        eprintln!(
+            "flashkit: note: {}: {} lost block(s) read {}: {}",
+            a.image.display(),
+            r.lost_blocks.len(),
+            if a.salvage {
+                "from their lost copies"
+            } else {
+                "as the older data or zeros the FMS maps"
+            },
+            output::block_list(&r.lost_blocks, 10)
+        );
+    }
     report(&a.report, &r)?;
+    Ok(())
+}
+
+/// `fms read --salvage`: overwrite the bytes of each lost block of `lost` that `b` (read
+/// from sector `at`) covers with its lost copy's.
+fn salvage_into(fms: &mut Fms, lost: &[u32], at: u64, b: &mut [u8], image: &Path) -> Result<()> {
+    let bs = fms.layout().block_size as u64;
+    let start = at * SECTOR as u64;
+    let end = start + b.len() as u64;
+    let mut block = vec![0u8; bs as usize];
+    for &lbn in lost {
+        let (from, to) = (lbn as u64 * bs, (lbn as u64 + 1) * bs);
+        if to <= start || from >= end {
+            continue;
+        }
+        if !fms
+            .read_lost(lbn, &mut block)
+            .with_context(|| format!("{}: salvage: block {lbn}", image.display()))?
+        {
+            continue;
+        }
+        let (lo, hi) = (from.max(start), to.min(end));
+        b[(lo - start) as usize..(hi - start) as usize]
+            .copy_from_slice(&block[(lo - from) as usize..(hi - from) as usize]);
+    }
     Ok(())
 }
 

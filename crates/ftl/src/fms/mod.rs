@@ -20,6 +20,7 @@ mod faults;
 pub mod hot;
 mod index_log;
 pub mod layout;
+mod lost;
 mod mount;
 mod ram;
 pub mod redistribute;
@@ -517,6 +518,9 @@ pub struct Fms {
     /// `None` on other media, so that the FMS's own row stays as it was for the simulator's
     /// header-mode runs.
     segsum: Option<Box<segsum::Summaries>>,
+    /// Blocks a mount named lost and not written or trimmed since, and the segments held
+    /// back from reuse for them (`lost.rs`); `None` when there are none.
+    lost: Option<Box<lost::Lost>>,
 }
 
 impl Fms {
@@ -580,6 +584,7 @@ impl Fms {
             ecc_override: self.ecc_override.clone(),
             scrub: self.scrub.clone(),
             segsum: self.segsum.clone(),
+            lost: self.lost.clone(),
         })
     }
 
@@ -653,6 +658,7 @@ impl Fms {
             ecc_override: None,
             scrub: Vec::new(),
             segsum: segsum::Summaries::for_layout(&lay),
+            lost: None,
             adaptive,
             hot: HotDegree::new(if keeps_hot { n } else { 0 }, half_life),
             indexed: used.is_some() || aged.is_some() || sums.is_some() || wear.is_some(),
@@ -1267,6 +1273,9 @@ impl Fms {
         if let Some(a) = self.adaptive.as_mut() {
             a.on_write(lbn);
         }
+        if self.lost.is_some() {
+            self.resolve_lost(lbn)?;
+        }
         if !self.retiring.is_empty() || self.index_stale {
             self.repair()?;
         }
@@ -1332,6 +1341,10 @@ impl Fms {
         if self.lay.mode == RecordMode::Header {
             for lbn in lbns {
                 self.unmap(lbn)?;
+                if self.lost.is_some() {
+                    // (Its lost record's live bit cleared too: `lost.rs`.)
+                    self.resolve_lost(lbn)?;
+                }
             }
         } else {
             let cap = self.trim_list_capacity();
@@ -1340,7 +1353,9 @@ impl Fms {
             while next < lbns.end {
                 chunk.clear();
                 while next < lbns.end && chunk.len() < cap {
-                    if self.blocks[next as usize].map != NONE {
+                    // A lost block gets a tombstone even when nothing is mapped: it must
+                    // beat the lost record at the next mount (`lost.rs`).
+                    if self.blocks[next as usize].map != NONE || self.is_lost(next) {
                         chunk.push(next);
                     }
                     next += 1;
@@ -1354,6 +1369,11 @@ impl Fms {
                     self.unmap(lbn)?;
                 }
                 self.write_trims()?;
+                if self.lost.is_some() {
+                    for &lbn in &chunk {
+                        self.resolve_lost(lbn)?;
+                    }
+                }
             }
         }
         if !self.retiring.is_empty() || self.index_stale {

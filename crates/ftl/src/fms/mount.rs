@@ -555,7 +555,13 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     // them perhaps torn mid-erase: their records are not this medium's, and sequence
     // numbers do not tell them apart. Nothing is named while such segments are left.)
     if f.mount_report.earlier_format.is_empty() {
-        f.mount_report.lost_blocks = lost_blocks(&mut f, &unreadable, &best);
+        let (lost, newest) = lost_blocks(&mut f, &unreadable, &best);
+        // A write or trim of a lost block must beat its lost record here and at every
+        // later mount: numbers go on above the newest such record. Their segments are
+        // held back from reuse while they hold one (`lost.rs`).
+        f.seq = f.seq.max(newest.saturating_add(1));
+        f.lost = super::lost::Lost::from_mount(&lost);
+        f.mount_report.lost_blocks = lost;
     }
 
     // The device clock goes on from the newest time on the medium (headers, and in header
@@ -714,6 +720,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             loop {
                 let cand = (0..lay.segments).find(|&s| {
                     matches!(f.segs[s as usize].state, SegState::Free | SegState::Dirty)
+                        && !f.is_held(s)
                 });
                 let Some(s) = cand else {
                     f.index_stale = true;
@@ -760,7 +767,11 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     for (i, s) in f.segs.iter_mut().enumerate() {
         s.created_ps = hdr_ps[i].unwrap_or(resumed);
         s.last_inval_ps = s.created_ps;
-        if matches!(s.state, SegState::Free | SegState::Dirty) {
+        let held = f
+            .lost
+            .as_ref()
+            .is_some_and(|l| l.held.contains_key(&(i as u32)));
+        if matches!(s.state, SegState::Free | SegState::Dirty) && !held {
             f.free.push_back(i as u32);
         }
     }
@@ -1467,11 +1478,12 @@ fn read_records(
 /// bring trimmed data back. So they are only named ([`MountReport::lost_blocks`]).
 /// Reads failing here end that segment's scan quietly: this looks for what to report,
 /// and the mount does not depend on it.
-fn lost_blocks(f: &mut Fms, unreadable: &[u32], best: &[Option<Best>]) -> Vec<SlotRecord> {
+/// Also returns the largest sequence number among them (0 when there are none).
+fn lost_blocks(f: &mut Fms, unreadable: &[u32], best: &[Option<Best>]) -> (Vec<SlotRecord>, u64) {
     // Block → (sequence number, slot) of its newest such record.
     let mut lost: BTreeMap<u32, (u64, SlotRecord)> = BTreeMap::new();
     if unreadable.is_empty() {
-        return Vec::new();
+        return (Vec::new(), 0);
     }
     let mut entries = vec![0u8; f.lay.slots as usize * ENTRY];
     let logical = f.logical;
@@ -1500,7 +1512,8 @@ fn lost_blocks(f: &mut Fms, unreadable: &[u32], best: &[Option<Best>]) -> Vec<Sl
             }
         }
     }
-    lost.into_values().map(|(_, at)| at).collect()
+    let newest = lost.values().map(|&(seq, _)| seq).max().unwrap_or(0);
+    (lost.into_values().map(|(_, at)| at).collect(), newest)
 }
 
 /// A slot's record as [`for_each_record`] read it.

@@ -3686,3 +3686,249 @@ fn blocks_behind_a_damaged_header_are_named_lost() {
         assert_reads(&mut g, trimmed..trimmed + 1, 0, preset);
     }
 }
+
+/// Clear two bits of segment `seg`'s header erase sequence (bytes 16..24) for good, so
+/// that the header no longer decodes.
+fn damage_header(f: &mut Fms, seg: u32) {
+    let page = f.nand.geometry().first_page(seg);
+    let mut hb = [0u8; 8];
+    f.nand.read(page, 16, &mut hb).unwrap();
+    let (at, byte) = hb
+        .iter()
+        .enumerate()
+        .find(|(_, &x)| x.count_ones() >= 2)
+        .map(|(i, &x)| (i, x))
+        .expect("a byte with two bits set");
+    let low = byte & byte.wrapping_neg();
+    let rest = byte & !low;
+    let cleared = byte & !low & !(rest & rest.wrapping_neg());
+    f.nand
+        .program_bytes(page, 16 + at as u32, &[cleared])
+        .unwrap();
+}
+
+/// Power cut at every program and erase while lost blocks are written and trimmed (and
+/// other blocks written, so that the cleaner runs past the held segment): after each
+/// cut, a lost block whose write or trim (and flush) completed is never named again and
+/// reads what it was given; one no operation touched is still named; the one under way
+/// is named or not, and reads its old or its new content; a second mount rebuilds the
+/// same tables; and trimming what is left ends every name. Both record modes.
+#[test]
+fn power_cuts_while_lost_blocks_are_written_and_trimmed() {
+    for (preset, pages, bs) in [
+        ("intel-series2plus-24m", 8, 4096),
+        ("nandsim-256m", 32, 1024),
+    ] {
+        let spec = shrunk(preset, 16, pages);
+        let cfg = FmsConfig {
+            block_size: bs,
+            policy: crate::fms::select::Policy::Greedy,
+            redistribution: crate::fms::redistribute::Redistribution::M1,
+            ..FmsConfig::default()
+        };
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        let b = f.lay.block_size as usize;
+        let n = f.lay.slots;
+        let logical = f.logical as u32;
+        for lbn in n..logical / 2 {
+            f.write_block(lbn, Some(&vec![0x11; b])).unwrap();
+        }
+        for lbn in 0..n {
+            f.write_block(lbn, Some(&vec![lbn as u8 + 1; b])).unwrap();
+        }
+        f.flush().unwrap();
+        let seg = f.lookup(0).unwrap() / n;
+        damage_header(&mut f, seg);
+        let g = reopened(f, &spec, &cfg);
+        let all: Vec<u32> = (0..n).collect();
+        assert_eq!(
+            g.lost_blocks().iter().map(|s| s.block).collect::<Vec<_>>(),
+            all,
+            "{preset}"
+        );
+        // (block, Some(fill) written | None trimmed), each followed by a flush; blocks
+        // from `n` on are not lost (their writes make the cleaner run).
+        let mut ops: Vec<(u32, Option<u8>)> = vec![(3, Some(0xA3)), (5, None)];
+        for k in 0..8 * n {
+            ops.push((n + k % (logical / 2 - n), Some(0x44)));
+        }
+        ops.extend([(0, None), (7, Some(0xA7)), (1, None), (2, Some(0xA2))]);
+        let run = |g: &mut Fms, done: &mut usize| -> DevResult<()> {
+            for &(lbn, fill) in &ops {
+                match fill {
+                    Some(x) => g.write_block(lbn, Some(&vec![x; b]))?,
+                    None => g.trim_block(lbn)?,
+                }
+                g.flush()?;
+                *done += 1;
+            }
+            Ok(())
+        };
+        let mut h = g.try_clone().unwrap();
+        let base = h.nand.op_count();
+        run(&mut h, &mut 0).unwrap();
+        let total = h.nand.op_count() - base;
+        assert!(
+            h.stats().erasures > g.stats().erasures,
+            "{preset}: no cleaning"
+        );
+        for k in 1..=total + 1 {
+            let mut h = g.try_clone().unwrap();
+            h.nand.set_faults(nand::FaultPlan {
+                power_cut_at: Some(k),
+                torn: nand::TornMode::Random,
+                seed: k,
+                ..nand::FaultPlan::default()
+            });
+            let mut done = 0;
+            let r = run(&mut h, &mut done);
+            assert!(r.is_err() || k == total + 1, "{preset} cut {k}: {r:?}");
+            let mut h = reopened(h, &spec, &cfg);
+            let what = format!("{preset} cut {k} ({done} done)");
+            let named: Vec<u32> = h.lost_blocks().iter().map(|s| s.block).collect();
+            // Per lost block: its last completed operation, and whether one was under way.
+            for lbn in 0..n {
+                let last = ops[..done].iter().rev().find(|o| o.0 == lbn);
+                let busy = ops.get(done).is_some_and(|o| o.0 == lbn);
+                let mut buf = vec![0u8; b];
+                h.read_block(lbn, Some(&mut buf)).unwrap();
+                let reads = |x: u8| buf.iter().all(|&v| v == x);
+                match last {
+                    Some(&(_, fill)) => {
+                        assert!(!named.contains(&lbn), "{what}: block {lbn} named again");
+                        assert!(reads(fill.unwrap_or(0)), "{what}: block {lbn}");
+                    }
+                    None if busy => {
+                        let fill = ops[done].1.unwrap_or(0);
+                        assert!(reads(0) || reads(fill), "{what}: block {lbn}");
+                    }
+                    None => {
+                        assert!(named.contains(&lbn), "{what}: block {lbn} not named");
+                        assert!(reads(0), "{what}: block {lbn}");
+                    }
+                }
+            }
+            assert!(named.iter().all(|l| all.contains(l)), "{what}: {named:?}");
+            let d = h.tables_digest();
+            let mut h = reopened(h, &spec, &cfg);
+            assert_eq!(h.tables_digest(), d, "{what}: second mount");
+            h.trim_blocks(0..n).unwrap();
+            h.flush().unwrap();
+            let h = reopened(h, &spec, &cfg);
+            assert!(h.lost_blocks().is_empty(), "{what}: {:?}", h.lost_blocks());
+        }
+    }
+}
+
+/// The segment holding lost blocks is held back from reuse until each of them is written
+/// or trimmed (`lost.rs`): however much the FMS writes and cleans meanwhile, the names
+/// survive every remount; a write or a trim of one is durable against its lost record
+/// (even when that segment held the newest records on the medium, so that the numbers
+/// mount hands out must go on above them); and once the last is resolved the segment is
+/// reused and no mount names anything. Both record modes.
+#[test]
+fn lost_blocks_stay_named_until_written_or_trimmed() {
+    for (preset, pages, bs) in [
+        ("intel-series2plus-24m", 8, 4096),
+        ("nandsim-256m", 32, 1024),
+    ] {
+        let spec = shrunk(preset, 16, pages);
+        let cfg = FmsConfig {
+            block_size: bs,
+            policy: crate::fms::select::Policy::Greedy,
+            redistribution: crate::fms::redistribute::Redistribution::M1,
+            ..FmsConfig::default()
+        };
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        let b = f.lay.block_size as usize;
+        let n = f.lay.slots;
+        let logical = f.logical as u32;
+        assert!(logical > 2 * n, "{preset}: {logical} blocks");
+        // The damaged segment holds the newest records on the medium: blocks 0..n,
+        // written last.
+        for lbn in n..logical / 2 {
+            f.write_block(lbn, Some(&vec![0x11; b])).unwrap();
+        }
+        for lbn in 0..n {
+            f.write_block(lbn, Some(&vec![lbn as u8 + 1; b])).unwrap();
+        }
+        f.flush().unwrap();
+        let seg = f.lookup(0).unwrap() / n;
+        assert!((0..n).all(|l| f.lookup(l).unwrap() / n == seg), "{preset}");
+        damage_header(&mut f, seg);
+        let mut g = reopened(f, &spec, &cfg);
+        let named = |g: &Fms| -> Vec<u32> { g.lost_blocks().iter().map(|s| s.block).collect() };
+        let all: Vec<u32> = (0..n).collect();
+        assert_eq!(named(&g), all, "{preset}");
+        assert_eq!(g.held_segments(), vec![seg], "{preset}");
+        let erases = g.segments()[seg as usize].erase_count;
+        // One written at once: its new record must beat the lost one at the next mount
+        // (the numbers go on above it), and it reads what was written.
+        g.write_block(3, Some(&vec![0xAB; b])).unwrap();
+        g.flush().unwrap();
+        let mut g = reopened(g, &spec, &cfg);
+        let but3: Vec<u32> = all.iter().copied().filter(|&l| l != 3).collect();
+        assert_eq!(named(&g), but3, "{preset}: block 3 written");
+        assert_reads(&mut g, 3..4, 0xAB, preset);
+        // Many times the medium's free space, written to the other blocks: the held
+        // segment is never erased, and the names survive a remount.
+        let mut rng = 0x9E37_79B9u32;
+        for _ in 0..20 * logical {
+            rng ^= rng << 13;
+            rng ^= rng >> 17;
+            rng ^= rng << 5;
+            let lbn = n + rng % (logical / 2 - n);
+            g.write_block(lbn, Some(&vec![0x22; b])).unwrap();
+        }
+        g.flush().unwrap();
+        assert!(g.stats().erasures > 3 * 16, "{preset}: {:?}", g.stats());
+        assert_eq!(
+            g.segments()[seg as usize].state,
+            SegState::Dirty,
+            "{preset}"
+        );
+        assert_eq!(g.segments()[seg as usize].erase_count, erases, "{preset}");
+        let mut g = reopened(g, &spec, &cfg);
+        assert_eq!(named(&g), but3, "{preset}: after the cleaning");
+        // One trimmed: no longer named, here and after a remount, and it reads zeros.
+        g.trim_block(5).unwrap();
+        g.flush().unwrap();
+        let left: Vec<u32> = all.iter().copied().filter(|&l| l != 3 && l != 5).collect();
+        assert_eq!(named(&g), left, "{preset}");
+        let mut g = reopened(g, &spec, &cfg);
+        assert_eq!(named(&g), left, "{preset}: remounted");
+        assert_reads(&mut g, 3..4, 0xAB, preset);
+        assert_reads(&mut g, 5..6, 0, preset);
+        // The rest trimmed: the segment is released, reused, and nothing is named.
+        g.trim_blocks(0..n).unwrap();
+        g.flush().unwrap();
+        assert!(named(&g).is_empty(), "{preset}");
+        assert!(g.held_segments().is_empty(), "{preset}");
+        let mut g = reopened(g, &spec, &cfg);
+        assert!(
+            g.mount_report().lost_blocks.is_empty(),
+            "{preset}: {:?}",
+            g.mount_report()
+        );
+        for _ in 0..20 * logical {
+            rng ^= rng << 13;
+            rng ^= rng >> 17;
+            rng ^= rng << 5;
+            let lbn = n + rng % (logical / 2 - n);
+            g.write_block(lbn, Some(&vec![0x33; b])).unwrap();
+        }
+        g.flush().unwrap();
+        assert!(
+            g.segments()[seg as usize].erase_count > erases,
+            "{preset}: reused"
+        );
+        let mut g = reopened(g, &spec, &cfg);
+        assert!(
+            g.mount_report().is_clean(),
+            "{preset}: {:?}",
+            g.mount_report()
+        );
+        assert_reads(&mut g, 0..3, 0, preset);
+        assert_reads(&mut g, 3..4, 0, preset);
+    }
+}

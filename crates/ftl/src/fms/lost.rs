@@ -1,0 +1,147 @@
+//! Lost blocks kept named: the segments holding their records are held back from reuse.
+//!
+//! A mount names *lost* the blocks whose newest record sits in a segment whose header
+//! does not decode and is not erased (`MountReport::lost_blocks`, `mount.rs`): such a
+//! segment is dirty and its records are not taken, so those blocks read older copies or
+//! zeros. Until stop 26 the segment went to the free list like any dirty one, so the
+//! first command that wrote could erase it for reuse, and with it the only trace of the
+//! loss: from then on the blocks read zeros with no warning.
+//!
+//! Now such a segment is *held*: it stays out of the free list (and is never made the
+//! index segment) while it holds the newest record of a block that has not been written
+//! or trimmed since. Each mount finds the same records again, so the hold needs nothing
+//! on flash. A block stops being lost when it is written (its new record has a larger
+//! sequence number: mount raises the next number above every lost record's, see
+//! `mount.rs`) or trimmed, and the trim is made durable against the lost record: in spare
+//! mode the block gets a tombstone even though nothing is mapped (its number beats the
+//! record, and it lives until the block is written again: `trims.rs`); in header mode the
+//! lost record's live bit is cleared on flash, as a trim clears a mapped copy's. A header
+//! mode write clears it too, after the new copy is on flash: otherwise, once the new copy
+//! was trimmed and its segment cleaned away, the old record would be the block's newest
+//! again. When the last lost block of a held segment is resolved the segment joins the
+//! free list (still dirty: it is erased before use).
+//!
+//! What a hold costs: the segment's space, as a bad segment's. On a medium with several
+//! damaged segments the cleaner may run out of room (`NoSpace`), which is the price of
+//! never losing the names silently: read what `fms read --allow-lost` gives, then write or
+//! trim the blocks (docs/fms.md, "Lost blocks").
+
+use std::collections::BTreeMap;
+
+use super::*;
+
+/// The lost blocks not written or trimmed since the mount named them, and the segments
+/// held for them.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Lost {
+    /// Block → where its lost record is.
+    pub blocks: BTreeMap<u32, SlotRecord>,
+    /// Held segment → how many of `blocks` it holds.
+    pub held: BTreeMap<u32, u32>,
+}
+
+impl Lost {
+    /// The hold for a mount's lost blocks; `None` when there are none.
+    pub(super) fn from_mount(lost: &[SlotRecord]) -> Option<Box<Lost>> {
+        if lost.is_empty() {
+            return None;
+        }
+        let mut l = Lost::default();
+        for s in lost {
+            l.blocks.insert(s.block, *s);
+            *l.held.entry(s.segment).or_insert(0) += 1;
+        }
+        Some(Box::new(l))
+    }
+}
+
+impl Fms {
+    /// The blocks the mount named lost that have not been written or trimmed since.
+    pub fn lost_blocks(&self) -> Vec<SlotRecord> {
+        self.lost
+            .as_ref()
+            .map(|l| l.blocks.values().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// The segments held back from reuse for them (see the module's documentation).
+    pub fn held_segments(&self) -> Vec<u32> {
+        self.lost
+            .as_ref()
+            .map(|l| l.held.keys().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether `seg` is held for a lost block.
+    pub(super) fn is_held(&self, seg: u32) -> bool {
+        self.lost
+            .as_ref()
+            .is_some_and(|l| l.held.contains_key(&seg))
+    }
+
+    /// Whether `lbn` is a lost block not written or trimmed since the mount.
+    pub(super) fn is_lost(&self, lbn: u32) -> bool {
+        self.lost
+            .as_ref()
+            .is_some_and(|l| l.blocks.contains_key(&lbn))
+    }
+
+    /// Salvage: read the data of lost block `lbn`'s lost copy into `buf` (a block's
+    /// worth), as the slot holds it (corrected against its codes with ECC). False, with
+    /// `buf` untouched, when `lbn` is not lost (or no longer: written or trimmed since).
+    ///
+    /// What it gives is the block's newest content when the header was damaged in place
+    /// (bits flipped for good), which is what lost blocks mostly are; after a torn erase
+    /// (which names blocks lost only when their newer copies were trimmed and cleaned
+    /// away since) it is content the block had before its trim. The caller says which it
+    /// takes it for: the FMS never does (the mount does not take these records).
+    pub fn read_lost(&mut self, lbn: u32, buf: &mut [u8]) -> DevResult<bool> {
+        let Some(at) = self.lost.as_ref().and_then(|l| l.blocks.get(&lbn).copied()) else {
+            return Ok(false);
+        };
+        let bs = self.lay.block_size as usize;
+        if buf.len() != bs {
+            return Err(DevError::config(format!(
+                "read_lost: a buffer of {} bytes for a {bs}-byte block",
+                buf.len()
+            )));
+        }
+        let phys = self.phys(at.segment, at.slot);
+        self.read_phys(phys, Some(buf))?;
+        Ok(true)
+    }
+
+    /// `lbn` was written (its new copy is on flash) or trimmed (its trim is on flash): if
+    /// it was lost it is no longer. In header mode the lost record's live bit is cleared
+    /// first. The segment holding it is released to the free list when this was its last.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn resolve_lost(&mut self, lbn: u32) -> DevResult<()> {
+        let Some(at) = self.lost.as_ref().and_then(|l| l.blocks.get(&lbn).copied()) else {
+            return Ok(());
+        };
+        if self.lay.mode == RecordMode::Header {
+            // A failed clear retires the segment (`clear_live`), whose records mount then
+            // no longer reads: the block is not named again either way.
+            self.clear_live(at.segment, at.slot)?;
+        }
+        let l = self.lost.as_mut().expect("checked above");
+        l.blocks.remove(&lbn);
+        let left = l
+            .held
+            .get_mut(&at.segment)
+            .expect("a lost block's segment is held");
+        *left -= 1;
+        if *left == 0 {
+            l.held.remove(&at.segment);
+            let seg = at.segment;
+            if self.segs[seg as usize].state == SegState::Dirty && !self.nand.is_bad(seg) {
+                self.free.push_back(seg);
+            }
+        }
+        if self.lost.as_ref().is_some_and(|l| l.blocks.is_empty()) {
+            self.lost = None;
+        }
+        Ok(())
+    }
+}

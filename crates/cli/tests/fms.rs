@@ -2038,6 +2038,7 @@ fn blocks_lost_behind_a_damaged_header_are_never_silent() {
     let lost = v["lost_blocks"].as_array().unwrap_or_else(|| panic!("{v}"));
     assert!(lost.len() >= 20, "{v}");
     assert!(lost.iter().all(|s| s["segment"] == 1), "{v}");
+    assert_eq!(v["held_segments"], serde_json::json!([1]), "{v}");
     let warn = text(&o.stderr);
     assert!(
         warn.contains("warning") && warn.contains("blocks lost"),
@@ -2133,6 +2134,8 @@ fn blocks_lost_behind_a_damaged_header_are_never_silent() {
     run_ok(&["fms", "write", img, "--input", saved]);
     let o = ok(flashkit(["fms", "check", img]));
     assert!(!text(&o.stderr).contains("lost"), "{}", text(&o.stderr));
+    let v = json(&ok(flashkit(["fms", "info", img, "--json"])));
+    assert!(v.get("held_segments").is_none(), "{v}");
     let o = ok(flashkit(["fms", "read", img, "--length", "300000"]));
     assert!(o.stdout == want, "the restored data differs");
 }

@@ -697,6 +697,10 @@ pub struct FmsInfo {
     /// there are some).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub lost_blocks: Vec<SlotRecord>,
+    /// The segments holding them, kept out of reuse until each of their lost blocks is
+    /// written or trimmed (`ftl::fms::lost`; present only when there are some).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_segments: Vec<u32>,
 }
 
 /// `fms info`'s and `fms format`'s `live_flag`: how header-mode entries carry their live
@@ -791,6 +795,7 @@ fn info(a: InfoArgs) -> Result<()> {
         flipped_records: fms.mount_report().flipped_records.clone(),
         earlier_format_segments: fms.mount_report().earlier_format.clone(),
         lost_blocks: fms.mount_report().lost_blocks.clone(),
+        held_segments: fms.held_segments(),
     };
     if let Some(p) = &a.report.csv {
         output::write_csv(p, std::slice::from_ref(&r))?;
@@ -916,6 +921,13 @@ fn info(a: InfoArgs) -> Result<()> {
     }
     if !r.lost_blocks.is_empty() {
         f.add("lost blocks", lost_text(&r.lost_blocks));
+        f.add(
+            "held segments",
+            format!(
+                "{}: kept out of reuse until each of their lost blocks is written or trimmed",
+                output::block_list(&r.held_segments, 10)
+            ),
+        );
     }
     if !r.earlier_format_segments.is_empty() {
         f.add(

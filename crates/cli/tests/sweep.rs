@@ -1421,7 +1421,7 @@ fn reproduce_checks_its_csv_before_running() {
     assert_eq!(lines.len(), 28, "{csv}");
     assert_eq!(
         lines[0],
-        "workload,policy,redistribution,metric,paper,paper_high,ours,diff_percent"
+        "workload,policy,redistribution,metric,paper,paper_high,ours,diff,diff_percent"
     );
     assert!(
         lines[1].starts_with("sequential,greedy,m1,erasures,1567.0,"),
@@ -1462,6 +1462,10 @@ fn reproduce_json_compares_numbers() {
     );
     for x in c {
         let (paper, ours) = (x["paper"].as_f64().unwrap(), x["ours"].as_f64().unwrap());
+        assert!(
+            (x["diff"].as_f64().unwrap() - (ours - paper)).abs() < 1e-9,
+            "{x}"
+        );
         match x["diff_percent"].as_f64() {
             Some(d) if paper != 0.0 => {
                 assert!((d - (ours - paper) / paper * 100.0).abs() < 1e-9, "{x}")
@@ -1531,6 +1535,12 @@ fn reproduce_figures_compare_numbers() {
                     (ours - near) / near * 100.0
                 };
                 assert!((d - want_d).abs() < 1e-9, "{x}");
+                let points = if (paper..=high).contains(&ours) {
+                    0.0
+                } else {
+                    ours - near
+                };
+                assert!((x["diff"].as_f64().unwrap() - points).abs() < 1e-9, "{x}");
             }
             ("cleaning_cost_below_percent", other) => {
                 assert!(x["paper_high"].is_null());

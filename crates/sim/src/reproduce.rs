@@ -67,6 +67,13 @@ fn runs(jobs: Vec<crate::sweep::Job>, results: &[SimResult]) -> Vec<Run> {
 /// paper's is 0 and ours is not, or there is no paper value). Where the paper gives a
 /// range ("reduced by 16.5~23.3%"), `paper` is its low end and `paper_high` its high end,
 /// and `diff_percent` is measured from the nearer end (0 inside the range).
+///
+/// `diff` is ours − paper in the metric's own units (from the nearer end of a range, 0
+/// inside it; `None` without a paper value): for the metrics that are themselves
+/// percentages (`*_percent`) it is the difference in points, which stays readable where
+/// the paper's figure is near zero and `diff_percent` explodes (`dac-fig12`: adaptive
+/// 0.67 % below CAT in the paper, about 5.9 % above in one of our rows: −976 %, or −6.5
+/// points).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Comparison {
     pub row: Vec<(&'static str, String)>,
@@ -74,6 +81,7 @@ pub struct Comparison {
     pub paper: Option<f64>,
     pub paper_high: Option<f64>,
     pub ours: f64,
+    pub diff: Option<f64>,
     pub diff_percent: Option<f64>,
 }
 
@@ -91,6 +99,7 @@ impl Comparison {
             paper,
             paper_high: None,
             ours,
+            diff: paper.map(|p| ours - p),
             diff_percent,
         }
     }
@@ -102,12 +111,12 @@ impl Comparison {
         (low, high): (f64, f64),
         ours: f64,
     ) -> Comparison {
-        let diff_percent = if (low..=high).contains(&ours) {
-            Some(0.0)
+        let (diff, diff_percent) = if (low..=high).contains(&ours) {
+            (0.0, Some(0.0))
         } else if ours < low {
-            rel_pct(ours, low)
+            (ours - low, rel_pct(ours, low))
         } else {
-            rel_pct(ours, high)
+            (ours - high, rel_pct(ours, high))
         };
         Comparison {
             row,
@@ -115,17 +124,18 @@ impl Comparison {
             paper: Some(low),
             paper_high: Some(high),
             ours,
+            diff: Some(diff),
             diff_percent,
         }
     }
 }
 
-/// The row's keys first, then `metric`, `paper`, `paper_high`, `ours`, `diff_percent`: one flat object
-/// (and one CSV line) per figure.
+/// The row's keys first, then `metric`, `paper`, `paper_high`, `ours`, `diff`,
+/// `diff_percent`: one flat object (and one CSV line) per figure.
 impl Serialize for Comparison {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(self.row.len() + 5))?;
+        let mut m = s.serialize_map(Some(self.row.len() + 6))?;
         for (k, v) in &self.row {
             m.serialize_entry(k, v)?;
         }
@@ -133,6 +143,7 @@ impl Serialize for Comparison {
         m.serialize_entry("paper", &self.paper)?;
         m.serialize_entry("paper_high", &self.paper_high)?;
         m.serialize_entry("ours", &self.ours)?;
+        m.serialize_entry("diff", &self.diff)?;
         m.serialize_entry("diff_percent", &self.diff_percent)?;
         m.end()
     }

@@ -13,7 +13,7 @@ use crate::progress::Progress;
 pub struct ReproduceArgs {
     /// Experiment name (see --list). With --json: `comparisons` holds each of the paper's
     /// numeric figures beside ours (row keys, metric, paper, paper_high for a range,
-    /// ours, diff_percent; none for the experiments whose paper gives only shapes) and
+    /// ours, diff = ours - paper in the metric's units, diff_percent; none for the experiments whose paper gives only shapes) and
     /// `results` every run, each with the `sim` job that runs it alone (`job`, `options`,
     /// as `sim --json` prints them); with --csv FILE: the comparisons, one line per figure
     /// (for experiments without the paper's figures as numbers, the runs as `sim --csv`

@@ -1064,10 +1064,23 @@ class Fms:
         self.trim_lists_live = 0
         self.unreadable_trim_lists = 0
         valid_trim_slots = set()
+        self.rescued_tombstones = 0
+        # fms.md "Lost blocks", format/fms.md Mount step 1 (stop 26): trim lists behind a
+        # header that is unreadable (not erased, not corrected) are read too, unless
+        # segments of an earlier format are left; a tombstone that wins there is taken
+        # ("rescued"), but its list is not kept.
+        behind = []
+        if not self.earlier_format:
+            for g in range(nseg):
+                if img.state[g] != 0 or hdrs[g] != "unreadable":
+                    continue
+                behind += [(g, k, kind, rec) for k, kind, rec in self.read_records(g, use_summary=False)]
+        rescue = [(rec["seq"], g, k) for g, k, kind, rec in behind if kind == "trim"] \
+            if self.mode == "spare" else []
         if self.mode == "spare":
             cap = (bs - 16) // 12
             tomb = {}  # lbn -> (seq, list seq, (seg, slot))
-            for lseq, g, k in trim_slots:
+            for lseq, g, k in trim_slots + rescue:
                 max_seq = max(max_seq, lseq)
                 d = self.slot_data(g, k, correct=True)
                 magic, n, crc = struct.unpack_from("<III", d, 0)
@@ -1090,9 +1103,13 @@ class Fms:
                     cur = tomb.get(lbn)
                     if cur is None or (tseq, lseq) > (cur[0], cur[1]):
                         tomb[lbn] = (tseq, lseq, (g, k))
+            rescued_at = {(g, k) for _, g, k in rescue}
             for lbn, (tseq, lseq, gk) in tomb.items():
                 self.mapping.pop(lbn, None)
-                valid_trim_slots.add(gk)
+                if gk in rescued_at:
+                    self.rescued_tombstones += 1
+                else:
+                    valid_trim_slots.add(gk)
             self.tombstones = len(tomb)
             self.trim_lists_live = len(valid_trim_slots)
         # fms.md, "Lost blocks" (format/fms.md, Mount step 1): a good segment whose header
@@ -1103,10 +1120,8 @@ class Fms:
         # behind the header the stopped format's erase tore).
         tombs = tomb if self.mode == "spare" else {}
         lost = {}
-        for g in range(nseg):
-            if self.earlier_format or img.state[g] != 0 or hdrs[g] != "unreadable":
-                continue
-            for k, kind, rec in self.read_records(g, use_summary=False):
+        for g, k, kind, rec in behind:
+            if True:
                 if kind != "block" or rec["lbn"] >= self.logical:
                     continue
                 if self.mode == "header" and not rec["live"]:
@@ -1401,6 +1416,7 @@ class Fms:
             "corrected_entries": self.corrected_entries,
             "flipped_records": self.flipped_records,
             "lost_blocks": self.lost_blocks,
+            "rescued_tombstones": self.rescued_tombstones,
             "stale_live_copies": self.stale_live,
             "segments": img.blocks,
             "free_segments": self.counts["free"],

@@ -426,13 +426,19 @@ pub fn count(n: u64) -> String {
     }
 }
 
-/// A list of block numbers, shortened after `max` entries.
+/// A list of block numbers, shortened after `max` entries (the rest in the command's
+/// `--json`).
 pub fn block_list(blocks: &[u32], max: usize) -> String {
+    block_list_in(blocks, max, "--json")
+}
+
+/// A list of block numbers, shortened after `max` entries, saying what lists them all.
+pub fn block_list_in(blocks: &[u32], max: usize, lister: &str) -> String {
     let shown: Vec<String> = blocks.iter().take(max).map(u32::to_string).collect();
     let mut s = shown.join(", ");
     if blocks.len() > max {
         s.push_str(&format!(
-            ", … (+{} more; --json lists all)",
+            ", … (+{} more; {lister} lists all)",
             blocks.len() - max
         ));
     }

@@ -315,6 +315,23 @@ pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
     };
     let cfg = m.apply(config(&m.policy, h.block_size)?)?;
     let fms = Fms::mount(nand, cfg).with_context(|| format!("{}: mount", path.display()))?;
+    // Spare records one bit from valid (not corrected, `spare_flip`): the blocks they
+    // name may read older data; said at every mount, as lost blocks are (QA stop 26:
+    // only `fms info` said it).
+    let flipped = &fms.mount_report().flipped_records;
+    if !flipped.is_empty() {
+        eprintln!(
+            "flashkit: warning: {}: {} record(s) one bit from valid, not taken (a bit flipped for good, or a write a power cut stopped): {}; what they name may read older data or zeros",
+            path.display(),
+            flipped.len(),
+            slot_records(&flipped[..flipped.len().min(5)])
+                + &if flipped.len() > 5 {
+                    format!(", … (+{} more; `fms info --json` lists all)", flipped.len() - 5)
+                } else {
+                    String::new()
+                }
+        );
+    }
     let lost = &fms.mount_report().lost_blocks;
     if !lost.is_empty() {
         // The damaged segments are held until each block is written or trimmed
@@ -407,8 +424,12 @@ pub struct ReadReport {
     /// Lost blocks in the range (`--allow-lost` or `--salvage`), by logical block number.
     pub lost_blocks: Vec<u32>,
     /// How they were read: `mapped` (older data or zeros: `--allow-lost`), `salvaged`
-    /// (their lost copies: `--salvage`); null when the range holds none.
+    /// (their lost copies: `--salvage`); null when the range holds none (and
+    /// `lost_blocks` is empty: both keys are always present in this report).
     pub lost_read_as: Option<&'static str>,
+    /// `--salvage`: lost blocks whose lost copy no read could correct, read as mapped
+    /// (older data or zeros).
+    pub unsalvaged_blocks: Vec<u32>,
     #[serde(flatten)]
     pub cost: IoCost,
 }
@@ -698,9 +719,19 @@ pub struct FmsInfo {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub lost_blocks: Vec<SlotRecord>,
     /// The segments holding them, kept out of reuse until each of their lost blocks is
-    /// written or trimmed (`ftl::fms::lost`; present only when there are some).
+    /// written or trimmed, and those holding rescued tombstones until the next writing
+    /// command writes them again (`ftl::fms::lost`; present only when there are some).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub held_segments: Vec<u32>,
+    /// Spare mode: tombstones the mount took from trim lists in segments whose header
+    /// does not decode (`MountReport::rescued_tombstones`): their trims stand, and the
+    /// next writing command writes them again (present only when there are some).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rescued_tombstones: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// `fms info`'s and `fms format`'s `live_flag`: how header-mode entries carry their live
@@ -796,6 +827,7 @@ fn info(a: InfoArgs) -> Result<()> {
         earlier_format_segments: fms.mount_report().earlier_format.clone(),
         lost_blocks: fms.mount_report().lost_blocks.clone(),
         held_segments: fms.held_segments(),
+        rescued_tombstones: fms.mount_report().rescued_tombstones,
     };
     if let Some(p) = &a.report.csv {
         output::write_csv(p, std::slice::from_ref(&r))?;
@@ -918,6 +950,15 @@ fn info(a: InfoArgs) -> Result<()> {
         .add("mount re-reads", output::count(r.read_retries));
     if let Some(flips) = flips_found(&r) {
         f.add("bit flips for good", flips);
+    }
+    if r.rescued_tombstones > 0 {
+        f.add(
+            "rescued trims",
+            format!(
+                "{} tombstone(s) read from trim lists behind damaged headers: the trims stand; the next writing command writes them again",
+                r.rescued_tombstones
+            ),
+        );
     }
     if !r.lost_blocks.is_empty() {
         f.add("lost blocks", lost_text(&r.lost_blocks));
@@ -1064,7 +1105,13 @@ fn lost_text(lost: &[SlotRecord]) -> String {
 /// `block 7 (segment 4 slot 2), ...`: where a mount found each record it names.
 fn slot_records(v: &[SlotRecord]) -> String {
     v.iter()
-        .map(|s| format!("block {} (segment {} slot {})", s.block, s.segment, s.slot))
+        .map(|s| {
+            if s.block == ftl::fms::layout::TRIM_LIST_LBN {
+                format!("a trim list (segment {} slot {})", s.segment, s.slot)
+            } else {
+                format!("block {} (segment {} slot {})", s.block, s.segment, s.slot)
+            }
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -1095,11 +1142,19 @@ fn flips_found(r: &FmsInfo) -> Option<String> {
     }
     let fl = &r.flipped_records;
     if !fl.is_empty() {
+        let lists = fl
+            .iter()
+            .any(|s| s.block == ftl::fms::layout::TRIM_LIST_LBN);
         parts.push(format!(
-            "{} of {} one bit from valid, not corrected: {} an older copy or zeros",
+            "{} of {} one bit from valid, not corrected: {} an older copy or zeros{}",
             plural(fl.len(), "record", "records"),
             slots(fl),
             plural(fl.len(), "the block reads", "the blocks read"),
+            if lists {
+                " (a trim list's blocks may read their data from before the trim)"
+            } else {
+                ""
+            }
         ));
     }
     (!parts.is_empty()).then(|| parts.join("; "))
@@ -1282,6 +1337,7 @@ fn write(a: WriteArgs) -> Result<()> {
                     e,
                     start,
                     done + (k * SECTOR) as u64,
+                    &fms,
                 ));
             }
             k += n;
@@ -1315,16 +1371,33 @@ fn partial_write(
     e: nand::blockdev::DevError,
     start: u64,
     written: u64,
+    fms: &Fms,
 ) -> anyhow::Error {
+    let hint = held_hint(fms, &e);
     if written == 0 {
-        return anyhow!("{}: write: {e}; nothing was written", image.display());
+        return anyhow!("{}: write: {e}; nothing was written{hint}", image.display());
     }
     anyhow!(
         "{}: write: {e}; the first {written} bytes (offsets {start}..{}) were written, the \
-         block at offset {} may hold its old or its new data, nothing after it was written",
+         block at offset {} may hold its old or its new data, nothing after it was written{hint}",
         image.display(),
         start + written,
         start + written
+    )
+}
+
+/// What to add to an error for want of space while segments are held for lost blocks
+/// (`ftl::fms::lost`): they may be why, and what frees them.
+fn held_hint(fms: &Fms, e: &nand::blockdev::DevError) -> String {
+    use nand::blockdev::DevError;
+    let held = fms.held_segments();
+    if held.is_empty() || !matches!(e, DevError::NoSpace | DevError::WornOut { .. }) {
+        return String::new();
+    }
+    format!(
+        "; {} segment(s) ({}) hold lost blocks and are kept from reuse: save them with `fms read --salvage`, then trim them to free the segments (if that fails for want of space too, format the image again and write the saved data back)",
+        held.len(),
+        output::block_list_in(&held, 10, "`fms info --json`")
     )
 }
 
@@ -1366,7 +1439,7 @@ fn read(a: ReadArgs) -> Result<()> {
             "{}: the range covers {} lost block(s) ({}), which would read older data or zeros; read around them, give --salvage to read their lost copies, or --allow-lost",
             a.image.display(),
             hit.len(),
-            output::block_list(&hit, 10)
+            output::block_list_in(&hit, 10, "`fms info --json`")
         );
     }
     let out_name = match a.output.as_deref() {
@@ -1388,6 +1461,8 @@ fn read(a: ReadArgs) -> Result<()> {
     let mut left = len;
     let mut at = lba;
     let mut buf = vec![0u8; 1 << 20];
+    // `--salvage`: lost blocks whose lost copy no read could correct (read as mapped).
+    let mut unsalvaged = Vec::new();
     while left > 0 {
         let n = left.min(buf.len() as u64);
         let secs = n.div_ceil(SECTOR as u64);
@@ -1395,7 +1470,7 @@ fn read(a: ReadArgs) -> Result<()> {
         fms.read(at, secs as u32, Some(b))
             .with_context(|| format!("{}: read", a.image.display()))?;
         if a.salvage {
-            salvage_into(&mut fms, &hit, at, b, &a.image)?;
+            salvage_into(&mut fms, &hit, at, b, &a.image, &mut unsalvaged)?;
         }
         out.write_all(&b[..n as usize])
             .with_context(|| out_name.clone())?;
@@ -1414,6 +1489,7 @@ fn read(a: ReadArgs) -> Result<()> {
         output: out_name,
         lost_read_as: (!hit.is_empty()).then_some(if a.salvage { "salvaged" } else { "mapped" }),
         lost_blocks: hit,
+        unsalvaged_blocks: unsalvaged,
         cost: spent.cost(&fms),
     };
     if !r.lost_blocks.is_empty() {
@@ -1429,13 +1505,30 @@ fn read(a: ReadArgs) -> Result<()> {
             output::block_list(&r.lost_blocks, 10)
         );
     }
+    if !r.unsalvaged_blocks.is_empty() {
+        eprintln!(
+            "flashkit: warning: {}: {} lost block(s) not salvaged, read as the older data or zeros the FMS maps (their lost copies hold data no read could correct): {}",
+            a.image.display(),
+            r.unsalvaged_blocks.len(),
+            output::block_list(&r.unsalvaged_blocks, 10)
+        );
+    }
     report(&a.report, &r)?;
     Ok(())
 }
 
 /// `fms read --salvage`: overwrite the bytes of each lost block of `lost` that `b` (read
-/// from sector `at`) covers with its lost copy's.
-fn salvage_into(fms: &mut Fms, lost: &[u32], at: u64, b: &mut [u8], image: &Path) -> Result<()> {
+/// from sector `at`) covers with its lost copy's. A copy no read can correct leaves the
+/// block as read (what the FMS maps), named in `unsalvaged`: one such block does not stop
+/// the rest being saved.
+fn salvage_into(
+    fms: &mut Fms,
+    lost: &[u32],
+    at: u64,
+    b: &mut [u8],
+    image: &Path,
+    unsalvaged: &mut Vec<u32>,
+) -> Result<()> {
     let bs = fms.layout().block_size as u64;
     let start = at * SECTOR as u64;
     let end = start + b.len() as u64;
@@ -1445,11 +1538,19 @@ fn salvage_into(fms: &mut Fms, lost: &[u32], at: u64, b: &mut [u8], image: &Path
         if to <= start || from >= end {
             continue;
         }
-        if !fms
-            .read_lost(lbn, &mut block)
-            .with_context(|| format!("{}: salvage: block {lbn}", image.display()))?
-        {
-            continue;
+        match fms.read_lost(lbn, &mut block) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(ftl::DevError::Uncorrectable { .. }) => {
+                if !unsalvaged.contains(&lbn) {
+                    unsalvaged.push(lbn);
+                }
+                continue;
+            }
+            Err(e) => {
+                return Err(anyhow!(e))
+                    .with_context(|| format!("{}: salvage: block {lbn}", image.display()))
+            }
         }
         let (lo, hi) = (from.max(start), to.min(end));
         b[(lo - start) as usize..(hi - start) as usize]
@@ -1631,8 +1732,10 @@ fn trim(a: TrimArgs) -> Result<()> {
     let end = lba + sectors;
     while at < end {
         let n = (end - at).min(u32::MAX as u64 / 2) as u32;
-        fms.trim(at, n)
-            .with_context(|| format!("{}: trim", a.image.display()))?;
+        if let Err(e) = fms.trim(at, n) {
+            let hint = held_hint(&fms, &e);
+            bail!("{}: trim: {e}{hint}", a.image.display());
+        }
         at += n as u64;
     }
     fms.flush()

@@ -38,20 +38,32 @@ pub(super) struct Lost {
     pub blocks: BTreeMap<u32, SlotRecord>,
     /// Held segment → how many of `blocks` it holds.
     pub held: BTreeMap<u32, u32>,
+    /// Spare mode: segments holding tombstones the mount rescued from their trim lists
+    /// (`MountReport::rescued_tombstones`), held until those are written again (the
+    /// next `write_trims` that empties the queue).
+    pub rescued: Vec<u32>,
 }
 
 impl Lost {
-    /// The hold for a mount's lost blocks; `None` when there are none.
-    pub(super) fn from_mount(lost: &[SlotRecord]) -> Option<Box<Lost>> {
-        if lost.is_empty() {
+    /// The hold for a mount's lost blocks and rescued tombstones' segments; `None` when
+    /// there are none.
+    pub(super) fn from_mount(lost: &[SlotRecord], rescued: &[u32]) -> Option<Box<Lost>> {
+        if lost.is_empty() && rescued.is_empty() {
             return None;
         }
-        let mut l = Lost::default();
+        let mut l = Lost {
+            rescued: rescued.to_vec(),
+            ..Lost::default()
+        };
         for s in lost {
             l.blocks.insert(s.block, *s);
             *l.held.entry(s.segment).or_insert(0) += 1;
         }
         Some(Box::new(l))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.blocks.is_empty() && self.rescued.is_empty()
     }
 }
 
@@ -64,19 +76,56 @@ impl Fms {
             .unwrap_or_default()
     }
 
-    /// The segments held back from reuse for them (see the module's documentation).
+    /// The segments held back from reuse for them, or for rescued tombstones not yet
+    /// written again (see the module's documentation).
     pub fn held_segments(&self) -> Vec<u32> {
-        self.lost
+        let mut v: Vec<u32> = self
+            .lost
             .as_ref()
-            .map(|l| l.held.keys().copied().collect())
-            .unwrap_or_default()
+            .map(|l| l.held.keys().chain(&l.rescued).copied().collect())
+            .unwrap_or_default();
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 
-    /// Whether `seg` is held for a lost block.
+    /// Whether `seg` is held.
     pub(super) fn is_held(&self, seg: u32) -> bool {
         self.lost
             .as_ref()
-            .is_some_and(|l| l.held.contains_key(&seg))
+            .is_some_and(|l| l.held.contains_key(&seg) || l.rescued.contains(&seg))
+    }
+
+    /// The rescued tombstones are on flash again (`write_trims` emptied its queue):
+    /// release their segments, those not held for a lost block too.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn rescued_written(&mut self) {
+        let Some(l) = self.lost.as_mut() else {
+            return;
+        };
+        let rescued = std::mem::take(&mut l.rescued);
+        let release: Vec<u32> = rescued
+            .into_iter()
+            .filter(|s| !l.held.contains_key(s))
+            .collect();
+        for seg in release {
+            self.release(seg);
+        }
+        self.drop_empty_hold();
+    }
+
+    /// `seg` is no longer held: a dirty good segment joins the free list.
+    fn release(&mut self, seg: u32) {
+        if self.segs[seg as usize].state == SegState::Dirty && !self.nand.is_bad(seg) {
+            self.free.push_back(seg);
+        }
+    }
+
+    fn drop_empty_hold(&mut self) {
+        if self.lost.as_ref().is_some_and(|l| l.is_empty()) {
+            self.lost = None;
+        }
     }
 
     /// Whether `lbn` is a lost block not written or trimmed since the mount.
@@ -94,7 +143,8 @@ impl Fms {
     /// (bits flipped for good), which is what lost blocks mostly are; after a torn erase
     /// (which names blocks lost only when their newer copies were trimmed and cleaned
     /// away since) it is content the block had before its trim. The caller says which it
-    /// takes it for: the FMS never does (the mount does not take these records).
+    /// takes it for: the FMS never does (the mount does not take these records). A copy
+    /// no read can correct fails `Uncorrectable` at the block's first sector.
     pub fn read_lost(&mut self, lbn: u32, buf: &mut [u8]) -> DevResult<bool> {
         let Some(at) = self.lost.as_ref().and_then(|l| l.blocks.get(&lbn).copied()) else {
             return Ok(false);
@@ -107,8 +157,14 @@ impl Fms {
             )));
         }
         let phys = self.phys(at.segment, at.slot);
-        self.read_phys(phys, Some(buf))?;
-        Ok(true)
+        match self.read_phys(phys, Some(buf)) {
+            Ok(()) => Ok(true),
+            // (The slot reader names a slot no block maps by its place.)
+            Err(DevError::Corrupt(_)) if self.lay.ecc() => Err(DevError::Uncorrectable {
+                lba: lbn as u64 * (bs / SECTOR) as u64,
+            }),
+            Err(e) => Err(e),
+        }
     }
 
     /// `lbn` was written (its new copy is on flash) or trimmed (its trim is on flash): if
@@ -134,14 +190,11 @@ impl Fms {
         *left -= 1;
         if *left == 0 {
             l.held.remove(&at.segment);
-            let seg = at.segment;
-            if self.segs[seg as usize].state == SegState::Dirty && !self.nand.is_bad(seg) {
-                self.free.push_back(seg);
+            if !l.rescued.contains(&at.segment) {
+                self.release(at.segment);
             }
         }
-        if self.lost.as_ref().is_some_and(|l| l.blocks.is_empty()) {
-            self.lost = None;
-        }
+        self.drop_empty_hold();
         Ok(())
     }
 }

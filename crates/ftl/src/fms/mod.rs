@@ -1117,12 +1117,13 @@ impl Fms {
                 }
                 if tries >= self.cfg.read_retries {
                     self.stats.uncorrectable_reads += 1;
-                    // A block's first sector; a trim list's slot has no sector.
+                    // A block's first sector; a slot no block maps has no sector (a trim
+                    // list; `Fms::read_lost` names the lost block whose copy it is).
                     let lbn = self.rev[phys as usize];
                     let spb = (self.lay.block_size as usize / SECTOR) as u64;
                     r = Err(if lbn == NONE {
                         DevError::corrupt(format!(
-                            "segment {seg} slot {slot}: uncorrectable data (a trim list)"
+                            "segment {seg} slot {slot}: uncorrectable data (a slot no block maps)"
                         ))
                     } else {
                         DevError::Uncorrectable {
@@ -2125,8 +2126,10 @@ impl BlockDevice for Fms {
                 self.trim_blocks(lbn..lbn + whole)?;
                 lba_i += whole as u64 * spb;
                 continue;
-            } else if self.blocks[lbn as usize].map != NONE {
-                // Partial trim: zero the sectors.
+            } else if self.blocks[lbn as usize].map != NONE || self.is_lost(lbn) {
+                // Partial trim: zero the sectors. (Of a lost block too, mapped or not: as
+                // a partial write does, it keeps what the FMS maps in the other sectors,
+                // older data or zeros, and ends the block's name: `lost.rs`.)
                 if self.nand.store().keeps_payload() {
                     let mut tmp = vec![0u8; self.lay.block_size as usize];
                     self.read_block(lbn, Some(&mut tmp))?;

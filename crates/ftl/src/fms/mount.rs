@@ -106,6 +106,12 @@ pub struct MountReport {
     /// command that mounts). A torn erase of a cleaned segment leaves none: its blocks
     /// all have newer copies.
     pub lost_blocks: Vec<SlotRecord>,
+    /// Spare mode: tombstones taken from trim lists in segments whose header does not
+    /// decode (stop 26). A tombstone can only hide copies older than its trim, so it is
+    /// taken wherever it is found; the first flush writes it again into a new list, and
+    /// its segment is held back from reuse until then (`lost.rs`). Before stop 26 such a
+    /// trim was silently undone: the block read its data from before the trim.
+    pub rescued_tombstones: u64,
 }
 
 /// A slot whose record a mount found one bit from a valid record, and the block the
@@ -150,6 +156,7 @@ impl MountReport {
             && !self.found_flips()
             && self.earlier_format.is_empty()
             && self.lost_blocks.is_empty()
+            && self.rescued_tombstones == 0
     }
 
     /// How many segments' records the mount took from their summaries
@@ -550,17 +557,30 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         f.mount_report.stale_live_copies = stale_live.len() as u64;
     }
     f.mount_report.grown_bad_read = read_grown.len() as u64;
-    read_trim_lists(&mut f, &lists, &best)?;
-    // (A format stopped part way leaves segments of the medium it was replacing, one of
-    // them perhaps torn mid-erase: their records are not this medium's, and sequence
-    // numbers do not tell them apart. Nothing is named while such segments are left.)
-    if f.mount_report.earlier_format.is_empty() {
-        let (lost, newest) = lost_blocks(&mut f, &unreadable, &best);
+    // The records behind headers that do not decode (not erased), read once the others
+    // are: trim lists to rescue, blocks to name lost. (A format stopped part way leaves
+    // segments of the medium it was replacing, one of them perhaps torn mid-erase: their
+    // records are not this medium's, and sequence numbers do not tell them apart. Nothing
+    // is read behind such headers while those segments are left.)
+    let behind = if f.mount_report.earlier_format.is_empty() {
+        records_behind(&mut f, &unreadable)
+    } else {
+        Vec::new()
+    };
+    let rescue: Vec<(u32, u64)> = behind
+        .iter()
+        .filter(|(_, r)| r.lbn == TRIM_LIST_LBN)
+        .map(|(at, r)| (f.phys(at.segment, at.slot), r.seq))
+        .collect();
+    let rescued = read_trim_lists(&mut f, &lists, &rescue, &best)?;
+    if !behind.is_empty() {
+        let (lost, newest) = lost_blocks(&f, &behind, &best);
         // A write or trim of a lost block must beat its lost record here and at every
         // later mount: numbers go on above the newest such record. Their segments are
-        // held back from reuse while they hold one (`lost.rs`).
+        // held back from reuse while they hold one (`lost.rs`), as are those whose
+        // rescued tombstones are not yet written again.
         f.seq = f.seq.max(newest.saturating_add(1));
-        f.lost = super::lost::Lost::from_mount(&lost);
+        f.lost = super::lost::Lost::from_mount(&lost, &rescued);
         f.mount_report.lost_blocks = lost;
     }
 
@@ -764,14 +784,11 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     // A segment was created when its header was written. Its last invalidation is not
     // recorded: taken as its creation, as the running FMS has it for a segment none of
     // whose blocks was superseded since it opened.
+    let held = f.held_segments();
     for (i, s) in f.segs.iter_mut().enumerate() {
         s.created_ps = hdr_ps[i].unwrap_or(resumed);
         s.last_inval_ps = s.created_ps;
-        let held = f
-            .lost
-            .as_ref()
-            .is_some_and(|l| l.held.contains_key(&(i as u32)));
-        if matches!(s.state, SegState::Free | SegState::Dirty) && !held {
+        if matches!(s.state, SegState::Free | SegState::Dirty) && !held.contains(&(i as u32)) {
             f.free.push_back(i as u32);
         }
     }
@@ -793,15 +810,26 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
 /// does not decode is skipped: only a torn erase of its segment clears part of a slot
 /// whose record is intact, and the cleaner moved what the list held that was still needed
 /// before that erase. The slots holding a live tombstone count as valid.
-fn read_trim_lists(f: &mut Fms, lists: &[(u32, u64)], best: &[Option<Best>]) -> DevResult<()> {
-    if lists.is_empty() {
-        return Ok(());
+///
+/// `rescue` lists trim-list slots in segments whose header does not decode (see
+/// [`MountReport::rescued_tombstones`]): read the same way, but a tombstone that wins
+/// there is waiting to be written again (`Trims::pending`), not kept where it is. Returns
+/// the segments holding such tombstones, to be held until they are written.
+fn read_trim_lists(
+    f: &mut Fms,
+    lists: &[(u32, u64)],
+    rescue: &[(u32, u64)],
+    best: &[Option<Best>],
+) -> DevResult<Vec<u32>> {
+    if lists.is_empty() && rescue.is_empty() {
+        return Ok(Vec::new());
     }
     let mut buf = vec![0u8; f.lay.block_size as usize];
     // lbn → (trim's number, list record's number, slot).
     let mut won: BTreeMap<u32, (u64, u64, u32)> = BTreeMap::new();
     let mut kept: BTreeMap<u32, Vec<(u32, u64)>> = BTreeMap::new();
-    for &(phys, rseq) in lists {
+    let rescuing = |phys: u32| rescue.iter().any(|&(p, _)| p == phys);
+    for &(phys, rseq) in lists.iter().chain(rescue) {
         f.seq = f.seq.max(rseq.saturating_add(1));
         // Read again while it does not decode (`read_until`; with ECC, `read_phys`
         // corrects and retries first, and a list it cannot correct is unreadable, as a
@@ -849,10 +877,23 @@ fn read_trim_lists(f: &mut Fms, lists: &[(u32, u64)], best: &[Option<Best>]) -> 
         }
         kept.insert(phys, entries);
     }
+    let mut held = Vec::new();
     for (&lbn, &(seq, _, at)) in &won {
-        f.trims.tomb.insert(lbn, Tomb { seq, at });
+        if rescuing(at) {
+            f.trims.tomb.insert(lbn, Tomb { seq, at: NONE });
+            f.trims.pending.push(lbn);
+            f.mount_report.rescued_tombstones += 1;
+            held.push(f.split(at).0);
+        } else {
+            f.trims.tomb.insert(lbn, Tomb { seq, at });
+        }
     }
+    held.sort_unstable();
+    held.dedup();
     for (phys, entries) in kept {
+        if rescuing(phys) {
+            continue;
+        }
         let live = entries
             .iter()
             .filter(|&&(lbn, seq)| f.trims.tomb.get(&lbn) == Some(&Tomb { seq, at: phys }))
@@ -864,7 +905,7 @@ fn read_trim_lists(f: &mut Fms, lists: &[(u32, u64)], best: &[Option<Best>]) -> 
         f.segs[seg].valid += 1;
         f.trims.lists.insert(phys, ListSlot { entries, live });
     }
-    Ok(())
+    Ok(held)
 }
 
 /// With ECC, a trim-list slot that holds a 512-byte chunk its code cannot correct (after
@@ -1466,50 +1507,60 @@ fn read_records(
     Ok((last_used, stop))
 }
 
-/// The blocks whose newest record is in one of the `unreadable` segments (good, header
-/// neither erased nor decoding): records that decode, carry the live flag, and are newer
-/// than the block's copy in `best` (or it has none) and than its tombstone.
-///
-/// Such a segment is dirty and its records are not taken: a torn erase leaves a header
-/// that does not decode over records that may still read whole, and a mount cannot tell
-/// that from a header damaged in place. After a torn erase of a segment the cleaner had
-/// emptied, every block it held has a newer copy (none is named), but its records may
-/// outlive the trims that followed once those are cleaned away, and taking them would
-/// bring trimmed data back. So they are only named ([`MountReport::lost_blocks`]).
-/// Reads failing here end that segment's scan quietly: this looks for what to report,
-/// and the mount does not depend on it.
-/// Also returns the largest sequence number among them (0 when there are none).
-fn lost_blocks(f: &mut Fms, unreadable: &[u32], best: &[Option<Best>]) -> (Vec<SlotRecord>, u64) {
-    // Block → (sequence number, slot) of its newest such record.
-    let mut lost: BTreeMap<u32, (u64, SlotRecord)> = BTreeMap::new();
+/// The records that decode in the `unreadable` segments (good, header neither erased
+/// nor decoding), with where each is. Such a segment is dirty and its records are not
+/// taken: a torn erase leaves a header that does not decode over records that may still
+/// read whole, and a mount cannot tell that from a header damaged in place. They are
+/// read for two things only: trim lists, whose tombstones are safe to take wherever
+/// they are (`read_trim_lists`), and blocks to name lost ([`lost_blocks`]). Reads
+/// failing here end that segment's scan quietly: the mount does not depend on it.
+fn records_behind(f: &mut Fms, unreadable: &[u32]) -> Vec<(SlotRecord, Record)> {
+    let mut found = Vec::new();
     if unreadable.is_empty() {
-        return (Vec::new(), 0);
+        return found;
     }
     let mut entries = vec![0u8; f.lay.slots as usize * ENTRY];
-    let logical = f.logical;
     for &seg in unreadable {
-        let mut found = Vec::new();
         // (No summary carries these numbers: every slot's own record is read.)
         let _ = for_each_record(f, seg, &mut entries, (u64::MAX, u64::MAX), |slot, read| {
             if let Some(r) = read.record() {
-                found.push((slot, r));
+                let at = SlotRecord {
+                    segment: seg,
+                    slot,
+                    block: r.lbn,
+                };
+                found.push((at, r));
             }
             Ok(())
         });
-        for (slot, r) in found {
-            if r.lbn == TRIM_LIST_LBN || r.lbn as u64 >= logical || !r.live {
-                continue;
-            }
-            let newer = best[r.lbn as usize].as_ref().is_none_or(|b| b.seq < r.seq);
-            let trimmed = f.trims.tomb.get(&r.lbn).is_some_and(|t| t.seq > r.seq);
-            let at = SlotRecord {
-                segment: seg,
-                slot,
-                block: r.lbn,
-            };
-            if newer && !trimmed && lost.get(&r.lbn).is_none_or(|&(s, _)| s < r.seq) {
-                lost.insert(r.lbn, (r.seq, at));
-            }
+    }
+    found
+}
+
+/// The blocks whose newest record is `behind` a header that does not decode
+/// ([`records_behind`]): records that carry the live flag and are newer than the
+/// block's copy in `best` (or it has none) and than its tombstone.
+///
+/// Their records are not taken: after a torn erase of a segment the cleaner had
+/// emptied, every block it held has a newer copy (none is named), but its records may
+/// outlive the trims that followed once those are cleaned away, and taking them would
+/// bring trimmed data back. So they are only named ([`MountReport::lost_blocks`]).
+/// Also returns the largest sequence number among them (0 when there are none).
+fn lost_blocks(
+    f: &Fms,
+    behind: &[(SlotRecord, Record)],
+    best: &[Option<Best>],
+) -> (Vec<SlotRecord>, u64) {
+    // Block → (sequence number, slot) of its newest such record.
+    let mut lost: BTreeMap<u32, (u64, SlotRecord)> = BTreeMap::new();
+    for &(at, r) in behind {
+        if r.lbn == TRIM_LIST_LBN || r.lbn as u64 >= f.logical || !r.live {
+            continue;
+        }
+        let newer = best[r.lbn as usize].as_ref().is_none_or(|b| b.seq < r.seq);
+        let trimmed = f.trims.tomb.get(&r.lbn).is_some_and(|t| t.seq > r.seq);
+        if newer && !trimmed && lost.get(&r.lbn).is_none_or(|&(s, _)| s < r.seq) {
+            lost.insert(r.lbn, (r.seq, at));
         }
     }
     let newest = lost.values().map(|&(seq, _)| seq).max().unwrap_or(0);

@@ -3707,6 +3707,80 @@ fn damage_header(f: &mut Fms, seg: u32) {
         .unwrap();
 }
 
+/// Spare mode: a trim whose list sits in a segment whose header no longer decodes is
+/// not undone (QA stop 26: the block read its data from before the trim, with no
+/// warning). The tombstone is taken from the damaged segment, which is held until the
+/// next flush writes it again; after that the segment is released, and a remount still
+/// reads zeros.
+#[test]
+fn a_trim_behind_a_damaged_header_is_kept() {
+    let spec = shrunk("nandsim-256m", 16, 32);
+    let cfg = FmsConfig {
+        block_size: 1024,
+        policy: crate::fms::select::Policy::Greedy,
+        redistribution: crate::fms::redistribute::Redistribution::M1,
+        ..FmsConfig::default()
+    };
+    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    for lbn in 0..40 {
+        f.write_block(lbn, Some(&vec![0x5A; 1024])).unwrap();
+    }
+    f.flush().unwrap();
+    f.trim_block(0).unwrap();
+    f.flush().unwrap();
+    let list = *f.trims.lists.keys().next().expect("a trim list");
+    let seg = f.split(list).0;
+    damage_header(&mut f, seg);
+    let mut g = reopened(f, &spec, &cfg);
+    assert_eq!(
+        g.mount_report().rescued_tombstones,
+        1,
+        "{:?}",
+        g.mount_report()
+    );
+    assert!(!g.mount_report().is_clean());
+    assert!(g.held_segments().contains(&seg), "{:?}", g.held_segments());
+    assert!(!g.free.contains(&seg));
+    assert_reads(&mut g, 0..1, 0, "rescued");
+    assert_reads(&mut g, 1..2, 0x5A, "rescued");
+    // The flush writes the tombstone again: the segment is released (unless it holds
+    // lost blocks too: they are the blocks written after the list).
+    g.flush().unwrap();
+    assert!(g.lost.as_ref().is_none_or(|l| l.rescued.is_empty()));
+    let lost: Vec<u32> = g.lost_blocks().iter().map(|s| s.block).collect();
+    assert_eq!(
+        g.held_segments().contains(&seg),
+        !lost.is_empty(),
+        "{lost:?}"
+    );
+    let mut g = reopened(g, &spec, &cfg);
+    assert_eq!(
+        g.mount_report().rescued_tombstones,
+        0,
+        "{:?}",
+        g.mount_report()
+    );
+    assert_reads(&mut g, 0..1, 0, "after the flush");
+    // Lost blocks, if any, trimmed: nothing is held, the segment is reused, and block 0
+    // still reads zeros.
+    g.trim_blocks(1..40).unwrap();
+    g.flush().unwrap();
+    assert!(g.held_segments().is_empty(), "{:?}", g.held_segments());
+    let logical = g.logical as u32;
+    for k in 0..6 * logical {
+        g.write_block(40 + k % (logical - 40), Some(&vec![0x66; 1024]))
+            .unwrap();
+    }
+    g.flush().unwrap();
+    let mut g = reopened(g, &spec, &cfg);
+    assert!(
+        g.mount_report().lost_blocks.is_empty(),
+        "{:?}",
+        g.mount_report()
+    );
+    assert_reads(&mut g, 0..40, 0, "at the end");
+}
+
 /// Power cut at every program and erase while lost blocks are written and trimmed (and
 /// other blocks written, so that the cleaner runs past the held segment): after each
 /// cut, a lost block whose write or trim (and flush) completed is never named again and

@@ -184,6 +184,9 @@ impl Fms {
             self.stats.trim_lists += 1;
         }
         self.trims.pending.clear();
+        if self.lost.as_ref().is_some_and(|l| !l.rescued.is_empty()) {
+            self.rescued_written();
+        }
         Ok(())
     }
 

@@ -1135,6 +1135,9 @@ class Fms:
                     lost[lbn] = (seq, g, k)
         self.lost_blocks = [dict(segment=g, slot=k, block=lbn)
                             for lbn, (seq, g, k) in sorted(lost.items())]
+        # fms.md "Lost blocks" (stop 26): a lost block is not mapped to an older copy
+        for lbn in lost:
+            self.mapping.pop(lbn, None)
         self.next_seq = max_seq + 1
 
         # first free slot (step 4)

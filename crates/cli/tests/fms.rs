@@ -2077,7 +2077,7 @@ fn blocks_lost_behind_a_damaged_header_are_never_silent() {
         "--allow-lost",
     ]));
     assert_eq!(o.stdout, vec![0u8; 4096]);
-    assert!(text(&o.stderr).contains("1 lost block(s) read as the older data"));
+    assert!(text(&o.stderr).contains("1 lost block(s) read as zeros"));
 
     // --salvage reads the lost copies: the whole input back, lost blocks included.
     let want = pattern(300_000, 3);
@@ -2147,4 +2147,146 @@ fn blocks_lost_behind_a_damaged_header_are_never_silent() {
     assert!(v.get("held_segments").is_none(), "{v}");
     let o = ok(flashkit(["fms", "read", img, "--length", "300000"]));
     assert!(o.stdout == want, "the restored data differs");
+}
+
+/// `fms read --salvage` over a lost block whose lost copy no read can correct (an ECC
+/// medium, its header and one data chunk damaged beyond the code): the other lost blocks
+/// are salvaged, the whole output is written (that block as zeros), JSON names it in
+/// `unsalvaged_blocks`, and the exit status is non-zero with one line saying so (QA stop
+/// 26: the read stopped at that block, calling it a trim list).
+#[test]
+fn salvage_reads_past_a_lost_copy_no_read_can_correct() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("m.img");
+    let img = path_str(&img);
+    nand_image(img, "mlc2-2g", "16", &[]);
+    run_ok(&["fms", "format", img, "--block-size", "4KiB", "--ecc"]);
+    let want = pattern(1_500_000, 7);
+    let input = dir.path().join("in.bin");
+    std::fs::write(&input, &want).unwrap();
+    run_ok(&["fms", "write", img, "--input", path_str(&input)]);
+    // Segment 2 (128 pages of 2048 + 64 bytes; the data area ends the file): two bits of
+    // its header, and two bits of one chunk of its third slot (block 65), whose code
+    // corrects one.
+    let mut bytes = std::fs::read(img).unwrap();
+    let seg = bytes.len() - 16 * 270_336 + 2 * 270_336;
+    bytes[seg + 20] ^= 0x03;
+    bytes[seg + 5 * 2112 + 10] ^= 0x03;
+    std::fs::write(img, &bytes).unwrap();
+    let out = dir.path().join("out.bin");
+    let out = path_str(&out);
+    let o = flashkit([
+        "fms",
+        "read",
+        img,
+        "--length",
+        "1500000",
+        "--salvage",
+        "--output",
+        out,
+        "--json",
+    ]);
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    let last = err.trim().lines().last().unwrap();
+    assert!(
+        last.contains("1 lost block(s) not salvaged") && last.contains(": 65"),
+        "{err}"
+    );
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["unsalvaged_blocks"], serde_json::json!([65]), "{r}");
+    assert_eq!(r["lost_read_as"], "salvaged", "{r}");
+    let got = std::fs::read(out).unwrap();
+    assert_eq!(got.len(), want.len());
+    let (b65, b66) = (65 * 4096, 66 * 4096);
+    assert!(got[b65..b66].iter().all(|&b| b == 0), "block 65 as zeros");
+    assert!(
+        got[..b65] == want[..b65] && got[b66..] == want[b66..],
+        "the rest salvaged"
+    );
+}
+
+/// Twenty damaged segments, each holding one lost block among trimmed ones, leave the
+/// cleaner nothing to clean: writes fail for want of space, naming the held segments and
+/// what frees them; and the remedy works: a trim of a lost block goes through in the room
+/// left in its stream's segment and releases its segment, after which writes succeed
+/// again (QA stop 26: every write and trim failed for good, the remedy included).
+#[test]
+fn trims_of_lost_blocks_free_a_medium_that_holds_left_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("w.img");
+    let img = path_str(&img);
+    nand_image(img, "nandsim-256m", "32", &[]);
+    run_ok(&["fms", "format", img, "--block-size", "1KiB"]);
+    let full = dir.path().join("full.bin");
+    std::fs::write(&full, pattern(384_000, 5)).unwrap();
+    run_ok(&["fms", "write", img, "--input", path_str(&full)]);
+    for k in 0..20 {
+        let off = ((15 * k + 1) * 1024).to_string();
+        run_ok(&["fms", "trim", img, "--offset", &off, "--length", "14336"]);
+    }
+    // Segments 1..=20 (32 pages of 512 + 16 bytes; the data area ends the file).
+    let mut bytes = std::fs::read(img).unwrap();
+    let data = bytes.len() - 32 * 16_896;
+    for s in 1..=20 {
+        bytes[data + s * 16_896 + 20] ^= 0x03;
+    }
+    std::fs::write(img, &bytes).unwrap();
+    let w14 = dir.path().join("w14.bin");
+    std::fs::write(&w14, pattern(14_336, 6)).unwrap();
+    let mut refused = None;
+    for i in 1..=6 {
+        let k = i % 6 + 1;
+        let off = ((15 * k + 1) * 1024).to_string();
+        let o = flashkit([
+            "fms",
+            "write",
+            img,
+            "--input",
+            path_str(&w14),
+            "--offset",
+            &off,
+        ]);
+        if !o.status.success() {
+            refused = Some(text(&o.stderr));
+            break;
+        }
+    }
+    let err = refused.expect("the held segments leave no room");
+    let last = err.trim().lines().last().unwrap();
+    assert!(
+        last.contains("device full") && last.contains("hold lost blocks"),
+        "{err}"
+    );
+    // The remedy: trim the lost blocks (their data saved first, were it wanted).
+    let v = json(&ok(flashkit(["fms", "info", img, "--json"])));
+    let lost: Vec<u64> = v["lost_blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["block"].as_u64().unwrap())
+        .collect();
+    assert!(lost.len() >= 10, "{v}");
+    for b in &lost {
+        let off = (b * 1024).to_string();
+        run_ok(&["fms", "trim", img, "--offset", &off, "--length", "1024"]);
+    }
+    let v = json(&ok(flashkit(["fms", "info", img, "--json"])));
+    assert!(
+        v.get("lost_blocks").is_none() && v.get("held_segments").is_none(),
+        "{v}"
+    );
+    for k in 1..=6 {
+        let off = ((15 * k + 1) * 1024).to_string();
+        run_ok(&[
+            "fms",
+            "write",
+            img,
+            "--input",
+            path_str(&w14),
+            "--offset",
+            &off,
+        ]);
+    }
+    ok(flashkit(["fms", "check", img]));
 }

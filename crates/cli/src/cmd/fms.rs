@@ -233,7 +233,7 @@ pub struct ReadArgs {
     #[arg(long)]
     pub output: Option<PathBuf>,
     /// Read a range over blocks the mount found lost anyway (their newest copy is in a
-    /// segment whose header does not decode; they read older data or zeros): to save
+    /// segment whose header does not decode; they read zeros): to save
     /// the rest in one read. Without it (or `--salvage`) such a range is refused.
     #[arg(long, conflicts_with = "salvage")]
     pub allow_lost: bool,
@@ -423,12 +423,12 @@ pub struct ReadReport {
     pub output: String,
     /// Lost blocks in the range (`--allow-lost` or `--salvage`), by logical block number.
     pub lost_blocks: Vec<u32>,
-    /// How they were read: `mapped` (older data or zeros: `--allow-lost`), `salvaged`
+    /// How they were read: `mapped` (zeros: `--allow-lost`), `salvaged`
     /// (their lost copies: `--salvage`); null when the range holds none (and
     /// `lost_blocks` is empty: both keys are always present in this report).
     pub lost_read_as: Option<&'static str>,
     /// `--salvage`: lost blocks whose lost copy no read could correct, read as mapped
-    /// (older data or zeros).
+    /// (zeros).
     pub unsalvaged_blocks: Vec<u32>,
     #[serde(flatten)]
     pub cost: IoCost,
@@ -714,7 +714,7 @@ pub struct FmsInfo {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub earlier_format_segments: Vec<u32>,
     /// Blocks whose newest copy is in a segment whose header does not decode
-    /// (`MountReport::lost_blocks`): they read older data or zeros (present only when
+    /// (`MountReport::lost_blocks`): they read zeros (present only when
     /// there are some).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub lost_blocks: Vec<SlotRecord>,
@@ -962,13 +962,27 @@ fn info(a: InfoArgs) -> Result<()> {
     }
     if !r.lost_blocks.is_empty() {
         f.add("lost blocks", lost_text(&r.lost_blocks));
-        f.add(
-            "held segments",
-            format!(
-                "{}: kept out of reuse until each of their lost blocks is written or trimmed",
-                output::block_list(&r.held_segments, 10)
-            ),
-        );
+    }
+    if !r.held_segments.is_empty() {
+        // Why each is held: lost blocks, or only rescued tombstones.
+        let (lost, trims): (Vec<u32>, Vec<u32>) = r
+            .held_segments
+            .iter()
+            .partition(|&&g| r.lost_blocks.iter().any(|s| s.segment == g));
+        let mut why = Vec::new();
+        if !lost.is_empty() {
+            why.push(format!(
+                "{} (lost blocks: until each is written or trimmed)",
+                output::block_list(&lost, 10)
+            ));
+        }
+        if !trims.is_empty() {
+            why.push(format!(
+                "{} (rescued trims: until the next writing command writes them again)",
+                output::block_list(&trims, 10)
+            ));
+        }
+        f.add("held segments", why.join("; "));
     }
     if !r.earlier_format_segments.is_empty() {
         f.add(
@@ -1084,7 +1098,7 @@ fn segment_table(fms: &Fms, report: &ReportArgs) -> Result<()> {
 
 /// The blocks a mount found lost (`MountReport::lost_blocks`), in words: `3: block 0
 /// (segment 1 slot 0), ...; their newest copy is in a segment whose header does not
-/// decode: they read older data or zeros`.
+/// decode: they read zeros until written, trimmed or salvaged`.
 fn lost_text(lost: &[SlotRecord]) -> String {
     let shown = slot_records(&lost[..lost.len().min(5)]);
     let more = match lost.len() {
@@ -1096,7 +1110,7 @@ fn lost_text(lost: &[SlotRecord]) -> String {
     segs.dedup();
     let segs: Vec<String> = segs.iter().map(u32::to_string).collect();
     format!(
-        "{}: {shown}{more}; their newest copy is in segment(s) {} whose header does not decode (damaged): they read older data or zeros",
+        "{}: {shown}{more}; their newest copy is in segment(s) {} whose header does not decode (damaged): they read zeros until written or trimmed (`fms read --salvage` reads their lost copies)",
         lost.len(),
         segs.join(", ")
     )
@@ -1424,7 +1438,7 @@ fn read(a: ReadArgs) -> Result<()> {
             fms.capacity_bytes()
         );
     }
-    // A range over a block the mount found lost would read older data or zeros there:
+    // A range over a block the mount found lost would read zeros there:
     // refused, not returned as if it were the data (the mount's warning names them all).
     let spb = fms.layout().block_size as u64 / SECTOR as u64;
     let blocks = lba / spb..(lba + sectors).div_ceil(spb);
@@ -1436,7 +1450,7 @@ fn read(a: ReadArgs) -> Result<()> {
         .collect();
     if !hit.is_empty() && !a.allow_lost && !a.salvage {
         bail!(
-            "{}: the range covers {} lost block(s) ({}), which would read older data or zeros; read around them, give --salvage to read their lost copies, or --allow-lost",
+            "{}: the range covers {} lost block(s) ({}), which would read zeros; read around them, give --salvage to read their lost copies, or --allow-lost",
             a.image.display(),
             hit.len(),
             output::block_list_in(&hit, 10, "`fms info --json`")
@@ -1492,28 +1506,37 @@ fn read(a: ReadArgs) -> Result<()> {
         unsalvaged_blocks: unsalvaged,
         cost: spent.cost(&fms),
     };
-    if !r.lost_blocks.is_empty() {
+    let read_lost: Vec<u32> = r
+        .lost_blocks
+        .iter()
+        .copied()
+        .filter(|b| !r.unsalvaged_blocks.contains(b))
+        .collect();
+    if !read_lost.is_empty() {
         eprintln!(
             "flashkit: note: {}: {} lost block(s) read {}: {}",
             a.image.display(),
-            r.lost_blocks.len(),
+            read_lost.len(),
             if a.salvage {
                 "from their lost copies"
             } else {
-                "as the older data or zeros the FMS maps"
+                "as zeros (--allow-lost)"
             },
-            output::block_list(&r.lost_blocks, 10)
-        );
-    }
-    if !r.unsalvaged_blocks.is_empty() {
-        eprintln!(
-            "flashkit: warning: {}: {} lost block(s) not salvaged, read as the older data or zeros the FMS maps (their lost copies hold data no read could correct): {}",
-            a.image.display(),
-            r.unsalvaged_blocks.len(),
-            output::block_list(&r.unsalvaged_blocks, 10)
+            output::block_list(&read_lost, 10)
         );
     }
     report(&a.report, &r)?;
+    // Everything else was written out; the blocks that could not be salvaged make the
+    // exit status non-zero, as a copy that skipped unreadable parts would.
+    if !r.unsalvaged_blocks.is_empty() {
+        bail!(
+            "{}: {} lost block(s) not salvaged, written to {} as zeros (their lost copies hold data no read could correct): {}",
+            a.image.display(),
+            r.unsalvaged_blocks.len(),
+            r.output,
+            output::block_list(&r.unsalvaged_blocks, 10)
+        );
+    }
     Ok(())
 }
 
@@ -1576,8 +1599,8 @@ pub struct CheckReport {
     /// Blocks no read could correct (`uncorrectable`), by logical block number.
     pub unreadable_blocks: Vec<u32>,
     /// Blocks whose newest copy the mount found in a segment whose header does not decode
-    /// (`MountReport::lost_blocks`), by logical block number: they read older data or
-    /// zeros, and are checked as such if mapped.
+    /// (`MountReport::lost_blocks`), by logical block number: they read zeros (not
+    /// mapped) until written or trimmed.
     pub lost_blocks: Vec<u32>,
     /// Whether `--repair` was given (the image was written).
     pub repair: bool,

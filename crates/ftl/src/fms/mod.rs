@@ -1209,7 +1209,9 @@ impl Fms {
     /// Write one logical block (`data` of block_size bytes, or `None`).
     pub fn write_block(&mut self, lbn: u32, data: Option<&[u8]>) -> DevResult<()> {
         self.check_lbn(lbn)?;
-        self.ensure_space()?;
+        if let Err(e) = self.ensure_space() {
+            self.space_for_lost(e, &[lbn])?;
+        }
         let now = self.nand.clock_ps();
         let i = lbn as usize;
         let old = self.blocks[i].map;
@@ -1364,7 +1366,9 @@ impl Fms {
                 if chunk.is_empty() {
                     break;
                 }
-                self.ensure_space()?;
+                if let Err(e) = self.ensure_space() {
+                    self.space_for_lost(e, &chunk)?;
+                }
                 for &lbn in &chunk {
                     self.add_tomb(lbn)?;
                     self.unmap(lbn)?;
@@ -2129,7 +2133,7 @@ impl BlockDevice for Fms {
             } else if self.blocks[lbn as usize].map != NONE || self.is_lost(lbn) {
                 // Partial trim: zero the sectors. (Of a lost block too, mapped or not: as
                 // a partial write does, it keeps what the FMS maps in the other sectors,
-                // older data or zeros, and ends the block's name: `lost.rs`.)
+                // zeros for a lost block, and ends the block's name: `lost.rs`.)
                 if self.nand.store().keeps_payload() {
                     let mut tmp = vec![0u8; self.lay.block_size as usize];
                     self.read_block(lbn, Some(&mut tmp))?;

@@ -1012,6 +1012,7 @@ class Fms:
         best = {}          # lbn -> (seq, seg, slot, rec)
         all_blocks = []    # (lbn, seq, seg, slot, rec)
         trim_slots = []    # (seq, seg, slot)
+        flipped_lists = []  # (seq, seg, slot): trim-list records one bit from valid
         self.summaries_used = 0
         self.summary_mismatches = []
         for g in readable:
@@ -1028,6 +1029,10 @@ class Fms:
                 if kind == "torn":
                     self.torn_records += 1
                     self.flipped_records += rec is not None
+                    # fms.md "Lost blocks" (stop 26): a trim list's record one bit from
+                    # valid is not a list, but its tombstones are rescued
+                    if rec is not None and rec["flipped"][0] == "trim":
+                        flipped_lists.append((rec["flipped"][1]["seq"], g, k))
                     continue
                 if rec.get("corrected"):
                     self.corrected_entries += 1
@@ -1075,7 +1080,7 @@ class Fms:
                 if img.state[g] != 0 or hdrs[g] != "unreadable":
                     continue
                 behind += [(g, k, kind, rec) for k, kind, rec in self.read_records(g, use_summary=False)]
-        rescue = [(rec["seq"], g, k) for g, k, kind, rec in behind if kind == "trim"] \
+        rescue = [(rec["seq"], g, k) for g, k, kind, rec in behind if kind == "trim"] + flipped_lists \
             if self.mode == "spare" else []
         if self.mode == "spare":
             cap = (bs - 16) // 12

@@ -321,7 +321,7 @@ pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
     let flipped = &fms.mount_report().flipped_records;
     if !flipped.is_empty() {
         eprintln!(
-            "flashkit: warning: {}: {} record(s) one bit from valid, not taken (a bit flipped for good, or a write a power cut stopped): {}; what they name may read older data or zeros",
+            "flashkit: warning: {}: {} record(s) one bit from valid, not taken (a bit flipped for good, or a write a power cut stopped): {}; the blocks they name may read older data or zeros{}",
             path.display(),
             flipped.len(),
             slot_records(&flipped[..flipped.len().min(5)])
@@ -329,7 +329,15 @@ pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
                     format!(", … (+{} more; `fms info --json` lists all)", flipped.len() - 5)
                 } else {
                     String::new()
-                }
+                },
+            if flipped
+                .iter()
+                .any(|s| s.block == ftl::fms::layout::TRIM_LIST_LBN)
+            {
+                " (a trim list's tombstones are taken all the same: its trims stand)"
+            } else {
+                ""
+            }
         );
     }
     let lost = &fms.mount_report().lost_blocks;
@@ -1165,7 +1173,7 @@ fn flips_found(r: &FmsInfo) -> Option<String> {
             slots(fl),
             plural(fl.len(), "the block reads", "the blocks read"),
             if lists {
-                " (a trim list's blocks may read their data from before the trim)"
+                " (a trim list's tombstones are taken all the same: its trims stand)"
             } else {
                 ""
             }

@@ -168,6 +168,22 @@ impl Fms {
         }
     }
 
+    /// Rescued tombstones still waiting to be written (`Lost::rescued`): write them before
+    /// an operation that may clean, since a trim list whose record is one bit from valid
+    /// sits in a segment the cleaner may erase. Out of space they are left waiting: the
+    /// operation's own end (a trim's list, a flush) writes them.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn write_rescued_first(&mut self) -> DevResult<()> {
+        if self.lost.as_ref().is_none_or(|l| l.rescued.is_empty()) {
+            return Ok(());
+        }
+        match self.write_trims() {
+            Err(DevError::NoSpace | DevError::WornOut { .. }) => Ok(()),
+            r => r,
+        }
+    }
+
     /// A write or trim of `lbns` found no space (`e`, from `ensure_space`): go on without
     /// cleaning when every one of them is lost and no segment is free (`Ok`), otherwise
     /// fail with `e`. With segments held the cleaner may have nothing left to clean, yet

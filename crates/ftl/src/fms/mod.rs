@@ -1209,6 +1209,9 @@ impl Fms {
     /// Write one logical block (`data` of block_size bytes, or `None`).
     pub fn write_block(&mut self, lbn: u32, data: Option<&[u8]>) -> DevResult<()> {
         self.check_lbn(lbn)?;
+        if self.lost.is_some() {
+            self.write_rescued_first()?;
+        }
         if let Err(e) = self.ensure_space() {
             self.space_for_lost(e, &[lbn])?;
         }
@@ -1340,6 +1343,9 @@ impl Fms {
                 lbns.len() as u64,
                 self.logical,
             ));
+        }
+        if self.lost.is_some() {
+            self.write_rescued_first()?;
         }
         if self.lay.mode == RecordMode::Header {
             for lbn in lbns {

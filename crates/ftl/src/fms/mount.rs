@@ -570,6 +570,12 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     f.mount_report.torn_records = torn;
     f.mount_report.corrected_entries = flips.corrected;
     f.mount_report.flipped_records = flips.flipped;
+    // Spare mode: a trim list whose record is one bit from valid is not taken as a list
+    // (`spare_flip`), but its tombstones are safe to take as rescued ones (below): the
+    // list's own checksum vouches for its entries, and a tombstone can only hide copies
+    // older than its trim. Every mount decides alike from the bytes, the first after a
+    // cut included, so the numbers it counts are never handed out again.
+    let flipped_lists = flips.lists;
     if lay.mode == RecordMode::Header {
         // (Spare-mode records have no live bit: every superseded copy reads live.)
         f.mount_report.stale_live_copies = stale_live.len() as u64;
@@ -589,9 +595,10 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
         .iter()
         .filter(|(_, r)| r.lbn == TRIM_LIST_LBN)
         .map(|(at, r)| (f.phys(at.segment, at.slot), r.seq))
+        .chain(flipped_lists)
         .collect();
     let rescued = read_trim_lists(&mut f, &lists, &rescue, &best)?;
-    if !behind.is_empty() {
+    if !behind.is_empty() || !rescued.is_empty() {
         let (lost, newest) = lost_blocks(&f, &behind, &best);
         // A write or trim of a lost block must beat its lost record here and at every
         // later mount: numbers go on above the newest such record. Their segments are
@@ -1449,6 +1456,9 @@ struct Found {
 struct Flips {
     corrected: Vec<SlotRecord>,
     flipped: Vec<SlotRecord>,
+    /// Spare mode: the trim-list slots among `flipped` (physical slot, record's number):
+    /// their tombstones are rescued (`read_trim_lists`).
+    lists: Vec<(u32, u64)>,
 }
 
 /// Read the records of segment `seg` into `found`: the newest per block, superseded copies
@@ -1487,7 +1497,12 @@ fn read_records(
         };
         match read {
             RecordRead::Corrected(r) => flips.corrected.push(at(r)),
-            RecordRead::Flipped(r) => flips.flipped.push(at(r)),
+            RecordRead::Flipped(r) => {
+                flips.flipped.push(at(r));
+                if r.lbn == TRIM_LIST_LBN {
+                    flips.lists.push(((seg << slot_bits) | slot, r.seq));
+                }
+            }
             RecordRead::Valid(_) | RecordRead::Torn => {}
         }
         let Some(r) = read.record() else {

@@ -2234,11 +2234,10 @@ fn trims_of_lost_blocks_free_a_medium_that_holds_left_full() {
     std::fs::write(img, &bytes).unwrap();
     let w14 = dir.path().join("w14.bin");
     std::fs::write(&w14, pattern(14_336, 6)).unwrap();
-    let mut refused = None;
-    for i in 1..=6 {
-        let k = i % 6 + 1;
+    // 14 KiB from block 15k + 1.
+    let write_at = |k: usize| {
         let off = ((15 * k + 1) * 1024).to_string();
-        let o = flashkit([
+        flashkit([
             "fms",
             "write",
             img,
@@ -2246,7 +2245,11 @@ fn trims_of_lost_blocks_free_a_medium_that_holds_left_full() {
             path_str(&w14),
             "--offset",
             &off,
-        ]);
+        ])
+    };
+    let mut refused = None;
+    for i in 1..=6 {
+        let o = write_at(i % 6 + 1);
         if !o.status.success() {
             refused = Some(text(&o.stderr));
             break;
@@ -2277,16 +2280,7 @@ fn trims_of_lost_blocks_free_a_medium_that_holds_left_full() {
         "{v}"
     );
     for k in 1..=6 {
-        let off = ((15 * k + 1) * 1024).to_string();
-        run_ok(&[
-            "fms",
-            "write",
-            img,
-            "--input",
-            path_str(&w14),
-            "--offset",
-            &off,
-        ]);
+        ok(write_at(k));
     }
     ok(flashkit(["fms", "check", img]));
 }

@@ -3628,14 +3628,7 @@ fn blocks_behind_a_damaged_header_are_named_lost() {
         ("nandsim-256m", 32, 1024),
     ] {
         // One write stream, so that consecutive blocks share a segment.
-        let spec = shrunk(preset, 12, pages);
-        let cfg = FmsConfig {
-            block_size: bs,
-            policy: crate::fms::select::Policy::Greedy,
-            redistribution: crate::fms::redistribute::Redistribution::M1,
-            ..FmsConfig::default()
-        };
-        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        let (spec, cfg, mut f) = one_stream(preset, 12, pages, bs);
         let b = f.lay.block_size as usize;
         // A segment's worth: the overwrite below goes to the next segment.
         let n = f.lay.slots;
@@ -3658,22 +3651,7 @@ fn blocks_behind_a_damaged_header_are_named_lost() {
         f.flush().unwrap();
         let held = in_seg(&f);
         assert_eq!(held.len(), first.len() - 2, "{preset}: {held:?}");
-        // Clear two bits of the header's erase sequence (bytes 16..24) for good.
-        let page = f.nand.geometry().first_page(seg);
-        let mut hb = [0u8; 8];
-        f.nand.read(page, 16, &mut hb).unwrap();
-        let (at, byte) = hb
-            .iter()
-            .enumerate()
-            .find(|(_, &x)| x.count_ones() >= 2)
-            .map(|(i, &x)| (i, x))
-            .expect("a byte with two bits set");
-        let low = byte & byte.wrapping_neg();
-        let rest = byte & !low;
-        let cleared = byte & !low & !(rest & rest.wrapping_neg());
-        f.nand
-            .program_bytes(page, 16 + at as u32, &[cleared])
-            .unwrap();
+        damage_header(&mut f, seg);
         let mut g = reopened(f, &spec, &cfg);
         let r = g.mount_report().clone();
         let lost: Vec<u32> = r.lost_blocks.iter().map(|s| s.block).collect();
@@ -3685,6 +3663,25 @@ fn blocks_behind_a_damaged_header_are_named_lost() {
         assert_reads(&mut g, over..over + 1, 0xEE, preset);
         assert_reads(&mut g, trimmed..trimmed + 1, 0, preset);
     }
+}
+
+/// A fresh FMS of `bs`-byte blocks on `preset` shrunk to `blocks` erase blocks of `pages`
+/// pages, greedy with M1: one write stream, so that consecutive writes share a segment.
+fn one_stream(
+    preset: &str,
+    blocks: u32,
+    pages: u32,
+    bs: u32,
+) -> (nand::DeviceSpec, FmsConfig, Fms) {
+    let spec = shrunk(preset, blocks, pages);
+    let cfg = FmsConfig {
+        block_size: bs,
+        policy: crate::fms::select::Policy::Greedy,
+        redistribution: crate::fms::redistribute::Redistribution::M1,
+        ..FmsConfig::default()
+    };
+    let f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    (spec, cfg, f)
 }
 
 /// Clear two bits of segment `seg`'s header erase sequence (bytes 16..24) for good, so
@@ -3899,6 +3896,40 @@ fn a_trim_behind_a_damaged_header_is_kept() {
     assert_reads(&mut g, 0..40, 0, "at the end");
 }
 
+/// The media of the lost-block tests: preset, pages per erase block, FMS block size.
+const LOST_MEDIA: [(&str, u32, u32); 2] = [
+    ("intel-series2plus-24m", 8, 4096),
+    ("nandsim-256m", 32, 1024),
+];
+
+/// A 16-segment `preset` medium (greedy, M1: one stream) whose blocks `slots..logical/2`
+/// read 0x11 and blocks `0..slots` (block `l` reads `l + 1`), written last, fill the
+/// segment whose header is then damaged: the newest records on the medium. Returns the
+/// FMS remounted over it and that segment.
+fn newest_segment_damaged(
+    preset: &str,
+    pages: u32,
+    bs: u32,
+) -> (nand::DeviceSpec, FmsConfig, Fms, u32) {
+    let (spec, cfg, mut f) = one_stream(preset, 16, pages, bs);
+    let b = bs as usize;
+    let n = f.lay.slots;
+    let logical = f.logical as u32;
+    assert!(logical > 2 * n, "{preset}: {logical} blocks");
+    for lbn in n..logical / 2 {
+        f.write_block(lbn, Some(&vec![0x11; b])).unwrap();
+    }
+    for lbn in 0..n {
+        f.write_block(lbn, Some(&vec![lbn as u8 + 1; b])).unwrap();
+    }
+    f.flush().unwrap();
+    let seg = f.lookup(0).unwrap() / n;
+    assert!((0..n).all(|l| f.lookup(l).unwrap() / n == seg), "{preset}");
+    damage_header(&mut f, seg);
+    let g = reopened(f, &spec, &cfg);
+    (spec, cfg, g, seg)
+}
+
 /// Power cut at every program and erase while lost blocks are written and trimmed (and
 /// other blocks written, so that the cleaner runs past the held segment): after each
 /// cut, a lost block whose write or trim (and flush) completed is never named again and
@@ -3907,31 +3938,11 @@ fn a_trim_behind_a_damaged_header_is_kept() {
 /// same tables; and trimming what is left ends every name. Both record modes.
 #[test]
 fn power_cuts_while_lost_blocks_are_written_and_trimmed() {
-    for (preset, pages, bs) in [
-        ("intel-series2plus-24m", 8, 4096),
-        ("nandsim-256m", 32, 1024),
-    ] {
-        let spec = shrunk(preset, 16, pages);
-        let cfg = FmsConfig {
-            block_size: bs,
-            policy: crate::fms::select::Policy::Greedy,
-            redistribution: crate::fms::redistribute::Redistribution::M1,
-            ..FmsConfig::default()
-        };
-        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
-        let b = f.lay.block_size as usize;
-        let n = f.lay.slots;
-        let logical = f.logical as u32;
-        for lbn in n..logical / 2 {
-            f.write_block(lbn, Some(&vec![0x11; b])).unwrap();
-        }
-        for lbn in 0..n {
-            f.write_block(lbn, Some(&vec![lbn as u8 + 1; b])).unwrap();
-        }
-        f.flush().unwrap();
-        let seg = f.lookup(0).unwrap() / n;
-        damage_header(&mut f, seg);
-        let g = reopened(f, &spec, &cfg);
+    for (preset, pages, bs) in LOST_MEDIA {
+        let (spec, cfg, g, _) = newest_segment_damaged(preset, pages, bs);
+        let b = bs as usize;
+        let n = g.lay.slots;
+        let logical = g.logical as u32;
         let all: Vec<u32> = (0..n).collect();
         assert_eq!(
             g.lost_blocks().iter().map(|s| s.block).collect::<Vec<_>>(),
@@ -4020,35 +4031,11 @@ fn power_cuts_while_lost_blocks_are_written_and_trimmed() {
 /// reused and no mount names anything. Both record modes.
 #[test]
 fn lost_blocks_stay_named_until_written_or_trimmed() {
-    for (preset, pages, bs) in [
-        ("intel-series2plus-24m", 8, 4096),
-        ("nandsim-256m", 32, 1024),
-    ] {
-        let spec = shrunk(preset, 16, pages);
-        let cfg = FmsConfig {
-            block_size: bs,
-            policy: crate::fms::select::Policy::Greedy,
-            redistribution: crate::fms::redistribute::Redistribution::M1,
-            ..FmsConfig::default()
-        };
-        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
-        let b = f.lay.block_size as usize;
-        let n = f.lay.slots;
-        let logical = f.logical as u32;
-        assert!(logical > 2 * n, "{preset}: {logical} blocks");
-        // The damaged segment holds the newest records on the medium: blocks 0..n,
-        // written last.
-        for lbn in n..logical / 2 {
-            f.write_block(lbn, Some(&vec![0x11; b])).unwrap();
-        }
-        for lbn in 0..n {
-            f.write_block(lbn, Some(&vec![lbn as u8 + 1; b])).unwrap();
-        }
-        f.flush().unwrap();
-        let seg = f.lookup(0).unwrap() / n;
-        assert!((0..n).all(|l| f.lookup(l).unwrap() / n == seg), "{preset}");
-        damage_header(&mut f, seg);
-        let mut g = reopened(f, &spec, &cfg);
+    for (preset, pages, bs) in LOST_MEDIA {
+        let (spec, cfg, mut g, seg) = newest_segment_damaged(preset, pages, bs);
+        let b = bs as usize;
+        let n = g.lay.slots;
+        let logical = g.logical as u32;
         let named = |g: &Fms| -> Vec<u32> { g.lost_blocks().iter().map(|s| s.block).collect() };
         let all: Vec<u32> = (0..n).collect();
         assert_eq!(named(&g), all, "{preset}");

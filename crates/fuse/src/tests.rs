@@ -140,6 +140,7 @@ fn device_errors_map_to_errnos() {
     );
     assert_eq!(errno(&DevError::out_of_range(9, 1, 8)), libc::EINVAL);
     assert_eq!(errno(&DevError::Uncorrectable { lba: 3 }), libc::EIO);
+    assert_eq!(errno(&DevError::Lost { lba: 3 }), libc::EIO);
     assert_eq!(errno(&DevError::PowerLoss), libc::EIO);
 }
 

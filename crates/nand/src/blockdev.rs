@@ -35,6 +35,10 @@ pub enum DevError {
     PowerLoss,
     #[error("uncorrectable data at sector {lba}")]
     Uncorrectable { lba: u64 },
+    /// A read of data the device knows it lost (an FTL's block whose newest copy sits
+    /// behind damaged metadata); writing or trimming it ends the loss.
+    #[error("lost data at sector {lba}: its newest copy is behind a damaged segment header (writing or trimming it ends this)")]
+    Lost { lba: u64 },
     #[error("corrupt or foreign medium: {0}")]
     Corrupt(Box<String>),
     #[error("configuration: {0}")]

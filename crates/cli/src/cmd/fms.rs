@@ -1489,7 +1489,8 @@ fn read(a: ReadArgs) -> Result<()> {
         let n = left.min(buf.len() as u64);
         let secs = n.div_ceil(SECTOR as u64);
         let b = &mut buf[..(secs as usize) * SECTOR];
-        fms.read(at, secs as u32, Some(b))
+        // (Lost blocks read zeros here: the range was refused above unless asked for.)
+        fms.read_mapped(at, secs as u32, Some(b))
             .with_context(|| format!("{}: read", a.image.display()))?;
         if a.salvage {
             salvage_into(&mut fms, &hit, at, b, &a.image, &mut unsalvaged)?;

@@ -184,6 +184,24 @@ impl Fms {
         }
     }
 
+    /// `Lost` at the first sector of `count` from `lba` that lies in a lost block (a
+    /// request already checked against the capacity).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn refuse_lost(&self, lba: u64, count: u32) -> DevResult<()> {
+        let spb = (self.lay.block_size as usize / SECTOR) as u64;
+        let blocks = (lba / spb) as u32..(lba + count as u64).div_ceil(spb) as u32;
+        let Some(l) = self.lost.as_ref() else {
+            return Ok(());
+        };
+        match l.blocks.range(blocks).next() {
+            Some((&lbn, _)) => Err(DevError::Lost {
+                lba: (lbn as u64 * spb).max(lba),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// A write or trim of `lbns` found no space (`e`, from `ensure_space`): go on without
     /// cleaning when every one of them is lost and no segment is free (`Ok`), otherwise
     /// fail with `e`. With segments held the cleaner may have nothing left to clean, yet

@@ -901,9 +901,11 @@ impl Fms {
     }
     /// The good segments, and those keeping the capacity needs (the segments the logical
     /// blocks fill, the index and one to clean into).
+    /// Segments held for lost blocks or rescued trims (`lost.rs`) count as not good while
+    /// held: their room is not the cleaner's.
     fn good_and_needed_segments(&self) -> (u64, u64) {
         let good = (0..self.lay.segments)
-            .filter(|&s| !self.nand.is_bad(s))
+            .filter(|&s| !self.nand.is_bad(s) && !self.is_held(s))
             .count() as u64;
         let data = self.logical.div_ceil(self.lay.slots as u64);
         (good, data + 2)
@@ -917,6 +919,37 @@ impl Fms {
     pub fn segments(&self) -> &[Seg] {
         &self.segs
     }
+    /// Read sectors as the FMS maps them: a lost block reads zeros (`fms read
+    /// --allow-lost`, `--salvage`, which name what they read). `BlockDevice::read` refuses
+    /// a range over a lost block instead.
+    pub fn read_mapped(&mut self, lba: u64, count: u32, buf: Option<&mut [u8]>) -> DevResult<()> {
+        check_request(self.sectors(), lba, count, buf.as_ref().map(|b| b.len()))?;
+        let spb = self.lay.block_size as u64 / SECTOR as u64;
+        let bs = self.lay.block_size as usize;
+        let mut tmp = std::mem::take(&mut self.buf);
+        let mut out = buf;
+        let mut lba_i = lba;
+        let end = lba + count as u64;
+        while lba_i < end {
+            let lbn = (lba_i / spb) as u32;
+            let first = (lba_i % spb) as usize;
+            let n = ((spb - first as u64).min(end - lba_i)) as usize;
+            match out.as_deref_mut() {
+                Some(o) => {
+                    tmp.resize(bs, 0);
+                    self.read_block(lbn, Some(&mut tmp))?;
+                    let at = ((lba_i - lba) as usize) * SECTOR;
+                    o[at..at + n * SECTOR]
+                        .copy_from_slice(&tmp[first * SECTOR..(first + n) * SECTOR]);
+                }
+                None => self.read_block(lbn, None)?,
+            }
+            lba_i += n as u64;
+        }
+        self.buf = tmp;
+        Ok(())
+    }
+
     /// Physical slot (`segment × slots + slot`) of a logical block.
     pub fn lookup(&self, lbn: u32) -> Option<u32> {
         let p = self
@@ -2058,32 +2091,14 @@ impl BlockDevice for Fms {
         self.logical * (self.lay.block_size as u64 / SECTOR as u64)
     }
 
+    /// A range over a lost block fails `Lost` (as a read of a bad sector would), so that
+    /// nothing reads its zeros for data (`lost.rs`; [`Fms::read_mapped`] reads them).
     fn read(&mut self, lba: u64, count: u32, buf: Option<&mut [u8]>) -> DevResult<()> {
-        check_request(self.sectors(), lba, count, buf.as_ref().map(|b| b.len()))?;
-        let spb = self.lay.block_size as u64 / SECTOR as u64;
-        let bs = self.lay.block_size as usize;
-        let mut tmp = std::mem::take(&mut self.buf);
-        let mut out = buf;
-        let mut lba_i = lba;
-        let end = lba + count as u64;
-        while lba_i < end {
-            let lbn = (lba_i / spb) as u32;
-            let first = (lba_i % spb) as usize;
-            let n = ((spb - first as u64).min(end - lba_i)) as usize;
-            match out.as_deref_mut() {
-                Some(o) => {
-                    tmp.resize(bs, 0);
-                    self.read_block(lbn, Some(&mut tmp))?;
-                    let at = ((lba_i - lba) as usize) * SECTOR;
-                    o[at..at + n * SECTOR]
-                        .copy_from_slice(&tmp[first * SECTOR..(first + n) * SECTOR]);
-                }
-                None => self.read_block(lbn, None)?,
-            }
-            lba_i += n as u64;
+        if self.lost.is_some() {
+            check_request(self.sectors(), lba, count, buf.as_ref().map(|b| b.len()))?;
+            self.refuse_lost(lba, count)?;
         }
-        self.buf = tmp;
-        Ok(())
+        self.read_mapped(lba, count, buf)
     }
 
     fn write(&mut self, lba: u64, count: u32, data: Option<&[u8]>) -> DevResult<()> {

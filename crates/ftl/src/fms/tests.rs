@@ -4040,6 +4040,18 @@ fn lost_blocks_stay_named_until_written_or_trimmed() {
         let all: Vec<u32> = (0..n).collect();
         assert_eq!(named(&g), all, "{preset}");
         assert_eq!(g.held_segments(), vec![seg], "{preset}");
+        // A sector read over a lost block fails `Lost` (a bad sector to a filesystem
+        // above, EIO under FUSE); `read_mapped` reads its zeros.
+        let spb = (bs as usize / SECTOR) as u64;
+        let mut sec = vec![0xEEu8; SECTOR];
+        let e = g.read(2 * spb + 1, 1, Some(&mut sec)).unwrap_err();
+        assert!(
+            matches!(e, DevError::Lost { lba } if lba == 2 * spb + 1),
+            "{e:?}"
+        );
+        g.read_mapped(2 * spb + 1, 1, Some(&mut sec)).unwrap();
+        assert!(sec.iter().all(|&x| x == 0), "{preset}");
+        g.read(n as u64 * spb, 1, Some(&mut sec)).unwrap();
         let erases = g.segments()[seg as usize].erase_count;
         // One written at once: its new record must beat the lost one at the next mount
         // (the numbers go on above it), and it reads what was written.

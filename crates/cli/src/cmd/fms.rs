@@ -963,7 +963,7 @@ fn info(a: InfoArgs) -> Result<()> {
         f.add(
             "rescued trims",
             format!(
-                "{} tombstone(s) read from trim lists behind damaged headers: the trims stand; the next writing command writes them again",
+                "{} tombstone(s) read from trim lists behind damaged headers or under records one bit from valid: the trims stand; the next writing command writes them again",
                 r.rescued_tombstones
             ),
         );
@@ -1166,17 +1166,18 @@ fn flips_found(r: &FmsInfo) -> Option<String> {
     if !fl.is_empty() {
         let lists = fl
             .iter()
-            .any(|s| s.block == ftl::fms::layout::TRIM_LIST_LBN);
+            .filter(|s| s.block == ftl::fms::layout::TRIM_LIST_LBN)
+            .count();
+        let what = match (fl.len() - lists, lists) {
+            (0, _) => "a trim list's tombstones are taken all the same: its trims stand",
+            (1, 0) => "the block reads an older copy or zeros",
+            (_, 0) => "the blocks read an older copy or zeros",
+            _ => "the blocks named read an older copy or zeros; a trim list's tombstones are taken all the same",
+        };
         parts.push(format!(
-            "{} of {} one bit from valid, not corrected: {} an older copy or zeros{}",
+            "{} of {} one bit from valid, not corrected: {what}",
             plural(fl.len(), "record", "records"),
             slots(fl),
-            plural(fl.len(), "the block reads", "the blocks read"),
-            if lists {
-                " (a trim list's tombstones are taken all the same: its trims stand)"
-            } else {
-                ""
-            }
         ));
     }
     (!parts.is_empty()).then(|| parts.join("; "))

@@ -2,11 +2,13 @@
 //!
 //! A mount names *lost* the blocks whose newest record sits in a segment whose header
 //! does not decode and is not erased (`MountReport::lost_blocks`, `mount.rs`): such a
-//! segment is dirty and its records are not taken, so those blocks read older copies or
-//! zeros (since stop 26 zeros: mount does not map a lost block to an older copy, which
-//! the cleaner would move under a newer number that beats the lost record). Until stop 26 the segment went to the free list like any dirty one, so the
-//! first command that wrote could erase it for reuse, and with it the only trace of the
-//! loss: from then on the blocks read zeros with no warning.
+//! segment is dirty and its records are not taken. Since stop 26 a lost block is not
+//! mapped to an older copy either (the cleaner would move it under a newer number that
+//! beats the lost record, ending the name silently): it reads zeros, and a block-device
+//! read over it fails `DevError::Lost`. Until stop 26 the segment went to the free list
+//! like any dirty one, so the first command that wrote could erase it for reuse, and
+//! with it the only trace of the loss: from then on the blocks read zeros with no
+//! warning.
 //!
 //! Now such a segment is *held*: it stays out of the free list (and is never made the
 //! index segment) while it holds the newest record of a block that has not been written
@@ -24,8 +26,9 @@
 //!
 //! What a hold costs: the segment's space, as a bad segment's. On a medium with several
 //! damaged segments the cleaner may run out of room (`NoSpace`), which is the price of
-//! never losing the names silently: read what `fms read --allow-lost` gives, then write or
-//! trim the blocks (docs/fms.md, "Lost blocks").
+//! never losing the names silently: save what `fms read --salvage` gives, then write or
+//! trim the blocks; a write or trim of only lost blocks goes on without a free segment
+//! (`space_for_lost`) (docs/fms.md, "Lost blocks").
 
 use std::collections::BTreeMap;
 

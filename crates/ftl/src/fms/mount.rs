@@ -99,9 +99,10 @@ pub struct MountReport {
     pub earlier_format: Vec<u32>,
     /// Blocks whose newest record sits in a good segment whose header does not decode
     /// and is not erased (bits flipped for good, or other damage): newer than the copy
-    /// the mount took (or than none) and than any trim of the block, so the block reads an
-    /// older copy or zeros (since stop 26 zeros: a lost block is not mapped to an older
-    /// copy, see the translation table in `mount`). A segment's records are not taken without its header (a torn
+    /// the mount took (or than none) and than any trim of the block. Such a block is not
+    /// mapped (since stop 26; before, an older copy was): it reads zeros until written or
+    /// trimmed, and its segment is held (`lost.rs`). A segment's records are not taken
+    /// without its header (a torn
     /// erase can leave them behind: see `lost_blocks` in `mount.rs`), but are named here
     /// so that the loss is not silent (`fms info`, `fms check`, a warning from every
     /// command that mounts). A torn erase of a cleaned segment leaves none: its blocks

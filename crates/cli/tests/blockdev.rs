@@ -589,3 +589,77 @@ fn bad_mount_arguments_are_one_line_errors() {
     }
     assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 0);
 }
+
+/// Blocks a mount found lost (behind a damaged segment header) fail reads through the
+/// served file (`EIO`, as a bad sector would) until written; the unmount report names the
+/// names the requests ended, and the segment still held for the others (QA stop 26: the
+/// report said nothing, and reads returned zeros as data).
+#[test]
+fn lost_blocks_fail_reads_until_written_and_the_report_names_them() {
+    need(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let img = image(dir.path(), "intel-series2plus-24m", "16", "4KiB");
+    let input = dir.path().join("in.bin");
+    std::fs::write(&input, pattern(300_000, 3)).unwrap();
+    ok(flashkit([
+        "fms",
+        "write",
+        path_str(&img),
+        "--input",
+        path_str(&input),
+    ]));
+    // Segment 1's header: the data area ends the file (docs/format/nand-image.md), 16
+    // erase blocks of 32 4 KiB pages; byte 20 is in its erase sequence.
+    let mut bytes = std::fs::read(&img).unwrap();
+    let data_off = bytes.len() - 16 * 32 * 4096;
+    bytes[data_off + 32 * 4096 + 20] ^= 0x03;
+    std::fs::write(&img, &bytes).unwrap();
+    let info = json(&ok(flashkit(["fms", "info", path_str(&img), "--json"])));
+    let lost: Vec<u64> = info["lost_blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["block"].as_u64().unwrap())
+        .collect();
+    assert!(lost.len() >= 2, "{info}");
+    let first = lost[0];
+
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mut m = Mounted::start(&img, &mnt, &[]);
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(m.file())
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    f.seek(SeekFrom::Start(first * 4096)).unwrap();
+    let e = f
+        .read_exact(&mut buf)
+        .expect_err("a lost block reads as an error");
+    assert_eq!(e.raw_os_error(), Some(EIO), "{e}");
+    let data = pattern(4096, 11);
+    f.seek(SeekFrom::Start(first * 4096)).unwrap();
+    f.write_all(&data).unwrap();
+    f.sync_all().unwrap();
+    f.seek(SeekFrom::Start(first * 4096)).unwrap();
+    f.read_exact(&mut buf).unwrap();
+    assert!(buf == data, "the written block reads back");
+    drop(f);
+    unmount(&m.mnt);
+    let o = m.wait();
+    // The failed read makes the command fail, after its report.
+    assert!(!o.status.success(), "{}", text(&o.stderr));
+    let r = json(&o);
+    assert_eq!(r["lost_blocks_resolved"], serde_json::json!([first]), "{r}");
+    assert_eq!(r["held_segments"], serde_json::json!([1]), "{r}");
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("1 lost block(s) written or trimmed, lost no longer")
+            && err.contains(&format!("{} still lost", lost.len() - 1)),
+        "{err}"
+    );
+}
+
+/// `EIO`'s number (Linux).
+const EIO: i32 = 5;

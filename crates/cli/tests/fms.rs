@@ -1583,7 +1583,7 @@ fn a_header_bit_flipped_in_the_image_is_corrected_and_named() {
     run_ok(&["fms", "write", img, "--input", input.to_str().unwrap()]);
     let info: serde_json::Value =
         serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
-    assert!(info.get("corrected_headers").is_none(), "{info}");
+    assert_eq!(info["corrected_headers"], serde_json::json!([]), "{info}");
     // The image keeps page bytes inverted: find the segment headers' magic ("FSMH")
     // that way. The first is the index segment's, the second segment 1's, which holds
     // the first 124 KiB written.
@@ -2038,7 +2038,24 @@ fn blocks_lost_behind_a_damaged_header_are_never_silent() {
     let lost = v["lost_blocks"].as_array().unwrap_or_else(|| panic!("{v}"));
     assert!(lost.len() >= 20, "{v}");
     assert!(lost.iter().all(|s| s["segment"] == 1), "{v}");
-    assert_eq!(v["held_segments"], serde_json::json!([1]), "{v}");
+    // Held, and why: every lost block named under its segment.
+    let held = v["held_segments"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(held.len(), 1, "{v}");
+    assert_eq!(held[0]["segment"], 1, "{v}");
+    assert_eq!(held[0]["rescued_trims"], false, "{v}");
+    let mut named: Vec<u64> = lost.iter().map(|s| s["block"].as_u64().unwrap()).collect();
+    named.sort_unstable();
+    assert_eq!(held[0]["lost_blocks"], serde_json::json!(named), "{v}");
+    // The segment table says held, not dirty.
+    let rows = json(&ok(flashkit(["fms", "info", img, "--segments", "--json"])));
+    assert_eq!(rows[1]["state"], "held", "{rows}");
+    // `fms check` names the held segment too (and fails for the lost blocks).
+    let o = flashkit(["fms", "check", img, "--json"]);
+    assert!(!o.status.success());
+    let c = json(&o);
+    assert_eq!(c["held_segments"][0]["segment"], 1, "{c}");
     let warn = text(&o.stderr);
     assert!(
         warn.contains("warning") && warn.contains("blocks lost"),
@@ -2109,7 +2126,19 @@ fn blocks_lost_behind_a_damaged_header_are_never_silent() {
     // A trim of part of a lost block ends its name (QA stop 26: it did nothing): the
     // block is rewritten, the trimmed sector zeros and the rest what the FMS maps.
     let off = (first * 4096).to_string();
-    run_ok(&["fms", "trim", img, "--offset", &off, "--length", "512"]);
+    let o = ok(flashkit([
+        "fms", "trim", img, "--offset", &off, "--length", "512", "--json",
+    ]));
+    assert_eq!(
+        json(&o)["lost_blocks_resolved"],
+        serde_json::json!([first]),
+        "the trim's report names the name it ended"
+    );
+    assert!(
+        text(&o.stderr).contains("1 lost block(s) written or trimmed, lost no longer"),
+        "{}",
+        text(&o.stderr)
+    );
     let v = json(&ok(flashkit(["fms", "info", img, "--json"])));
     let now = v["lost_blocks"].as_array().unwrap();
     assert_eq!(now.len(), lost.len() - 1, "{v}");
@@ -2140,11 +2169,17 @@ fn blocks_lost_behind_a_damaged_header_are_never_silent() {
 
     // Writing the salvaged data back ends the names: the card checks clean and reads
     // the input.
-    run_ok(&["fms", "write", img, "--input", saved]);
+    let o = ok(flashkit(["fms", "write", img, "--input", saved, "--json"]));
+    let ended = json(&o)["lost_blocks_resolved"].as_array().unwrap().len();
+    assert_eq!(
+        ended,
+        lost.len() - 1,
+        "the write's report names the names it ended"
+    );
     let o = ok(flashkit(["fms", "check", img]));
     assert!(!text(&o.stderr).contains("lost"), "{}", text(&o.stderr));
     let v = json(&ok(flashkit(["fms", "info", img, "--json"])));
-    assert!(v.get("held_segments").is_none(), "{v}");
+    assert_eq!(v["held_segments"], serde_json::json!([]), "{v}");
     let o = ok(flashkit(["fms", "read", img, "--length", "300000"]));
     assert!(o.stdout == want, "the restored data differs");
 }
@@ -2275,12 +2310,95 @@ fn trims_of_lost_blocks_free_a_medium_that_holds_left_full() {
         run_ok(&["fms", "trim", img, "--offset", &off, "--length", "1024"]);
     }
     let v = json(&ok(flashkit(["fms", "info", img, "--json"])));
-    assert!(
-        v.get("lost_blocks").is_none() && v.get("held_segments").is_none(),
-        "{v}"
-    );
+    assert_eq!(v["lost_blocks"], serde_json::json!([]), "{v}");
+    assert_eq!(v["held_segments"], serde_json::json!([]), "{v}");
     for k in 1..=6 {
         ok(write_at(k));
     }
     ok(flashkit(["fms", "check", img]));
+}
+
+/// A trim list behind a damaged header (spare mode) is rescued: the trim stands, every
+/// report names it (`fms info`, and `fms check`, which passed silently before: QA stop
+/// 26), its segment is held until the next writing command writes the tombstone again,
+/// and the segment table shows the hold.
+#[test]
+fn rescued_trims_are_named_by_every_report_until_written_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("nandsim.img");
+    let img = path_str(&img);
+    fms_image(img, "nandsim-256m", "16", "1KiB");
+    let input = dir.path().join("in.bin");
+    std::fs::write(&input, pattern(40 * 1024, 4)).unwrap();
+    run_ok(&["fms", "write", img, "--input", path_str(&input)]);
+    run_ok(&["fms", "trim", img, "--offset", "0", "--length", "1KiB"]);
+    // The trim list went to the coldest stream, the last one (`trims.rs`): the active
+    // segment of the largest stream.
+    let rows = json(&ok(flashkit(["fms", "info", img, "--segments", "--json"])));
+    let seg = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["state"] == "active")
+        .max_by_key(|r| r["stream"].as_u64())
+        .unwrap_or_else(|| panic!("{rows}"))["segment"]
+        .as_u64()
+        .unwrap() as usize;
+    // Its header: erase blocks of 32 pages of 512 + 16 bytes at the end of the file;
+    // byte 20 is in its erase sequence.
+    let mut bytes = std::fs::read(img).unwrap();
+    let block = 32 * (512 + 16);
+    let data_off = bytes.len() - 16 * block;
+    bytes[data_off + seg * block + 20] ^= 0x03;
+    std::fs::write(img, &bytes).unwrap();
+
+    let v = json(&ok(flashkit(["fms", "info", img, "--json"])));
+    assert_eq!(v["rescued_tombstones"], 1, "{v}");
+    let held = v["held_segments"].as_array().unwrap();
+    assert!(
+        held.iter()
+            .any(|h| h["segment"] == seg as u64 && h["rescued_trims"] == true),
+        "{v}"
+    );
+    let rows = json(&ok(flashkit(["fms", "info", img, "--segments", "--json"])));
+    assert_eq!(rows[seg]["state"], "held", "{rows}");
+    // `fms check` names the rescued trim and the hold; without lost blocks it passes.
+    let lost = !v["lost_blocks"].as_array().unwrap().is_empty();
+    let o = flashkit(["fms", "check", img]);
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("rescued trims") && out.contains("1 tombstone(s)"),
+        "{out}"
+    );
+    assert!(out.contains("held segments"), "{out}");
+    assert_eq!(o.status.success(), !lost, "{}", text(&o.stderr));
+    let c = json(&flashkit(["fms", "check", img, "--json"]));
+    assert_eq!(c["rescued_tombstones"], 1, "{c}");
+    // The trimmed block reads zeros: the trim stands.
+    let o = ok(flashkit(["fms", "read", img, "--length", "1KiB"]));
+    assert_eq!(o.stdout, vec![0u8; 1024]);
+
+    // A write elsewhere writes the tombstone again: the rescue is over, and the segment
+    // stays held only if it holds lost blocks.
+    run_ok(&[
+        "fms",
+        "write",
+        img,
+        "--offset",
+        "60KiB",
+        "--input",
+        path_str(&input),
+    ]);
+    let v = json(&ok(flashkit(["fms", "info", img, "--json"])));
+    assert_eq!(v["rescued_tombstones"], 0, "{v}");
+    for h in v["held_segments"].as_array().unwrap() {
+        assert_eq!(h["rescued_trims"], false, "{v}");
+        assert!(!h["lost_blocks"].as_array().unwrap().is_empty(), "{v}");
+    }
+    let o = ok(flashkit(["fms", "read", img, "--length", "1KiB"]));
+    assert_eq!(
+        o.stdout,
+        vec![0u8; 1024],
+        "the trim stands after the rescue"
+    );
 }

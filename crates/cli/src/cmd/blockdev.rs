@@ -110,6 +110,13 @@ pub struct MountReport {
     pub blocks_copied: u64,
     pub erasures: u64,
     pub device_time_s: f64,
+    /// Blocks the mount found lost that the requests wrote or discarded, by logical block
+    /// number: lost no longer (`fms info`'s `lost_blocks`; a `mkfs` over the file ends
+    /// them all, as any write must).
+    pub lost_blocks_resolved: Vec<u32>,
+    /// Segments still held back from reuse for lost blocks or rescued trims (`fms info`'s
+    /// `held_segments`), by number.
+    pub held_segments: Vec<u32>,
 }
 
 fn mount_cmd(a: MountCmdArgs) -> Result<()> {
@@ -159,6 +166,7 @@ fn mount_cmd(a: MountCmdArgs) -> Result<()> {
         }
     }
     let fms = mount(&a.image, &a.mount, access)?;
+    let lost_before = fms.lost_blocks();
     let (w0, c0, e0, t0) = (
         fms.stats().user_writes,
         fms.stats().blocks_copied,
@@ -205,6 +213,8 @@ fn mount_cmd(a: MountCmdArgs) -> Result<()> {
         blocks_copied: fms.stats().blocks_copied - c0,
         erasures: fms.nand().counters().erases - e0,
         device_time_s: fms.nand().clock_s() - t0,
+        lost_blocks_resolved: super::fms::lost_resolved(&a.image, &lost_before, &fms),
+        held_segments: fms.held_segments(),
     };
     if let Some(p) = &a.report.csv {
         output::write_csv(p, std::slice::from_ref(&r))?;
@@ -240,6 +250,15 @@ fn mount_cmd(a: MountCmdArgs) -> Result<()> {
                 ),
             )
             .add("errors", output::count(c.errors));
+        if !r.held_segments.is_empty() {
+            f.add(
+                "held segments",
+                format!(
+                    "{} (kept from reuse for lost blocks or rescued trims: see `fms info`)",
+                    output::block_list(&r.held_segments, 10)
+                ),
+            );
+        }
         if let (Some(p), Some(w)) = (&r.record, &r.recorded) {
             f.add(
                 "recorded",
@@ -261,8 +280,18 @@ fn mount_cmd(a: MountCmdArgs) -> Result<()> {
         bail!("--record: {e}");
     }
     if let Some(e) = &r.first_error {
+        // Out of space with segments held: they may be why (`fms write`'s hint).
+        let hint = if r.held_segments.is_empty() || !e.contains("full") {
+            String::new()
+        } else {
+            format!(
+                "; {} segment(s) ({}) are kept from reuse for lost blocks or rescued trims: see `fms info`",
+                r.held_segments.len(),
+                output::block_list(&r.held_segments, 10)
+            )
+        };
         bail!(
-            "{}: {} request(s) failed; first: {e}",
+            "{}: {} request(s) failed; first: {e}{hint}",
             a.image.display(),
             r.requests.errors
         );

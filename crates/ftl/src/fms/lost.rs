@@ -71,6 +71,18 @@ impl Lost {
     }
 }
 
+/// A segment held back from reuse, and why (`fms info`'s `held_segments`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Hold {
+    pub segment: u32,
+    /// The lost blocks whose records it holds (by logical block number), each until it
+    /// is written or trimmed.
+    pub lost_blocks: Vec<u32>,
+    /// Whether it holds tombstones the mount rescued, until the next writing command
+    /// writes them again.
+    pub rescued_trims: bool,
+}
+
 impl Fms {
     /// The blocks the mount named lost that have not been written or trimmed since.
     pub fn lost_blocks(&self) -> Vec<SlotRecord> {
@@ -91,6 +103,26 @@ impl Fms {
         v.sort_unstable();
         v.dedup();
         v
+    }
+
+    /// The held segments (as [`Fms::held_segments`]) and why each is held, for reports.
+    pub fn holds(&self) -> Vec<Hold> {
+        let Some(l) = self.lost.as_ref() else {
+            return Vec::new();
+        };
+        self.held_segments()
+            .into_iter()
+            .map(|segment| Hold {
+                segment,
+                lost_blocks: l
+                    .blocks
+                    .values()
+                    .filter(|s| s.segment == segment)
+                    .map(|s| s.block)
+                    .collect(),
+                rescued_trims: l.rescued.contains(&segment),
+            })
+            .collect()
     }
 
     /// Whether `seg` is held.

@@ -44,6 +44,7 @@ use select::{AgeTransform, CbAge, Policy, SegView, SelectCtx, Selector};
 use summary::{TableSums, WearIndex};
 
 use index_log::IndexLog;
+pub use lost::Hold;
 pub use mount::{MountReport, SlotRecord};
 pub use ram::RamEstimate;
 use ram::Sizing;

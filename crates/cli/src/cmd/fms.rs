@@ -893,12 +893,16 @@ fn info(a: InfoArgs) -> Result<()> {
         .add(
             "segments",
             format!(
-                "{} ({} free, {} used, {} active, {} dirty, {} bad, {} index)",
+                "{} ({} free, {} used, {} active, {} dirty{}, {} bad, {} index)",
                 r.segments,
                 r.free_segments,
                 r.used_segments,
                 r.active_segments,
                 r.dirty_segments,
+                match r.held_segments.len() {
+                    0 => String::new(),
+                    n => format!(" of which {n} held"),
+                },
                 r.bad_segments,
                 r.index_segments
             ),

@@ -583,6 +583,44 @@ fn resume_refuses_files_that_are_not_its_results() {
         text(&o.stderr)
     );
     assert_eq!(std::fs::read(&unterminated).unwrap(), full);
+    // A result of the grid without a field a result has (cut by hand, or written by an
+    // older flashkit): refused before any job runs (QA stop 27: the table showed a row
+    // of blanks, or the CSV failed after the other jobs ran).
+    let cut = dir.path().join("cut.jsonl");
+    let mut first: serde_json::Value = serde_json::from_str(&ls[0]).unwrap();
+    first.as_object_mut().unwrap().remove("trim_list_slots");
+    std::fs::write(&cut, format!("{first}\n")).unwrap();
+    refused(&cut, &[":1: job ", "has no `trim_list_slots`"]);
+    // Options other than the grid spells them now (a file from before an option existed
+    // keeps its job ids): the grid's are taken, and the CSV has every column (QA stop
+    // 27: it aborted with an internal error).
+    let old = dir.path().join("old.jsonl");
+    let mut first: serde_json::Value = serde_json::from_str(&ls[0]).unwrap();
+    first["options"] = serde_json::json!({});
+    std::fs::write(&old, format!("{first}\n")).unwrap();
+    let csv = dir.path().join("old.csv");
+    ok(flashkit([
+        "sweep",
+        sp,
+        "--out",
+        path_str(&old),
+        "--csv",
+        path_str(&csv),
+    ]));
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(rows.lines().count(), 3, "{rows}");
+    assert!(rows.contains("greedy") && rows.contains("cat"), "{rows}");
+    // A FIFO never ends: refused rather than read for ever (QA stop 27: it hung).
+    let fifo = dir.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    fails_with_all(
+        flashkit(["sweep", sp, "--out", path_str(&fifo)]),
+        &["fifo: --out must be a regular file"],
+    );
     // Outputs that would overwrite each other.
     fails_with_all(
         flashkit([

@@ -1702,6 +1702,17 @@ impl Serialize for InFieldOrder<'_> {
 /// the number of bytes cut off.
 pub fn load_done(path: &Path, jobs: &[Job]) -> Result<(BTreeMap<String, Record>, u64)> {
     let ctx = || format!("results file {}", path.display());
+    // The file is read back to its end before anything is appended: a pipe or a FIFO
+    // never ends, and a device is no results file (QA stop 27: `--out /dev/stdout | cat`
+    // hung without a word).
+    if let Ok(m) = std::fs::metadata(path) {
+        if !m.is_file() {
+            anyhow::bail!(
+                "{}: --out must be a regular file (it is read back to resume the sweep);                  --json streams the results to stdout",
+                path.display()
+            );
+        }
+    }
     let data = match std::fs::read(path) {
         Ok(d) => d,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((BTreeMap::new(), 0)),
@@ -1751,6 +1762,29 @@ pub fn load_done(path: &Path, jobs: &[Job]) -> Result<(BTreeMap<String, Record>,
             },
             Err(_) => Err("not a sweep result (a JSON line with job and options)".to_string()),
         };
+        // A result of this grid must carry every field a result has now: a line without
+        // them (cut by hand, or written by a flashkit before they existed) would make a
+        // row of blanks in the table and fail the CSV after the other jobs ran (QA stop
+        // 27). Its options are the job's own, as the grid spells them now (a file from
+        // before an option existed keeps its job ids: `LATE_KEYS`).
+        let record = record.and_then(|mut r| {
+            match SimResult::FIELDS
+                .iter()
+                .find(|k| !r.result.contains_key(**k))
+            {
+                Some(k) if complete || !is_torn_record(line) => Err(format!(
+                    "job {}'s result has no `{k}` (written by an older flashkit, or cut)",
+                    r.job
+                )),
+                Some(_) => Err("a torn result".to_string()),
+                None => {
+                    if let Some(j) = jobs.iter().find(|j| j.id == r.job) {
+                        r.options = j.options.clone();
+                    }
+                    Ok(r)
+                }
+            }
+        });
         match record {
             Ok(r) => {
                 unterminated = !complete;
@@ -1758,8 +1792,8 @@ pub fn load_done(path: &Path, jobs: &[Job]) -> Result<(BTreeMap<String, Record>,
             }
             Err(_) if !complete && is_torn_record(line) => torn = Some(pos),
             Err(why) => anyhow::bail!(
-                "{}:{line_no}: {why}: the file is not this sweep's results and was left \
-                 unchanged (give --out a new file)",
+                "{}:{line_no}: {why}: the file is not this sweep's results (as they are \
+                 written now) and was left unchanged (give --out a new file)",
                 path.display()
             ),
         }

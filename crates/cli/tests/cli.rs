@@ -734,3 +734,83 @@ fn a_high_water_error_names_high_water() {
         "{err}"
     );
 }
+
+/// A report's `--csv` naming one of the command's inputs is refused in one line, the
+/// input untouched: `nand format`'s device file, `torture`'s replayed trace, `blockdev
+/// mount`'s `--record` trace (QA stop 27: each was replaced by the CSV, exit 0).
+#[test]
+fn csv_never_replaces_an_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("d.toml");
+    let body = "name = \"d\"\nendurance = 1000\n\n[geometry]\npage_size = 512\nspare_size = 16\npages_per_block = 32\nblocks = 16\nnop = 4\nin_order = true\n\n[timing]\nread_us = 50.0\nspare_read_us = 20.0\nprogram_us = 200.0\nerase_us = 2000.0\n";
+    std::fs::write(&spec, body).unwrap();
+    let trace = dir.path().join("t.csv");
+    let trace_body = "128166372000000000,h,0,Write,0,4096,0\n";
+    std::fs::write(&trace, trace_body).unwrap();
+    let img = dir.path().join("i.img");
+    let (sp, tr, im) = (path_str(&spec), path_str(&trace), path_str(&img));
+    for (args, needle) in [
+        (
+            vec!["nand", "format", im, "--device-file", sp, "--csv", sp],
+            "is the device file itself",
+        ),
+        (
+            vec![
+                "torture",
+                "--device",
+                "nandsim-256m",
+                "--trace",
+                tr,
+                "--cuts",
+                "2",
+                "--csv",
+                tr,
+            ],
+            "is the trace being replayed itself",
+        ),
+        (
+            vec![
+                "blockdev",
+                "mount",
+                im,
+                "/nonexistent-mnt",
+                "--record",
+                tr,
+                "--csv",
+                tr,
+            ],
+            "is the --record trace itself",
+        ),
+    ] {
+        let o = flashkit(&args);
+        let err = text(&o.stderr);
+        assert!(!o.status.success(), "{args:?}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(
+            err.contains("--csv") && err.contains(needle),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&spec).unwrap(), body);
+    assert_eq!(std::fs::read_to_string(&trace).unwrap(), trace_body);
+    // Nor inside the mount point, where it would be written after the unmount and make
+    // the directory not empty for the next mount.
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let csv = mnt.join("r.csv");
+    let o = flashkit([
+        "blockdev",
+        "mount",
+        im,
+        path_str(&mnt),
+        "--csv",
+        path_str(&csv),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("is inside the mount point"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(!csv.exists());
+}

@@ -2402,3 +2402,28 @@ fn rescued_trims_are_named_by_every_report_until_written_again() {
         "the trim stands after the rescue"
     );
 }
+
+/// A file whose size says 0 but that holds data (`/proc`, `/sys`) is written whole, read
+/// to its end as a pipe is (QA stop 27: `--input /proc/cpuinfo` wrote 0 bytes, exit 0).
+#[test]
+fn input_files_that_say_size_0_are_read_to_their_end() {
+    let want = std::fs::read("/proc/version").expect("/proc/version");
+    assert_eq!(std::fs::metadata("/proc/version").unwrap().len(), 0);
+    assert!(!want.is_empty());
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("i.img");
+    let img = path_str(&img);
+    fms_image(img, "nandsim-256m", "16", "1KiB");
+    let o = ok(flashkit([
+        "fms",
+        "write",
+        img,
+        "--input",
+        "/proc/version",
+        "--json",
+    ]));
+    assert_eq!(json(&o)["bytes_written"], want.len() as u64);
+    let len = want.len().to_string();
+    let o = ok(flashkit(["fms", "read", img, "--length", &len]));
+    assert!(o.stdout == want);
+}

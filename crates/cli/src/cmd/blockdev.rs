@@ -120,7 +120,12 @@ pub struct MountReport {
 }
 
 fn mount_cmd(a: MountCmdArgs) -> Result<()> {
-    super::common::refuse_csv_over(&a.report, &[(&a.image, "image being served")])?;
+    // (QA stop 27: `--csv` over the `--record` trace replaced it, exit 0.)
+    let mut outputs = vec![(a.image.as_path(), "image being served")];
+    if let Some(r) = a.record.as_deref() {
+        outputs.push((r, "--record trace"));
+    }
+    super::common::refuse_csv_over(&a.report, &outputs)?;
     if a.name.is_empty() || a.name.contains('/') || a.name == "." || a.name == ".." {
         bail!("--name: {:?} is not a file name", a.name);
     }
@@ -163,6 +168,14 @@ fn mount_cmd(a: MountCmdArgs) -> Result<()> {
         let dir = dir.unwrap_or(std::path::Path::new("."));
         if sim::trace::same_file(dir, &a.mountpoint) {
             bail!("--record: {} is inside the mount point", p.display());
+        }
+    }
+    // A CSV written there after the unmount would make the directory not empty for the
+    // next mount (QA stop 27).
+    if let Some(p) = &a.report.csv {
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+        if sim::trace::same_file(dir.unwrap_or(std::path::Path::new(".")), &a.mountpoint) {
+            bail!("--csv: {} is inside the mount point", p.display());
         }
     }
     let fms = mount(&a.image, &a.mount, access)?;

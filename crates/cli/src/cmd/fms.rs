@@ -1304,7 +1304,10 @@ fn write(a: WriteArgs) -> Result<()> {
             }
             let f = std::fs::File::open(p).with_context(|| format!("--input: {}", p.display()))?;
             let meta = f.metadata().with_context(|| format!("{}", p.display()))?;
-            let known = meta.is_file().then_some(meta.len());
+            // A size of 0 is not believed: files of /proc and /sys say 0 and hold data
+            // (QA stop 27: `--input /proc/cpuinfo` wrote 0 bytes, exit 0); such input
+            // is buffered as a pipe's is.
+            let known = (meta.is_file() && meta.len() > 0).then_some(meta.len());
             (Box::new(f), p.display().to_string(), known)
         }
     };

@@ -71,7 +71,12 @@ fn format(a: FormatArgs) -> Result<()> {
             bail!("--bad-fraction: must be between 0 and 1, got {f}");
         }
     }
-    super::common::refuse_csv_over(&a.report, &[(&a.image, "image being created")])?;
+    // (QA stop 27: `--csv` over the device file replaced it, exit 0.)
+    let mut inputs = vec![(a.image.as_path(), "image being created")];
+    if let Some(f) = a.device.device_file.as_deref() {
+        inputs.push((f, "device file"));
+    }
+    super::common::refuse_csv_over(&a.report, &inputs)?;
     if !a.force && a.image.exists() {
         bail!(
             "{} already exists; pass --force to overwrite it",

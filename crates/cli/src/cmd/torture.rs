@@ -324,12 +324,14 @@ fn check_segments(c: &TortureConfig) -> Result<()> {
 }
 
 pub fn run(a: TortureArgs) -> Result<()> {
+    // (QA stop 27: `--csv` over the replayed trace replaced it, exit 0.)
     let inputs: Vec<(&std::path::Path, &str)> = a
         .device
         .device_file
         .as_deref()
         .map(|f| (f, "device file"))
         .into_iter()
+        .chain(a.trace.as_deref().map(|f| (f, "trace being replayed")))
         .collect();
     super::common::refuse_csv_over(&a.report, &inputs)?;
     let cfg = config(&a)?;

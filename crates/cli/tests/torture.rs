@@ -532,7 +532,7 @@ fn options_a_torture_would_ignore_are_refused() {
     );
 }
 
-/// When the fault-free run itself fails (bit flips without ECC), no cut point runs: the
+/// When the fault-free run itself fails (bit flips without ECC) and no cut point runs, the
 /// run says so instead of "the workload has 0 cut points, and every one was cut" and
 /// warnings about what the cuts missed.
 #[test]
@@ -558,6 +558,32 @@ fn a_failed_fault_free_run_is_not_a_cut_sample() {
     );
     assert!(
         err.contains("fault-free run: read during the workload"),
+        "{err}"
+    );
+    // A workload torture whose fault-free run fails still runs its cut points: the note
+    // and the verdict say the run is one of the violations (QA stop 27: the note said no
+    // cut point ran, under a list of failed cut points).
+    let o = flashkit([
+        "torture",
+        "--device",
+        "mlc2-2g",
+        "--ops",
+        "120",
+        "--cuts",
+        "20",
+        "--seed",
+        "4",
+        "--ecc-bits",
+        "2",
+        "--bitflip-rate",
+        "1e-4",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert!(!err.contains("no cut point was run"), "{err}");
+    assert!(
+        err.contains("it is the first of the violations")
+            && err.contains("violation(s): the fault-free run and "),
         "{err}"
     );
 }

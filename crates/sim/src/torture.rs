@@ -437,9 +437,10 @@ impl RecoveryCounts {
 pub const FAULT_FREE_RUN: &str = "fault-free run: ";
 
 impl TortureReport {
-    /// Whether the fault-free run itself failed a check: then no cut point was run (the
-    /// run counts as one violation), and what the cuts did or did not exercise means
-    /// nothing.
+    /// Whether the fault-free run itself failed a check: it counts as one violation, a
+    /// format torture then runs no cut point, and the cut runs of a workload torture
+    /// (which still run) may fail for the same reason, so what the cuts did or did not
+    /// exercise means little.
     pub fn fault_free_failed(&self) -> bool {
         self.failures
             .first()

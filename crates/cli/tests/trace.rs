@@ -1346,3 +1346,46 @@ fn generate_json_has_its_parameters() {
     assert_eq!(j["seed"], 1);
     assert_eq!(j["gzip"], false);
 }
+
+/// A plot that cannot be drawn after the runs (a metric every run of a trace grid left
+/// null, which the checks before the runs cannot tell) fails after the reports are
+/// written: the results are not lost (QA stop 27: no table, JSON or CSV).
+#[test]
+fn a_plot_that_cannot_be_drawn_keeps_the_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("small.msr");
+    std::fs::write(
+        &trace,
+        "128166372000000000,h,0,Write,4096,4096,0\n128166372000000480,h,0,Write,8192,4096,0\n",
+    )
+    .unwrap();
+    let csv = dir.path().join("r.csv");
+    let svg = dir.path().join("r.svg");
+    let workload = format!("trace:{}", path_str(&trace));
+    let o = flashkit([
+        "sim",
+        "--policy",
+        "adaptive",
+        "--workload",
+        &workload,
+        "--trace-map",
+        "modulo,compact",
+        "--plot",
+        path_str(&svg),
+        "--y",
+        "policy_greedy_share",
+        "--csv",
+        path_str(&csv),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("nothing to draw"),
+        "{}",
+        text(&o.stderr)
+    );
+    let v = json(&o);
+    assert_eq!(v.as_array().map(Vec::len), Some(2), "{v}");
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(rows.lines().count(), 3, "{rows}");
+}

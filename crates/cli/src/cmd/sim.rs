@@ -428,10 +428,13 @@ pub fn run(a: SimArgs) -> Result<()> {
         .map(serde_json::to_value)
         .collect::<Result<Vec<Value>, _>>()?;
     if !results.is_empty() {
-        a.plot.draw(&plot_rows(&options, &values), "flashkit sim")?;
+        // The reports before the plot: a plot that cannot be drawn (a metric every run
+        // left null, which the checks before the runs cannot always tell) must not lose
+        // the results (QA stop 27), as `sweep` writes its CSV first.
         if !write_reports(&a.report, &ran, &results, &keys)? {
             table_with_keys(&values, &options, &keys)?;
         }
+        a.plot.draw(&plot_rows(&options, &values), "flashkit sim")?;
     }
     if failed.is_empty() {
         return Ok(());

@@ -1389,3 +1389,37 @@ fn a_plot_that_cannot_be_drawn_keeps_the_results() {
     let rows = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(rows.lines().count(), 3, "{rows}");
 }
+
+/// A file that is no trace (one endless line: a disk image, zeros) fails at its first
+/// line in one line, with bounded memory; a device or a pipe is refused (QA stop 27: the
+/// line was buffered whole until the process aborted, and `/dev/zero` was read for ever).
+#[test]
+fn files_that_are_no_traces_fail_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let zeros = dir.path().join("zeros.img");
+    std::fs::write(&zeros, vec![0u8; 200_000]).unwrap();
+    let z = path_str(&zeros);
+    fails_with_all(
+        flashkit(["trace", "stats", z, "--trace-format", "disksim"]),
+        &[&format!("{z}:1: a line longer than 65536 bytes")],
+    );
+    let workload = format!("trace:{z}");
+    fails_with_all(
+        flashkit(["sim", "--workload", &workload, "--trace-format", "msr"]),
+        &["a line longer than 65536 bytes"],
+    );
+    fails_with_all(
+        flashkit(["trace", "stats", "/dev/zero"]),
+        &["/dev/zero: not a regular file"],
+    );
+    fails_with_all(
+        flashkit([
+            "sim",
+            "--workload",
+            "trace:/dev/zero",
+            "--trace-format",
+            "msr",
+        ]),
+        &["/dev/zero: not a regular file"],
+    );
+}

@@ -1445,6 +1445,11 @@ fn file_identity(path: &Path) -> String {
     use std::io::Read;
     let hash = || -> std::io::Result<(u64, u64)> {
         let mut f = std::fs::File::open(path)?;
+        // A pipe or a device may never end (`/dev/zero` spun for ever: QA stop 27); the
+        // job then fails where the file is read, in one line.
+        if !f.metadata()?.is_file() {
+            return Err(std::io::Error::other("not a regular file"));
+        }
         let mut buf = vec![0u8; 1 << 20];
         let (mut h, mut len) = (FNV_OFFSET, 0u64);
         loop {

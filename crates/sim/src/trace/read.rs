@@ -22,6 +22,16 @@ pub fn open_input(path: &Path) -> Result<BufReader<Box<dyn Read + Send>>, TraceE
     let name = path.display().to_string();
     let mut f =
         File::open(path).map_err(|e| TraceError::new(&name, None, format!("cannot open: {e}")))?;
+    // Traces are read more than once (the format's detection, the run; a job's id hashes
+    // the file), which a pipe, a FIFO or a device cannot give (QA stop 27: `/dev/zero`
+    // was read for ever).
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(TraceError::new(
+            &name,
+            None,
+            "not a regular file (a trace is read more than once: save a pipe's output to a file first)",
+        ));
+    }
     let mut magic = [0u8; 2];
     let mut got = 0;
     while got < 2 {
@@ -155,6 +165,39 @@ fn content(buf: &[u8], first_line: bool) -> Option<(usize, usize)> {
     }
 }
 
+/// The longest line a trace may have, in bytes. No format's lines come near it; a file
+/// that is no trace (a disk image, zeros) has "lines" as long as itself, which were
+/// buffered whole (QA stop 27: memory grew with the file until the process aborted).
+pub const MAX_LINE_BYTES: u64 = 1 << 16;
+
+/// One line of `input` into `buf`, as `read_until(b'\n')`, but failing (`InvalidData`)
+/// rather than buffer more than [`MAX_LINE_BYTES`].
+fn read_line(input: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    let n = input
+        .by_ref()
+        .take(MAX_LINE_BYTES + 1)
+        .read_until(b'\n', buf)?;
+    if n as u64 > MAX_LINE_BYTES && buf.last() != Some(&b'\n') {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "a line longer than {MAX_LINE_BYTES} bytes: not a trace (a binary file, or a \
+                 disk image?)"
+            ),
+        ));
+    }
+    Ok(n)
+}
+
+/// A read's error as a trace error's text.
+fn read_error(e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::InvalidData {
+        e.to_string()
+    } else {
+        format!("read error: {e}")
+    }
+}
+
 /// Guess the format of a trace from its first lines (see `docs/traces.md`).
 pub fn detect_format(path: &Path) -> Result<Format, TraceError> {
     let name = path.display().to_string();
@@ -162,16 +205,10 @@ pub fn detect_format(path: &Path) -> Result<Format, TraceError> {
     let mut buf = Vec::new();
     for line in 1..=1000u64 {
         buf.clear();
-        match input.read_until(b'\n', &mut buf) {
+        match read_line(&mut input, &mut buf) {
             Ok(0) => break,
             Ok(_) => {}
-            Err(e) => {
-                return Err(TraceError::new(
-                    &name,
-                    Some(line),
-                    format!("read error: {e}"),
-                ))
-            }
+            Err(e) => return Err(TraceError::new(&name, Some(line), read_error(&e))),
         }
         if let Some((s, e)) = content(&buf, line == 1) {
             if let Some(f) = detect_line(&buf[s..e]) {
@@ -723,7 +760,7 @@ impl Iterator for TraceReader {
                 return None;
             }
             self.buf.clear();
-            match self.input.read_until(b'\n', &mut self.buf) {
+            match read_line(&mut self.input, &mut self.buf) {
                 Ok(0) => {
                     self.done = true;
                     return None;
@@ -734,7 +771,7 @@ impl Iterator for TraceReader {
                     return Some(Err(TraceError::new(
                         &self.file,
                         Some(self.line + 1),
-                        format!("read error: {e}"),
+                        read_error(&e),
                     )));
                 }
             }

@@ -272,7 +272,7 @@ impl StatsCollector {
                      the memory available here holds for the table of touched blocks",
                     self.max_blocks,
                     STATS_BLOCK_BYTES / 1024,
-                    self.max_blocks * STATS_BLOCK_BYTES >> 30
+                    (self.max_blocks * STATS_BLOCK_BYTES) >> 30
                 ));
             }
         }

@@ -1737,3 +1737,20 @@ fn reproduce_runs_name_the_sim_job_that_reruns_them() {
         }
     }
 }
+
+/// A key given twice in a spec, once with `-` and once with `_`, is refused naming both
+/// lines (QA stop 27: the second silently won).
+#[test]
+fn a_key_spelled_twice_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("s.toml");
+    std::fs::write(
+        &spec,
+        "write_erase_ratio = 0.5\nwritten = \"256KiB\"\nwrite-erase-ratio = 0.6\n",
+    )
+    .unwrap();
+    fails_with_all(
+        flashkit(["sweep", path_str(&spec)]),
+        &["s.toml:3: write-erase-ratio: set again (line 1 sets it as write_erase_ratio)"],
+    );
+}

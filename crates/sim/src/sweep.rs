@@ -896,6 +896,17 @@ impl Spec {
             .map(|(k, v)| (line_of(v.span().start), k, v.span(), v.into_inner()))
             .collect();
         entries.sort_by_key(|e| e.0);
+        // One key spelled twice (`write_erase_ratio` and `write-erase-ratio`): TOML sees
+        // two keys, and the second would silently win (QA stop 27).
+        let mut seen: BTreeMap<String, (usize, &str)> = BTreeMap::new();
+        for (line, key, _, _) in &entries {
+            if let Some((first, as_first)) = seen.insert(key.replace('-', "_"), (*line, key)) {
+                anyhow::bail!(
+                    "{}:{line}: {key}: set again (line {first} sets it as {as_first}); give each key once",
+                    path.display()
+                );
+            }
+        }
         let mut spec = Spec::new();
         for (line, key, span, value) in entries {
             let origin = Origin::File {

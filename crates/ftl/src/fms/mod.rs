@@ -826,6 +826,21 @@ impl Fms {
             return Err(DevError::config("no good segment for the index"));
         }
         f.rebuild_used();
+        // The capacity was sized to the segments good before the format; its own erases
+        // can wear some out. A medium that can no longer keep that capacity is not
+        // reported formatted (QA stop 27: `fms format --force` of a nearly worn medium
+        // succeeded, and its first large write failed worn out): the caller may format
+        // again, which sizes the capacity to the segments left, or give up the medium.
+        if f.segments_short() > 0 {
+            let good = (0..f.lay.segments).filter(|&s| !f.nand.is_bad(s)).count();
+            return Err(DevError::config(format!(
+                "the format's own erases wore out segments: {good} good segment(s) are left, \
+                 {} short of what a capacity of {} blocks needs (format again to size the \
+                 capacity to the segments left)",
+                f.segments_short(),
+                f.logical
+            )));
+        }
         Ok(())
     }
 

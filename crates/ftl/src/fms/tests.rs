@@ -4123,3 +4123,31 @@ fn lost_blocks_stay_named_until_written_or_trimmed() {
         assert_reads(&mut g, 3..4, 0, preset);
     }
 }
+
+/// A format whose own erases wear out so many segments that the capacity it sized can no
+/// longer be kept fails, saying so, rather than report a medium whose first large write
+/// fails worn out (QA stop 27).
+#[test]
+fn a_format_that_wears_the_medium_out_says_so() {
+    let mut spec = shrunk("mlc2-2g", 16, 16);
+    spec.endurance = 3;
+    let cfg = FmsConfig::default();
+    let mut f = Fms::format(Nand::ram(spec).unwrap(), cfg.clone()).unwrap();
+    let bs = f.layout().block_size as usize;
+    'fill: for round in 0..4u8 {
+        for lbn in 0..f.logical_blocks() as u32 {
+            if f.write_block(lbn, Some(&vec![round; bs])).is_err() {
+                break 'fill;
+            }
+        }
+    }
+    let worn = (0..f.layout().segments)
+        .filter(|&s| f.segs[s as usize].erase_count >= 3)
+        .count();
+    assert!(worn > 8, "the writes wore {worn} segments to the endurance");
+    let e = match Fms::format(f.into_nand(), cfg) {
+        Ok(_) => panic!("a format that leaves too few good segments succeeded"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("the format's own erases wore out segments"), "{e}");
+}

@@ -663,3 +663,52 @@ fn lost_blocks_fail_reads_until_written_and_the_report_names_them() {
 
 /// `EIO`'s number (Linux).
 const EIO: i32 = 5;
+
+/// A writable mount scrubs at its end: a block whose read through the served file
+/// corrected as many bits as the scrub threshold moves at unmount, though nothing was
+/// written (QA stop 27: a read-mostly mount never scrubbed), and the report counts it.
+#[test]
+fn a_writable_mount_scrubs_what_its_reads_found_at_unmount() {
+    need(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("mlc.img");
+    let im = path_str(&img);
+    ok(flashkit([
+        "nand", "format", im, "--device", "mlc2-2g", "--blocks", "16",
+    ]));
+    ok(flashkit([
+        "fms",
+        "format",
+        im,
+        "--block-size",
+        "4KiB",
+        "--ecc-bits",
+        "4",
+    ]));
+    let input = dir.path().join("in.bin");
+    std::fs::write(&input, pattern(200 * 1024, 5)).unwrap();
+    ok(flashkit(["fms", "write", im, "--input", path_str(&input)]));
+    // Four bits flipped for good in the first 512 bytes of segment 1's first data page
+    // (erase blocks of 128 pages of 2048 + 64 bytes end the file; page 0 is the header).
+    let mut bytes = std::fs::read(&img).unwrap();
+    let page = 2048 + 64;
+    let at = bytes.len() - 16 * 128 * page + (128 + 1) * page;
+    for i in 0..4 {
+        bytes[at + i * 37] ^= 1 << i;
+    }
+    std::fs::write(&img, &bytes).unwrap();
+    let c = json(&ok(flashkit(["fms", "check", im, "--json"])));
+    assert_eq!(c["blocks_corrected"], 1, "{c}");
+
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let m = Mounted::start(&img, &mnt, &[]);
+    let served = std::fs::read(m.file()).unwrap();
+    assert!(served[..200 * 1024] == pattern(200 * 1024, 5)[..]);
+    let r = m.unmount();
+    assert_eq!(r["scrubbed"], 1, "{r}");
+    assert_eq!(r["user_writes"], 0, "{r}");
+    let c = json(&ok(flashkit(["fms", "check", im, "--json"])));
+    assert_eq!(c["blocks_corrected"], 0, "the block moved: {c}");
+    assert_eq!(c["blocks_clean"], c["blocks_checked"], "{c}");
+}

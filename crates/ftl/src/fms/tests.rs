@@ -4149,5 +4149,8 @@ fn a_format_that_wears_the_medium_out_says_so() {
         Ok(_) => panic!("a format that leaves too few good segments succeeded"),
         Err(e) => e.to_string(),
     };
-    assert!(e.contains("the format's own erases wore out segments"), "{e}");
+    assert!(
+        e.contains("the format's own erases wore out segments"),
+        "{e}"
+    );
 }

@@ -619,6 +619,11 @@ fn bad_block_lists_quote_the_part() {
         flashkit(["sim", "--cat-age", "clamp:0"]),
         "--cat-age: CAT age transform 'clamp:0': the clamp X of clamp:X must be > 0",
     );
+    // A window of 0 writes would make every analysis 0/0 (QA stop 27: it picked CAT).
+    fails_with(
+        flashkit(["sim", "--policy", "adaptive", "--adaptive-window", "0"]),
+        "--adaptive-window: 0 must be > 0",
+    );
 }
 
 /// A report that cannot be written to stdout (a full disk) is one line saying so, for

@@ -495,7 +495,8 @@ pub const KEYS: &[KeyDef] = &[
         .fms
         .hot_half_life =
         v.as_f64()),
-    key!("adaptive_window", OptInt, "none", ok, |v, d| d
+    // (0 would make every analysis 0/0, which picks CAT: QA stop 27.)
+    key!("adaptive_window", OptInt, "none", positive, |v, d| d
         .cfg
         .fms
         .adaptive_window =

@@ -925,7 +925,19 @@ fn info(a: InfoArgs) -> Result<()> {
         )
         .add(
             "bad segments",
-            if r.segments_short > 0 {
+            if r.segments_short > 0 && !r.held_segments.is_empty() {
+                // Held segments count as not good while held (QA stop 27: the line said
+                // "worn out" of a medium no segment of which had gone bad).
+                format!(
+                    "{} factory, {} grown; with {} segment(s) held (below) the capacity \
+                     cannot be kept: {} segments short until they are released (writes may \
+                     fail for want of space)",
+                    r.factory_bad_segments,
+                    r.grown_bad_segments,
+                    r.held_segments.len(),
+                    r.segments_short
+                )
+            } else if r.segments_short > 0 {
                 format!(
                     "{} factory, {} grown; the capacity can no longer be kept: {} segments \
                      short (writes fail once the free space left is used: worn out)",

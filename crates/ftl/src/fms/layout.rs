@@ -352,7 +352,9 @@ impl Layout {
         let seg_bytes = geo.block_bytes();
         if block_size as u64 > seg_bytes / 2 {
             return cfg(format!(
-                "block_size: {block_size} too large for {seg_bytes}-byte erase segments"
+                "block_size: {block_size} too large for {seg_bytes}-byte erase segments (a \
+                 block may be at most half a segment: {} here)",
+                prev_power_of_two(seg_bytes / 2)
             ));
         }
         if geo.page_size < SEG_HEADER as u32 {
@@ -1673,5 +1675,14 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+/// The largest power of two not above `n` (1 for 0).
+fn prev_power_of_two(n: u64) -> u64 {
+    if n == 0 {
+        1
+    } else {
+        1 << (63 - n.leading_zeros())
     }
 }

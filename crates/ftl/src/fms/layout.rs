@@ -1198,6 +1198,15 @@ impl IndexEntry {
     }
 }
 
+/// The largest power of two not above `n` (1 for 0).
+fn prev_power_of_two(n: u64) -> u64 {
+    if n == 0 {
+        1
+    } else {
+        1 << (63 - n.leading_zeros())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1675,14 +1684,5 @@ mod tests {
                 }
             }
         }
-    }
-}
-
-/// The largest power of two not above `n` (1 for 0).
-fn prev_power_of_two(n: u64) -> u64 {
-    if n == 0 {
-        1
-    } else {
-        1 << (63 - n.leading_zeros())
     }
 }

@@ -250,4 +250,26 @@ fn phases_span_the_warm_up_and_the_timed_writes() {
         "--json",
     ])));
     assert_ne!(counts(&plain[0]), timed);
+    // A request per phase is counted over both parts (QA stop 27: the timed requests
+    // alone were, so two timed requests after a warm-up were refused for four phases),
+    // and refused when both together fall short.
+    let four = "phases:random,sequential,random,sequential";
+    let run = |warm: &str| {
+        flashkit([
+            "bench",
+            "--policy",
+            "greedy",
+            "--workload",
+            four,
+            "--warm",
+            warm,
+            "--written",
+            "8KiB",
+            "--repeat",
+            "1",
+            "--json",
+        ])
+    };
+    ok(run("8MiB"));
+    fails_with_all(run("0"), &["warm + written:", "needs at least 4 requests"]);
 }

@@ -386,6 +386,24 @@ pub struct Prepared {
 /// written bytes a whole number of requests; a trace file that opens, with options of
 /// its format). A grid checks every job with it before running any.
 pub fn check(cfg: &SimConfig) -> Result<()> {
+    check_setup(cfg)?;
+    // The workload: a synthetic one's request count, a trace that can be opened with
+    // options that apply to its format. A grid refuses a bad one before any job runs, in
+    // one line, rather than failing every job that uses it with the same error.
+    match &cfg.workload {
+        WorkloadSpec::Trace(t) => {
+            crate::trace::TraceReader::open(&t.path, &t.options)?;
+        }
+        _ => {
+            synthetic_requests(cfg)?;
+        }
+    }
+    Ok(())
+}
+
+/// [`check`] without the workload's: what [`prepare`] needs (a run counts its requests
+/// itself, and `bench` splits a `phases:` workload over its warm-up too).
+fn check_setup(cfg: &SimConfig) -> Result<()> {
     if !(0.0..1.0).contains(&cfg.fill) {
         bail!("fill: {} must be in [0, 1)", cfg.fill);
     }
@@ -413,17 +431,6 @@ pub fn check(cfg: &SimConfig) -> Result<()> {
     // (No room at all is the sizing's error above, which says what the reserve holds.)
     if exported > 0 && fill_blocks > exported {
         return Err(too_full(cfg, exported, slots));
-    }
-    // The workload: a synthetic one's request count, a trace that can be opened with
-    // options that apply to its format. A grid refuses a bad one before any job runs, in
-    // one line, rather than failing every job that uses it with the same error.
-    match &cfg.workload {
-        WorkloadSpec::Trace(t) => {
-            crate::trace::TraceReader::open(&t.path, &t.options)?;
-        }
-        _ => {
-            synthetic_requests(cfg)?;
-        }
     }
     Ok(())
 }
@@ -511,7 +518,7 @@ fn fill_blocks_of(cfg: &SimConfig, block_size: u32) -> u64 {
 /// Check a configuration ([`check`], before anything is allocated), format the FMS on a
 /// payload-less device and pre-fill it sequentially (not counted in any result).
 pub fn prepare(cfg: &SimConfig) -> Result<Prepared> {
-    check(cfg)?;
+    check_setup(cfg)?;
     let SimConfig {
         device, fms: fcfg, ..
     } = cfg;
@@ -562,6 +569,16 @@ pub fn prepare(cfg: &SimConfig) -> Result<Prepared> {
 /// How many requests a synthetic workload makes: `written_bytes` in `unit_bytes`-sized
 /// requests, which must divide it (a remainder would be silently dropped).
 pub fn synthetic_requests(cfg: &SimConfig) -> Result<u64> {
+    let n = synthetic_request_count(cfg)?;
+    cfg.workload
+        .check_requests(n)
+        .map_err(|e| anyhow::anyhow!("written: {e}"))?;
+    Ok(n)
+}
+
+/// [`synthetic_requests`] without the check that a `phases:` workload gets a request per
+/// phase (`bench` checks it over its warm-up and timed requests together).
+pub fn synthetic_request_count(cfg: &SimConfig) -> Result<u64> {
     let unit = cfg.unit_bytes as u64;
     if unit == 0 || cfg.written_bytes == 0 || !cfg.written_bytes.is_multiple_of(unit) {
         bail!(
@@ -570,11 +587,7 @@ pub fn synthetic_requests(cfg: &SimConfig) -> Result<u64> {
             cfg.unit_bytes
         );
     }
-    let n = cfg.written_bytes / unit;
-    cfg.workload
-        .check_requests(n)
-        .map_err(|e| anyhow::anyhow!("written: {e}"))?;
-    Ok(n)
+    Ok(cfg.written_bytes / unit)
 }
 
 /// Run one configuration.

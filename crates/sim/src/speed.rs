@@ -68,8 +68,13 @@ pub fn steady(cfg: &SimConfig, warm_bytes: u64, timed: u64) -> Result<Steady> {
             cfg.unit_bytes
         );
     }
-    let Prepared { fms, units, .. } = prepare(cfg)?;
     let total = (warm_bytes / unit).saturating_add(timed);
+    // One request per phase at least, over the warm-up and the timed requests together,
+    // as they split the phases (QA stop 27: the timed ones alone were counted).
+    cfg.workload
+        .check_requests(total)
+        .map_err(|e| anyhow::anyhow!("warm + written: {e}"))?;
+    let Prepared { fms, units, .. } = prepare(cfg)?;
     let workload = Workload::new(&cfg.workload, units, total, cfg.seed);
     let mut s = Steady {
         fms,
@@ -161,7 +166,7 @@ pub fn measure(cfg: &SimConfig, warm_bytes: u64, repeat: u32) -> Result<SpeedRes
     if repeat == 0 {
         bail!("repeat: must be at least 1");
     }
-    let requests = crate::driver::synthetic_requests(cfg)?;
+    let requests = crate::driver::synthetic_request_count(cfg)?;
     let mut times = Vec::new();
     let mut counts = (0, 0, 0);
     for _ in 0..repeat {

@@ -1754,3 +1754,28 @@ fn a_key_spelled_twice_is_refused() {
         &["s.toml:3: write-erase-ratio: set again (line 1 sets it as write_erase_ratio)"],
     );
 }
+
+/// A results file another process holds the lock of is refused in one line, untouched
+/// (QA stop 27: two sweeps on one file both ran every job).
+#[test]
+fn a_results_file_in_use_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("s.toml");
+    std::fs::write(&spec, "policy = \"greedy\"\nwritten = \"256KiB\"\n").unwrap();
+    let out = dir.path().join("r.jsonl");
+    let held = std::fs::File::create(&out).unwrap();
+    held.try_lock().expect("the test takes the lock");
+    fails_with_all(
+        flashkit(["sweep", path_str(&spec), "--out", path_str(&out)]),
+        &["r.jsonl: another sweep is writing these results"],
+    );
+    assert_eq!(std::fs::read(&out).unwrap(), b"");
+    drop(held);
+    ok(flashkit([
+        "sweep",
+        path_str(&spec),
+        "--out",
+        path_str(&out),
+    ]));
+    assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 1);
+}

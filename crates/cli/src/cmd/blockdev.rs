@@ -69,7 +69,7 @@ fn serve<D: BlockDevice>(
             a.image.display(),
             file.display(),
             output::bytes(size),
-            a.mountpoint.display()
+            shell_word(&a.mountpoint)
         );
     })
     .map_err(|e| {
@@ -82,6 +82,18 @@ fn serve<D: BlockDevice>(
         };
         anyhow!("{}: FUSE mount: {e}{hint}", a.mountpoint.display())
     })
+}
+
+/// A path as one shell word, for a command the user is told to run: quoted when it holds
+/// anything but plain characters (QA stop 27: `fusermount3 -u my mnt` split it in two).
+fn shell_word(p: &std::path::Path) -> String {
+    let s = p.display().to_string();
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+,:@%=".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        s
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 pub fn run(cmd: BlockdevCmd) -> Result<()> {
@@ -137,7 +149,7 @@ fn mount_cmd(a: MountCmdArgs) -> Result<()> {
         let hint = if e.raw_os_error() == Some(107) {
             format!(
                 " (a mount left by a server that is gone: run `fusermount3 -u {}`)",
-                a.mountpoint.display()
+                shell_word(&a.mountpoint)
             )
         } else {
             String::new()
@@ -324,4 +336,17 @@ fn mount_cmd(a: MountCmdArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+    use std::path::Path;
+
+    #[test]
+    fn paths_are_quoted_as_one_shell_word() {
+        assert_eq!(shell_word(Path::new("/tmp/mnt")), "/tmp/mnt");
+        assert_eq!(shell_word(Path::new("my mnt")), "'my mnt'");
+        assert_eq!(shell_word(Path::new("it's")), "'it'\\''s'");
+    }
 }

@@ -450,11 +450,18 @@ fn ensure_font() -> Result<()> {
     static FONT_STATE: OnceLock<Result<(), String>> = OnceLock::new();
     FONT_STATE
         .get_or_init(|| {
-            let mut candidates: Vec<std::path::PathBuf> = Vec::new();
+            // A font the user names is the one used, or an error: never another one in
+            // silence (QA stop 27).
             if let Some(p) = std::env::var_os("FLASHKIT_FONT") {
-                candidates.push(p.into());
+                let p = std::path::PathBuf::from(p);
+                let bytes = std::fs::read(&p)
+                    .map_err(|e| format!("plot: $FLASHKIT_FONT: {}: {e}", p.display()))?;
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                return plotters::style::register_font(FONT, FontStyle::Normal, bytes).map_err(
+                    |_| format!("plot: $FLASHKIT_FONT: {}: not a TrueType font", p.display()),
+                );
             }
-            candidates.extend(FONT_PATHS.iter().map(Into::into));
+            let candidates: Vec<std::path::PathBuf> = FONT_PATHS.iter().map(Into::into).collect();
             for p in &candidates {
                 if let Ok(bytes) = std::fs::read(p) {
                     let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
@@ -464,7 +471,7 @@ fn ensure_font() -> Result<()> {
                 }
             }
             Err(format!(
-                "plot: no TrueType font found (tried $FLASHKIT_FONT and {}); install one \
+                "plot: no TrueType font found (tried {} and other common places); install one \
                  (Debian/Ubuntu: apt-get install fonts-dejavu-core) or set FLASHKIT_FONT=/path/to/font.ttf",
                 FONT_PATHS[0]
             ))

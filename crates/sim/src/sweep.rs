@@ -637,9 +637,9 @@ fn canonical(def: &KeyDef, s: &Scalar) -> std::result::Result<Value, String> {
             Scalar::Text(_) => match t.to_ascii_lowercase().as_str() {
                 "true" | "yes" | "on" => Ok(Value::from(true)),
                 "false" | "no" | "off" => Ok(Value::from(false)),
-                _ => Err(format!("'{t}' is not true or false")),
+                _ => Err(format!("'{t}' is not true or false (yes/no, on/off)")),
             },
-            _ => Err(format!("'{t}' is not true or false")),
+            _ => Err(format!("'{t}' is not true or false (yes/no, on/off)")),
         }
     };
     let v = match def.kind {

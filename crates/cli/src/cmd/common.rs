@@ -58,8 +58,10 @@ pub struct SpecOverrides {
     /// Partial programs allowed per page between erases (0 = unlimited).
     #[arg(long, value_name = "N", help_heading = "Device overrides")]
     pub nop: Option<u32>,
-    /// Pages of a block must be programmed in ascending order.
-    #[arg(long, value_name = "BOOL", help_heading = "Device overrides")]
+    /// Pages of a block must be programmed in ascending order (true/false, yes/no, on/off,
+    /// as a sweep spec takes it).
+    #[arg(long, value_name = "BOOL", help_heading = "Device overrides",
+          value_parser = clap::builder::BoolishValueParser::new())]
     pub in_order: Option<bool>,
     /// Erase cycles a block survives.
     #[arg(long, value_name = "CYCLES", help_heading = "Device overrides")]

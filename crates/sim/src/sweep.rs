@@ -905,8 +905,22 @@ impl Spec {
                     }
                 }
                 let line = e.span().map_or(1, |s| line_of(s.start));
+                // The key of a `key = value` line the error is on, when the parser's message
+                // does not name it (`number too large to fit in target type`: QA stop 27).
+                let key = text
+                    .lines()
+                    .nth(line - 1)
+                    .and_then(|l| l.split_once('='))
+                    .map(|(k, _)| k.trim())
+                    .filter(|k| {
+                        !k.is_empty()
+                            && k.chars()
+                                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                    })
+                    .map(|k| format!("{k}: "))
+                    .unwrap_or_default();
                 anyhow!(
-                    "{}:{line}: {}",
+                    "{}:{line}: {key}{}",
                     path.display(),
                     e.message().split_whitespace().collect::<Vec<_>>().join(" ")
                 )
@@ -2226,6 +2240,12 @@ mod tests {
                 "{text}"
             );
         }
+        // A parser error that does not name the key gets it from its line.
+        let e = spec("written = \"1MiB\"\nseed = 99999999999999999999999\n")
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.starts_with("s.toml:2: seed: number too large"), "{e}");
     }
 
     #[test]

@@ -1423,3 +1423,75 @@ fn files_that_are_no_traces_fail_in_one_line() {
         &["/dev/zero: not a regular file"],
     );
 }
+
+/// `trace generate` and `trace convert` write their summary as CSV too (QA stop 27: only
+/// --json), never over the traces they read or write.
+#[test]
+fn generate_and_convert_write_csv_summaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    let (g, gc, m, mc) = (p("g.blk"), p("g.csv"), p("g.msr"), p("m.csv"));
+    ok(flashkit([
+        "trace",
+        "generate",
+        &g,
+        "--format",
+        "blkparse",
+        "--requests",
+        "50",
+        "--csv",
+        &gc,
+    ]));
+    let rows = std::fs::read_to_string(&gc).unwrap();
+    let mut lines = rows.lines();
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .starts_with("output,format,workload,requests"),
+        "{rows}"
+    );
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .contains(",blkparse,hotcold:90/10,50,"),
+        "{rows}"
+    );
+    ok(flashkit([
+        "trace", "convert", &g, &m, "--to", "msr", "--csv", &mc,
+    ]));
+    let rows = std::fs::read_to_string(&mc).unwrap();
+    assert!(
+        rows.lines().nth(1).unwrap().contains(",blkparse,") && rows.contains(",msr,50,"),
+        "{rows}"
+    );
+    let before = std::fs::read(&g).unwrap();
+    fails_with_all(
+        flashkit([
+            "trace",
+            "convert",
+            &g,
+            &p("x.msr"),
+            "--to",
+            "msr",
+            "--csv",
+            &g,
+        ]),
+        &["--csv", "is the trace being converted itself"],
+    );
+    fails_with_all(
+        flashkit([
+            "trace",
+            "convert",
+            &g,
+            &p("y.msr"),
+            "--to",
+            "msr",
+            "--csv",
+            &p("y.msr"),
+        ]),
+        &["--csv", "is also the trace written"],
+    );
+    assert_eq!(std::fs::read(&g).unwrap(), before);
+}

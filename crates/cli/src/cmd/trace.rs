@@ -3,7 +3,7 @@
 //! after Chang & Kuo's root-disk and multimedia workloads). The trace input flags are
 //! shared with `flashkit sim --workload trace:FILE`. See docs/traces.md.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
@@ -117,9 +117,9 @@ pub struct ConvertArgs {
     pub gzip: bool,
     #[command(flatten)]
     pub input: TraceInputArgs,
-    /// Print the summary as JSON.
-    #[arg(long)]
-    pub json: bool,
+    // `--json`/`--csv FILE`: the summary (QA stop 27: no --csv).
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
 
 #[derive(Args, Debug)]
@@ -154,9 +154,8 @@ pub struct GenerateArgs {
     /// Compress the output with gzip (also when OUT ends in .gz).
     #[arg(long)]
     pub gzip: bool,
-    /// Print the summary as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
 
 pub fn run(c: TraceCmd) -> Result<()> {
@@ -378,7 +377,24 @@ fn report_skips(file: &str, skipped: u64, first: Option<&str>) {
     }
 }
 
+/// `--csv` naming the trace the command writes (a file that may not exist yet, which
+/// `refuse_csv_over` cannot tell by identity) is refused by its path.
+fn refuse_csv_as_output(report: &ReportArgs, out: &Path) -> Result<()> {
+    if report.csv.as_deref() == Some(out) {
+        bail!("--csv: {} is also the trace written", out.display());
+    }
+    Ok(())
+}
+
 fn convert(a: ConvertArgs) -> Result<()> {
+    refuse_csv_as_output(&a.report, &a.output_file)?;
+    super::common::refuse_csv_over(
+        &a.report,
+        &[
+            (&a.input_file, "trace being converted"),
+            (&a.output_file, "converted trace"),
+        ],
+    )?;
     let opts = a.input.options()?;
     let to = parse_format("to", &a.to)?;
     let gzip = wants_gzip(a.gzip, &a.output_file);
@@ -435,7 +451,10 @@ fn convert(a: ConvertArgs) -> Result<()> {
         clamped_times: summary.clamped_times,
         reader: &done.read,
     };
-    if a.json {
+    if let Some(p) = &a.report.csv {
+        output::write_csv(p, std::slice::from_ref(&c))?;
+    }
+    if a.report.json {
         return output::print_json(&c);
     }
     println!(
@@ -446,6 +465,8 @@ fn convert(a: ConvertArgs) -> Result<()> {
 }
 
 fn generate(a: GenerateArgs) -> Result<()> {
+    refuse_csv_as_output(&a.report, &a.output_file)?;
+    super::common::refuse_csv_over(&a.report, &[(&a.output_file, "trace being generated")])?;
     let fmt = parse_format("format", &a.format)?;
     if a.requests == 0 {
         // An empty trace is a file no command can read (its format cannot be told).
@@ -483,7 +504,7 @@ fn generate(a: GenerateArgs) -> Result<()> {
             summary.dropped_trims, fmt
         );
     }
-    if a.json {
+    if a.report.json || a.report.csv.is_some() {
         // The parameters that define the trace, so that it can be matched to the `sim` run
         // it equals and made again (QA stop 24, F16).
         #[derive(serde::Serialize)]
@@ -504,7 +525,7 @@ fn generate(a: GenerateArgs) -> Result<()> {
             dropped_trims: u64,
         }
         let synthetic = matches!(cfg.workload, GenWorkload::Synthetic(_));
-        return output::print_json(&Generated {
+        let g = Generated {
             output: a.output_file.display().to_string(),
             format: fmt.name(),
             workload: cfg.workload.label(),
@@ -519,7 +540,13 @@ fn generate(a: GenerateArgs) -> Result<()> {
             gzip: wants_gzip(a.gzip, &a.output_file),
             records: summary.records,
             dropped_trims: summary.dropped_trims,
-        });
+        };
+        if let Some(p) = &a.report.csv {
+            output::write_csv(p, std::slice::from_ref(&g))?;
+        }
+        if a.report.json {
+            return output::print_json(&g);
+        }
     }
     println!(
         "{}: {} records of {} in {} format",

@@ -1243,6 +1243,14 @@ fn no_effect(
     if key == "segment_summaries" {
         return no_summaries(cfg);
     }
+    // A spare read's cost on a device without a spare area: nothing reads one (QA stop
+    // 27: accepted, recorded, and another job id for the same results).
+    if key == "spare_read_us" && !value.is_null() && cfg.device.geometry.spare_size == 0 {
+        return Some(format!(
+            "the device ({}) has no spare area, so no spare read is made",
+            cfg.device.name
+        ));
+    }
     no_effect_static(key, value, options).map(String::from)
 }
 
@@ -2258,6 +2266,13 @@ mod tests {
         );
         let e = err("unit = \"8KiB\"\nworkload = \"trace:t.csv\"\n");
         assert!(e.starts_with("s.toml:1: unit: has no effect"), "{e}");
+        // The default device (the Intel card) has no spare area (QA stop 27).
+        let e = err("spare_read_us = 5000\n");
+        assert!(
+            e.starts_with("s.toml:1: spare_read_us: has no effect"),
+            "{e}"
+        );
+        assert!(e.contains("has no spare area"), "{e}");
         let e = err("arrival = \"trace\"\nworkload = \"random\"\n");
         assert!(e.starts_with("s.toml:1: arrival: has no effect"), "{e}");
         let e = err("arrival = [\"closed\", \"trace\"]\n");

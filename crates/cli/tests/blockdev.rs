@@ -608,19 +608,9 @@ fn lost_blocks_fail_reads_until_written_and_the_report_names_them() {
         "--input",
         path_str(&input),
     ]));
-    // Segment 1's header: the data area ends the file (docs/format/nand-image.md), 16
-    // erase blocks of 32 4 KiB pages; byte 20 is in its erase sequence.
-    let mut bytes = std::fs::read(&img).unwrap();
-    let data_off = bytes.len() - 16 * 32 * 4096;
-    bytes[data_off + 32 * 4096 + 20] ^= 0x03;
-    std::fs::write(&img, &bytes).unwrap();
+    damage_intel_segment_1_header(&img);
     let info = json(&ok(flashkit(["fms", "info", path_str(&img), "--json"])));
-    let lost: Vec<u64> = info["lost_blocks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["block"].as_u64().unwrap())
-        .collect();
+    let lost = lost_block_numbers(&info);
     assert!(lost.len() >= 2, "{info}");
     let first = lost[0];
 

@@ -563,7 +563,7 @@ fn argument_errors_are_one_line() {
             vec!["sim", "--in-order", "maybe"],
             vec![
                 "'maybe' for '--in-order <BOOL>'",
-                "possible values: true, false",
+                "possible values: true, false, yes, no, on, off",
             ],
         ),
         (

@@ -2026,12 +2026,7 @@ fn blocks_lost_behind_a_damaged_header_are_never_silent() {
     let dir = tempfile::tempdir().unwrap();
     let img = written_card(dir.path(), 300_000, 3);
     let img = img.as_str();
-    // Segment 1's header: the data area ends the file (docs/format/nand-image.md), 16
-    // erase blocks of 32 4 KiB pages; byte 20 is in its erase sequence.
-    let mut bytes = std::fs::read(img).unwrap();
-    let data_off = bytes.len() - 16 * 32 * 4096;
-    bytes[data_off + 32 * 4096 + 20] ^= 0x03;
-    std::fs::write(img, &bytes).unwrap();
+    damage_intel_segment_1_header(Path::new(img));
 
     let o = ok(flashkit(["fms", "info", img, "--json"]));
     let v = json(&o);
@@ -2298,12 +2293,7 @@ fn trims_of_lost_blocks_free_a_medium_that_holds_left_full() {
     );
     // The remedy: trim the lost blocks (their data saved first, were it wanted).
     let v = json(&ok(flashkit(["fms", "info", img, "--json"])));
-    let lost: Vec<u64> = v["lost_blocks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["block"].as_u64().unwrap())
-        .collect();
+    let lost = lost_block_numbers(&v);
     assert!(lost.len() >= 10, "{v}");
     for b in &lost {
         let off = (b * 1024).to_string();

@@ -61,7 +61,9 @@ pub struct SpecOverrides {
     /// Pages of a block must be programmed in ascending order (true/false, yes/no, on/off,
     /// as a sweep spec takes it).
     #[arg(long, value_name = "BOOL", help_heading = "Device overrides",
-          value_parser = clap::builder::BoolishValueParser::new())]
+          value_parser = clap::builder::TypedValueParser::map(
+              clap::builder::PossibleValuesParser::new(["true", "false", "yes", "no", "on", "off"]),
+              |s: String| matches!(s.as_str(), "true" | "yes" | "on")))]
     pub in_order: Option<bool>,
     /// Erase cycles a block survives.
     #[arg(long, value_name = "CYCLES", help_heading = "Device overrides")]

@@ -99,3 +99,26 @@ pub fn fails_with_all(o: Output, needles: &[&str]) -> String {
     }
     err
 }
+
+/// Damage the header of segment 1 of an Intel-card image of 16 erase blocks (32 pages of
+/// 4 KiB) in place, as bits flipped for good would: the data area ends the file
+/// (docs/format/nand-image.md), and byte 20 of a header is in its erase sequence. The
+/// blocks whose newest copies it holds become lost.
+#[allow(dead_code)]
+pub fn damage_intel_segment_1_header(img: &Path) {
+    let mut bytes = std::fs::read(img).unwrap();
+    let data_off = bytes.len() - 16 * 32 * 4096;
+    bytes[data_off + 32 * 4096 + 20] ^= 0x03;
+    std::fs::write(img, &bytes).unwrap();
+}
+
+/// The block numbers of `fms info --json`'s `lost_blocks`.
+#[allow(dead_code)]
+pub fn lost_block_numbers(info: &serde_json::Value) -> Vec<u64> {
+    info["lost_blocks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{info}"))
+        .iter()
+        .map(|s| s["block"].as_u64().unwrap())
+        .collect()
+}

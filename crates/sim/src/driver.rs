@@ -515,7 +515,8 @@ fn fill_blocks_of(cfg: &SimConfig, block_size: u32) -> u64 {
     ((capacity as f64 * cfg.fill) / block_size as f64).floor() as u64
 }
 
-/// Check a configuration ([`check`], before anything is allocated), format the FMS on a
+/// Check a configuration (what [`check`] checks but the workload's request count, which
+/// a run and `bench` check themselves), format the FMS on a
 /// payload-less device and pre-fill it sequentially (not counted in any result).
 pub fn prepare(cfg: &SimConfig) -> Result<Prepared> {
     check_setup(cfg)?;

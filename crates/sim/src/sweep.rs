@@ -1757,20 +1757,11 @@ impl Serialize for InFieldOrder<'_> {
 /// the file and line, and the file is left as it is. Only a last line without its newline
 /// that is the start of a result (an interrupted write) is cut off, so appending continues
 /// cleanly; a last result that only lacks its newline gets one. Returns the records and
-/// the number of bytes cut off.
+/// the number of bytes cut off. `path`, when it exists, must be a regular file (the
+/// caller checks, before it opens the file to lock it: a pipe or a FIFO is never read to
+/// its end, QA stop 27).
 pub fn load_done(path: &Path, jobs: &[Job]) -> Result<(BTreeMap<String, Record>, u64)> {
     let ctx = || format!("results file {}", path.display());
-    // The file is read back to its end before anything is appended: a pipe or a FIFO
-    // never ends, and a device is no results file (QA stop 27: `--out /dev/stdout | cat`
-    // hung without a word).
-    if let Ok(m) = std::fs::metadata(path) {
-        if !m.is_file() {
-            anyhow::bail!(
-                "{}: --out must be a regular file (it is read back to resume the sweep);                  --json streams the results to stdout",
-                path.display()
-            );
-        }
-    }
     let data = match std::fs::read(path) {
         Ok(d) => d,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((BTreeMap::new(), 0)),

@@ -262,7 +262,9 @@ pub fn run(a: SweepArgs) -> Result<()> {
 
 /// Open the results file `path` for appending (creating it) and take its advisory lock, or
 /// fail in one line when another sweep holds it. A path that exists and is not a regular
-/// file is refused first, as `sim::sweep::load_done` refuses it.
+/// file is refused first: the file is read back to its end to resume (`load_done`), which
+/// a pipe or a FIFO never reaches (QA stop 27: `--out /dev/stdout | cat` hung), and
+/// opening a FIFO would wait for a reader.
 fn lock_results(path: &std::path::Path) -> Result<std::fs::File> {
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
         bail!(

@@ -2417,3 +2417,40 @@ fn input_files_that_say_size_0_are_read_to_their_end() {
     let o = ok(flashkit(["fms", "read", img, "--length", &len]));
     assert!(o.stdout == want);
 }
+
+/// Options that act only while the FMS writes are refused by the commands that only read
+/// (QA stop 27: `fms info --wear-threshold 3` was accepted in silence); `check --repair`
+/// writes and takes them.
+#[test]
+fn writing_options_are_refused_where_the_image_is_only_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("i.img");
+    let img = path_str(&img);
+    fms_image(img, "nandsim-256m", "16", "1KiB");
+    for args in [
+        vec!["fms", "info", img, "--wear-threshold", "3"],
+        vec![
+            "fms",
+            "read",
+            img,
+            "--length",
+            "512",
+            "--wear-threshold",
+            "3",
+        ],
+        vec!["fms", "check", img, "--index-wear-gap", "2"],
+    ] {
+        fails_with_all(
+            flashkit(&args),
+            &["has no effect: this command only reads the image"],
+        );
+    }
+    ok(flashkit([
+        "fms",
+        "check",
+        img,
+        "--repair",
+        "--wear-threshold",
+        "3",
+    ]));
+}

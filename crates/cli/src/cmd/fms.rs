@@ -288,6 +288,17 @@ pub(crate) enum Access {
 
 /// Open the image and mount the FMS on it, with the block size recorded on flash.
 pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
+    // Options that act only while the FMS writes are refused where it only reads, as
+    // `torture` and `nand format` refuse theirs (QA stop 27: accepted in silence).
+    if access == Access::Inspect {
+        let given = [
+            ("--wear-threshold", m.wear_threshold.is_some()),
+            ("--index-wear-gap", m.index_wear_gap.is_some()),
+        ];
+        if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+            bail!("{flag}: has no effect: this command only reads the image (give it to the commands that write)");
+        }
+    }
     let mut nand = match access {
         Access::Write => open_image(path, true)?,
         Access::Inspect => open_image(path, false)?,

@@ -1495,3 +1495,39 @@ fn generate_and_convert_write_csv_summaries() {
     );
     assert_eq!(std::fs::read(&g).unwrap(), before);
 }
+
+/// A trace of trims only writes no user block: its write amplification is no ratio
+/// (null, as `policy_greedy_share` of a run that made no choice), not 0 beside the
+/// trim list it programmed (QA stop 27); the table shows `-`.
+#[test]
+fn write_amplification_without_user_writes_is_null() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.fio");
+    std::fs::write(
+        &t,
+        "fio version 2 iolog\n/dev/x add\n/dev/x open\n/dev/x trim 0 4096\n/dev/x close\n",
+    )
+    .unwrap();
+    let w = format!("trace:{}", path_str(&t));
+    let common = [
+        "sim",
+        "--workload",
+        &w,
+        "--device",
+        "nandsim-256m",
+        "--block-size",
+        "1KiB",
+        "--policy",
+        "greedy",
+    ];
+    let v = json(&ok(flashkit(common.iter().copied().chain(["--json"]))));
+    assert_eq!(v[0]["user_writes"], 0, "{v}");
+    assert_eq!(v[0]["flash_writes"], 1, "{v}");
+    assert!(v[0]["write_amplification"].is_null(), "{v}");
+    assert!(v[0]["byte_write_amplification"].is_null(), "{v}");
+    let table = text(&ok(flashkit(common)).stdout);
+    assert!(
+        !table.contains("NaN") && !table.contains("0.000"),
+        "{table}"
+    );
+}

@@ -178,7 +178,9 @@ pub struct SimResult {
     /// Flash block writes (user block writes plus cleaning copies) per user block write.
     /// A request smaller than a block is one user block write (the FMS rewrites the whole
     /// block), so against host bytes the amplification is larger by block / request size.
-    pub write_amplification: f64,
+    /// Null when there was no user write (a trace of reads and trims: 0 of 0 is no ratio,
+    /// as `policy_greedy_share` has it; QA stop 27 found 0 beside a flash write).
+    pub write_amplification: Option<f64>,
     /// Bytes the workload's write requests carried (the host's writes; for a trace, its
     /// write requests as mapped onto the simulated space).
     pub host_bytes_written: u64,
@@ -187,8 +189,8 @@ pub struct SimResult {
     /// index records not counted) / `host_bytes_written`. Equal to `write_amplification`
     /// when every request is a whole number of aligned blocks; larger by up to block /
     /// request size when requests are smaller than a block (each is a read-modify-write
-    /// of a whole block).
-    pub byte_write_amplification: f64,
+    /// of a whole block). Null when no host byte was written.
+    pub byte_write_amplification: Option<f64>,
     /// The device's busy time during the workload: the time its operations take (the
     /// requests' own and the cleaning they cause), without the idle time between requests
     /// that arrive on their own (poisson or trace arrivals). It does not depend on the
@@ -816,17 +818,10 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         // trims (header mode clears live bits, counted nowhere here).
         flash_writes,
         trim_list_slots,
-        write_amplification: if user > 0 {
-            flash_writes as f64 / user as f64
-        } else {
-            0.0
-        },
+        write_amplification: (user > 0).then(|| flash_writes as f64 / user as f64),
         host_bytes_written: host_bytes,
-        byte_write_amplification: if host_bytes > 0 {
-            flash_writes as f64 * bs as f64 / host_bytes as f64
-        } else {
-            0.0
-        },
+        byte_write_amplification: (host_bytes > 0)
+            .then(|| flash_writes as f64 * bs as f64 / host_bytes as f64),
         device_time_s,
         throughput_bytes_per_s: if device_time_s > 0.0 {
             written_bytes as f64 / device_time_s

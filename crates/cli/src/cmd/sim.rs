@@ -152,12 +152,14 @@ Results (--json, --csv):
                             (0 in header mode, where a trim clears live bits in place)
   write_amplification       flash block writes (user block writes, cleaning copies, trim-list
                             slots) per user block write; a request smaller than a block is
-                            one user block write (the FMS rewrites the whole block)
+                            one user block write (the FMS rewrites the whole block); null
+                            without user writes (a trace of reads and trims)
   host_bytes_written        bytes carried by the workload's write requests
   byte_write_amplification  flash data bytes programmed (flash block writes x block size;
                             headers, spare areas and index records not counted) per host byte
                             written: write_amplification x block size / request size for
-                            requests smaller than a block (--unit 512 on 4 KiB blocks: x8)
+                            requests smaller than a block (--unit 512 on 4 KiB blocks: x8);
+                            null without host writes
   device_time_s             the device's busy time: its operations for the requests and
                             the cleaning they cause, without idle time between arrivals, so
                             the same for closed, poisson and trace arrivals
@@ -670,7 +672,8 @@ pub fn table_with_keys(
             txt("erasures"),
             txt("blocks_copied"),
             format!("{:.1}", f("cleaning_cost")),
-            format!("{:.3}", f("write_amplification")),
+            // (Null without user writes: a trace of reads and trims.)
+            num(r, "write_amplification").map_or("-".into(), |w| format!("{w:.3}")),
             format!("{:.2}", f("wear_stddev")),
             format!("{}-{}", txt("wear_min"), txt("wear_max")),
         ];

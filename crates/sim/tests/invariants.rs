@@ -64,12 +64,12 @@ fn check(what: &str, cfg: &SimConfig, r: &SimResult) {
         r.flash_writes == r.user_writes + r.blocks_copied,
         "flash writes".into(),
     );
-    if r.user_writes > 0 {
-        f(
-            r.write_amplification == r.flash_writes as f64 / r.user_writes as f64,
-            "write amplification".into(),
-        );
-    }
+    // A ratio with user writes, null (no ratio) without.
+    f(
+        r.write_amplification
+            == (r.user_writes > 0).then(|| r.flash_writes as f64 / r.user_writes as f64),
+        "write amplification".into(),
+    );
     let cost = r.erasures as f64
         + r.blocks_copied as f64 * r.write_erase_ratio / r.blocks_per_segment as f64;
     f(

@@ -178,19 +178,19 @@ fn mount_cmd(a: MountCmdArgs) -> Result<()> {
         if sim::trace::same_file(p, &a.image) {
             bail!("--record: {} is the image being served", p.display());
         }
-        // Inside the mount point it would be written under the mount, hidden.
-        let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
-        let dir = dir.unwrap_or(std::path::Path::new("."));
-        if sim::trace::same_file(dir, &a.mountpoint) {
-            bail!("--record: {} is inside the mount point", p.display());
-        }
     }
-    // A CSV written there after the unmount would make the directory not empty for the
-    // next mount (QA stop 27).
-    if let Some(p) = &a.report.csv {
+    // Files the command writes may not be inside the mount point: a trace would be
+    // written under the mount, hidden; a CSV, written after the unmount, would make the
+    // directory not empty for the next mount (QA stop 27).
+    let outputs = [
+        ("--record", a.record.as_deref()),
+        ("--csv", a.report.csv.as_deref()),
+    ];
+    for (flag, p) in outputs {
+        let Some(p) = p else { continue };
         let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
         if sim::trace::same_file(dir.unwrap_or(std::path::Path::new(".")), &a.mountpoint) {
-            bail!("--csv: {} is inside the mount point", p.display());
+            bail!("{flag}: {} is inside the mount point", p.display());
         }
     }
     let fms = mount(&a.image, &a.mount, access)?;
@@ -320,14 +320,10 @@ fn mount_cmd(a: MountCmdArgs) -> Result<()> {
     }
     if let Some(e) = &r.first_error {
         // Out of space with segments held: they may be why (`fms write`'s hint).
-        let hint = if r.held_segments.is_empty() || !e.contains("full") {
-            String::new()
+        let hint = if e.contains("full") {
+            super::fms::held_segments_hint(&r.held_segments)
         } else {
-            format!(
-                "; {} segment(s) ({}) are kept from reuse for lost blocks or rescued trims: see `fms info`",
-                r.held_segments.len(),
-                output::block_list(&r.held_segments, 10)
-            )
+            String::new()
         };
         bail!(
             "{}: {} request(s) failed; first: {e}{hint}",

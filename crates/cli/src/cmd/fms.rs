@@ -1475,14 +1475,22 @@ fn partial_write(
 /// (`ftl::fms::lost`): they may be why, and what frees them.
 fn held_hint(fms: &Fms, e: &nand::blockdev::DevError) -> String {
     use nand::blockdev::DevError;
-    let held = fms.held_segments();
-    if held.is_empty() || !matches!(e, DevError::NoSpace | DevError::WornOut { .. }) {
+    if !matches!(e, DevError::NoSpace | DevError::WornOut { .. }) {
+        return String::new();
+    }
+    held_segments_hint(&fms.held_segments())
+}
+
+/// [`held_hint`]'s words for the segments `held` (empty when there are none), also for
+/// `blockdev mount`'s closing error.
+pub(crate) fn held_segments_hint(held: &[u32]) -> String {
+    if held.is_empty() {
         return String::new();
     }
     format!(
         "; {} segment(s) ({}) hold lost blocks and are kept from reuse: save them with `fms read --salvage`, then trim them to free the segments (if that fails for want of space too, format the image again and write the saved data back)",
         held.len(),
-        output::block_list_in(&held, 10, "`fms info --json`")
+        output::block_list_in(held, 10, "`fms info --json`")
     )
 }
 

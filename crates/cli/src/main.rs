@@ -100,8 +100,20 @@ fn parse() -> Result<Cli, ExitCode> {
                     | ErrorKind::DisplayVersion
                     | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
             ) {
-                // clap's own help or version output (and exit code).
-                e.exit();
+                // clap's own help or version output (and exit code); a stdout that
+                // cannot take it fails as every report's does (`--help > /dev/full`
+                // exited 0), a closed pipe (`--help | head`) does not.
+                let printed = e
+                    .print()
+                    .and_then(|()| std::io::Write::flush(&mut std::io::stdout()));
+                return Err(match printed {
+                    Ok(()) => ExitCode::from(e.exit_code().clamp(0, 255) as u8),
+                    Err(io) if io.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                    Err(io) => {
+                        eprintln!("flashkit: cannot write to stdout: {io}");
+                        ExitCode::FAILURE
+                    }
+                });
             }
             eprintln!("flashkit: {}", clap_error_line(&e.render().to_string()));
             return Err(ExitCode::from(2));

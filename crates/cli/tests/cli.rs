@@ -630,7 +630,14 @@ fn bad_block_lists_quote_the_part() {
 /// tables and JSON alike; it used to be a bare "No space left on device".
 #[test]
 fn stdout_errors_say_it_was_stdout() {
-    for args in [&["devices"][..], &["devices", "--json"][..]] {
+    // clap's help and version too (stop 28: `--help > /dev/full` exited 0).
+    for args in [
+        &["devices"][..],
+        &["devices", "--json"][..],
+        &["--help"][..],
+        &["sim", "--help"][..],
+        &["--version"][..],
+    ] {
         let full = std::fs::OpenOptions::new()
             .write(true)
             .open("/dev/full")

@@ -2439,6 +2439,9 @@ fn writing_options_are_refused_where_the_image_is_only_read() {
             "3",
         ],
         vec!["fms", "check", img, "--index-wear-gap", "2"],
+        vec!["fms", "check", img, "--policy", "greedy"],
+        vec!["fms", "read", img, "--length", "512", "--policy", "cat"],
+        vec!["fms", "check", img, "--scrub-threshold", "0"],
     ] {
         fails_with_all(
             flashkit(&args),
@@ -2452,5 +2455,7 @@ fn writing_options_are_refused_where_the_image_is_only_read() {
         "--repair",
         "--wear-threshold",
         "3",
+        "--policy",
+        "greedy",
     ]));
 }

@@ -64,9 +64,10 @@ pub fn run(cmd: FmsCmd) -> Result<()> {
 /// is read from the image.
 #[derive(Args, Debug, Clone)]
 pub struct MountArgs {
-    /// Segment selection used while this command runs: greedy, cost-benefit, cat, adaptive.
-    #[arg(long, default_value = "cat")]
-    pub policy: String,
+    /// Segment selection used while this command runs: greedy, cost-benefit, cat, adaptive
+    /// [default: cat]
+    #[arg(long, value_name = "POLICY")]
+    pub policy: Option<String>,
     /// How many times a read is made again when ECC finds a 512-byte chunk it cannot
     /// correct before the read fails; a header, record, index entry or trim list that
     /// fails its checksum is read again four times as often before it counts as torn. Bit
@@ -90,6 +91,16 @@ pub struct MountArgs {
 }
 
 impl MountArgs {
+    /// `--policy` where the image is only read and nothing reported depends on it (`fms
+    /// info` reports the reserve and RAM it sizes; `fms read`, `fms check` and a
+    /// read-only `blockdev mount` report neither): refused as having no effect (stop 28).
+    pub(crate) fn refuse_policy_where_only_read(&self) -> Result<()> {
+        if self.policy.is_some() {
+            bail!("--policy: has no effect: this command only reads the image (give it to the commands that write, or to `fms info` for the reserve it sizes)");
+        }
+        Ok(())
+    }
+
     /// The runtime knobs of the FMS these options give, on top of `cfg`.
     fn apply(&self, cfg: FmsConfig) -> Result<FmsConfig> {
         let index_wear_gap = match self.index_wear_gap.as_deref() {
@@ -294,6 +305,7 @@ pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
         let given = [
             ("--wear-threshold", m.wear_threshold.is_some()),
             ("--index-wear-gap", m.index_wear_gap.is_some()),
+            ("--scrub-threshold", m.scrub_threshold.is_some()),
         ];
         if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
             bail!("{flag}: has no effect: this command only reads the image (give it to the commands that write)");
@@ -324,7 +336,7 @@ pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
             path.display()
         );
     };
-    let cfg = m.apply(config(&m.policy, h.block_size)?)?;
+    let cfg = m.apply(config(m.policy.as_deref().unwrap_or("cat"), h.block_size)?)?;
     let fms = Fms::mount(nand, cfg).with_context(|| format!("{}: mount", path.display()))?;
     // Spare records one bit from valid (not corrected, `spare_flip`): the blocks they
     // name may read older data; said at every mount, as lost blocks are (QA stop 26:
@@ -1506,6 +1518,7 @@ fn read(a: ReadArgs) -> Result<()> {
     super::common::refuse_csv_over(&a.report, &inputs)?;
     let lba = sector_offset(&a.offset)?;
     let len = parse_size(&a.length).map_err(|e| anyhow!("--length: {e}"))?;
+    a.mount.refuse_policy_where_only_read()?;
     let mut fms = mount(&a.image, &a.mount, Access::Inspect)?;
     let spent = Spent::since_mount(&fms);
     let sectors = len.div_ceil(SECTOR as u64);
@@ -1705,6 +1718,7 @@ fn check(a: CheckArgs) -> Result<()> {
     let access = if a.repair {
         Access::Write
     } else {
+        a.mount.refuse_policy_where_only_read()?;
         Access::Inspect
     };
     let mut fms = mount(&a.image, &a.mount, access)?;

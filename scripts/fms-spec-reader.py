@@ -838,7 +838,11 @@ class Fms:
         good_valid = [g for g in valid if img.state[g] == 0]
         if not good_valid:
             raise SpecError("no FMS segment header found: not an FMS medium (format it first)")
-        first = hdrs[good_valid[0]]
+        # fms.md, Mount step 1: the medium is the newest format number a good segment's
+        # valid header carries; its first such header is "the first header" (stop 28: a
+        # format writes its first header where it loses nothing, not always first).
+        newest = max(hdrs[g]["format"] for g in good_valid)
+        first = hdrs[next(g for g in good_valid if hdrs[g]["format"] == newest)]
         # fms.md, Mount step 1: a header one bit from a valid one is read corrected when
         # it fits the medium (kind 0 or 1, known features, the block size, slots, format
         # number and features of the first good segment's uncorrected header).

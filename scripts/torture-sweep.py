@@ -34,9 +34,9 @@ without failures at 100 sampled cut points both ways, forked and replayed, and f
 when the two reports differ.
 
 With `--formats`, a quarter of the runs cut power in the format over the medium their
-workload left instead (`torture --target fms-format`, stop 25): their failures are dropped
-(the target refuses them), and they are not cross-checked (their cuts never replay a
-workload).
+workload left instead (`torture --target fms-format`, stop 25): their failures are the
+format's (stop 28; dropped before, when the target refused them), and they are not
+cross-checked (their cuts never replay a workload).
 
 This is the sweep behind the figures in the session notes (docs/fms.md, "Torture"); the
 test suite runs fixed configurations (crates/sim/tests/torture.rs) and, from
@@ -143,7 +143,6 @@ def configs(seed, runs, long, flips=False, traces=False, formats=False):
             if trng.random() < 0.3:
                 args += ["--trace-map", "compact"]
         if formats and grng.random() < 0.25:
-            args[args.index("--failures") + 1] = "0"
             for opt in ("--cuts",):
                 if opt in args:
                     i = args.index(opt)

@@ -489,10 +489,6 @@ fn options_a_torture_would_ignore_are_refused() {
             vec!["--regions", "4", "--redistribution", "m4"],
             "--redistribution",
         ),
-        (
-            vec!["--target", "fms-format", "--failures", "1"],
-            "--failures",
-        ),
         (vec!["--target", "fms-format", "--replay"], "--replay"),
     ] {
         let mut args = vec!["torture", "--device", "nandsim-256m", "--ops", "50"];
@@ -648,4 +644,12 @@ fn format_cuts_as_json() {
     let args = "torture --device nandsim-256m --ops 50 --cuts 3 --json";
     let v = json(&ok(flashkit(args.split(' '))));
     assert!(v["format_mounts"].is_null(), "{v}");
+    // With failures: the format's own programs/erases fail (stop 28; refused before), and
+    // the report counts those the format without a cut saw.
+    let args = "torture --target fms-format --device nandsim-256m --seed 5 --failures 2 --json";
+    let v = json(&ok(flashkit(args.split(' '))));
+    assert_eq!(v["violations"], 0, "{v}");
+    assert_eq!(v["fail_ops"][0], 1, "{v}");
+    assert_eq!(v["erase_failures"], 1, "{v}");
+    assert_eq!(v["cut_points"], v["ops"], "{v}");
 }

@@ -200,9 +200,9 @@ pub struct TortureConfig {
     pub threads: usize,
     /// One random write in six writes 0xFF sectors ([`FILL`]). Default: on.
     pub fill_writes: bool,
-    /// Program/erase failures injected at seeded operations of the workload, the same ones
-    /// in every run (the fault-free run and every cut point; see "Program and erase
-    /// failures" in the module doc). Default: 0.
+    /// Program/erase failures injected at seeded operations of the workload (of the format,
+    /// with `format`), the same ones in every run (the fault-free run and every cut point;
+    /// see "Program and erase failures" in the module doc). Default: 0.
     pub failures: u64,
     /// Probability that a bit read comes back flipped (transient: `FaultPlan::bitflip_rate`),
     /// in every run and every mount. Default: 0. With flips, format with ECC
@@ -222,7 +222,8 @@ pub struct TortureConfig {
     pub replay: bool,
     /// Cut the format instead (`--target fms-format`): power cuts at every program and
     /// erase of a format over the medium the workload left (see "Format cuts" in
-    /// `torture/format.rs`). Not with `failures`. Default: false.
+    /// `torture/format.rs`); with `failures`, the format's programs/erases fail.
+    /// Default: false.
     pub format: bool,
 }
 
@@ -1688,30 +1689,16 @@ pub fn run_with_progress(
             r.problems.join("; ")
         )
     };
-    if cfg.failures > 0 {
-        // Count the workload's programs and erases without faults, and fail seeded ones.
+    if cfg.failures > 0 && !cfg.format {
+        // Count the workload's programs and erases without faults, and fail seeded ones
+        // (format cuts fail the format's instead, below).
         let probe = run_one(&ctx, None);
         if probe.workload_failed {
             return Err(cannot_run(&probe));
         }
         let n0 = probe.device_ops;
-        if cfg.failures > n0 {
-            return Err(format!(
-                "failures: {} requested, but the workload does only {n0} programs and erases",
-                cfg.failures
-            ));
-        }
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0x0FA1_1ED0_0B5E);
-        let mut v: Vec<u64> =
-            rand::seq::index::sample(&mut rng, n0 as usize, cfg.failures as usize)
-                .into_iter()
-                .map(|i| i as u64 + 1)
-                .collect();
-        v.sort_unstable();
-        ctx.fail_ops = v;
+        ctx.fail_ops = seeded_ops(cfg, n0, "the workload")?;
     }
-    let ctx = ctx;
-
     let mut failures = Vec::new();
     let base = run_one(&ctx, None);
     if base.workload_failed {
@@ -1737,9 +1724,23 @@ pub fn run_with_progress(
     // Format cuts: the medium the workload left, and a fault-free format of it checked as
     // a cut run is (a failure of either is the fault-free run's, and no cut runs).
     let mut format_mounts = cfg.format.then(FormatMounts::default);
+    // With failures, seeded programs/erases of the format report status-fail, in the
+    // format without a cut and at every cut point alike (the workload that made the old
+    // medium runs without them).
+    let mut format_run = None;
     let old = if cfg.format && base.problems.is_empty() {
         let old = format::OldMedium::build(&ctx)?;
+        if cfg.failures > 0 {
+            ctx.fail_ops = seeded_ops(cfg, old.format_ops, "the format")?;
+        }
         let r = format::run_cut(&ctx, &old, None);
+        if r.workload_failed {
+            return Err(format!(
+                "the format cannot complete on this configuration with program/erase failures at its operations {:?}, even without power cuts: {}",
+                ctx.fail_ops,
+                r.problems.join("; ")
+            ));
+        }
         if !r.problems.is_empty() {
             violations += 1;
             failures.push(format!(
@@ -1747,15 +1748,23 @@ pub fn run_with_progress(
                 r.problems.join("; ")
             ));
         }
-        r.problems.is_empty().then_some(old)
+        let ok = r.problems.is_empty();
+        format_run = Some(r);
+        ok.then_some(old)
     } else {
         None
     };
-    let total_ops = match &old {
-        Some(o) => o.format_ops,
-        None if cfg.format => 0,
-        None => base.device_ops,
+    let ctx = ctx;
+    // The cut points: the fault-free run's programs and erases (the format's, with its
+    // failures, for format cuts).
+    let total_ops = match (&old, &format_run) {
+        (Some(_), Some(r)) => r.device_ops,
+        _ if cfg.format => 0,
+        _ => base.device_ops,
     };
+    // The failures the fault-free run saw (the format's, for format cuts).
+    let seen = format_run.as_ref().unwrap_or(&base);
+    let (program_failures, erase_failures) = (seen.program_failures, seen.erase_failures);
 
     let cuts: Vec<u64> = match cfg.cuts {
         Cuts::Sample(n) if n < total_ops => {
@@ -1901,8 +1910,8 @@ pub fn run_with_progress(
         cut_points: total,
         failures_requested: cfg.failures,
         fail_ops: ctx.fail_ops.clone(),
-        program_failures: base.program_failures,
-        erase_failures: base.erase_failures,
+        program_failures,
+        erase_failures,
         violations,
         failures,
         cleanings: base.cleanings,
@@ -1922,6 +1931,24 @@ pub fn run_with_progress(
         reads: reads.into_inner().unwrap(),
         elapsed_s: t0.elapsed().as_secs_f64(),
     })
+}
+
+/// `cfg.failures` seeded operation indices (1-based, sorted) among the `n` programs and
+/// erases of `what`'s fault-free run: the operations that report status-fail.
+fn seeded_ops(cfg: &TortureConfig, n: u64, what: &str) -> Result<Vec<u64>, String> {
+    if cfg.failures > n {
+        return Err(format!(
+            "failures: {} requested, but {what} does only {n} programs and erases",
+            cfg.failures
+        ));
+    }
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0x0FA1_1ED0_0B5E);
+    let mut v: Vec<u64> = rand::seq::index::sample(&mut rng, n as usize, cfg.failures as usize)
+        .into_iter()
+        .map(|i| i as u64 + 1)
+        .collect();
+    v.sort_unstable();
+    Ok(v)
 }
 
 /// Run `job(k)` for every cut point `k` of `cuts` on `threads` threads.

@@ -606,3 +606,32 @@ fn format_cut_at_every_program_and_erase() {
     assert_eq!(r.violations, 0, "{:?}", r.failures.first());
     assert!(r.reads.ecc_corrected_bits > 0, "{:?}", r.reads);
 }
+
+/// Format cuts with program/erase failures of the format (stop 28): at seed 5 the first
+/// erase of the format (the old index segment's) fails. Formatting the next segment in
+/// order erased old data before any new header was on flash, and a cut there brought
+/// trimmed and overwritten blocks of the old medium back (spare mode); the format now
+/// takes a segment that holds no record next, and mount takes the newest format number
+/// it finds, not the first good segment's. Every cut point, 0 violations.
+#[test]
+fn format_cuts_with_failures_never_bring_old_blocks_back() {
+    for preset in ["intel-series2plus-24m", "nandsim-256m", "mlc2-2g"] {
+        for failures in [2, 4] {
+            let mut c = cfg(preset, Cuts::Every, 5);
+            c.format = true;
+            c.failures = failures;
+            let r = run(&c);
+            assert_eq!(r.fail_ops[0], 1, "{preset}: the format's first erase fails");
+            assert!(r.erase_failures > 0, "{preset}: {r:?}");
+            assert_eq!(r.cut_points, r.ops, "{preset}");
+            assert_eq!(
+                r.violations,
+                0,
+                "{preset}, {failures} failures: {}",
+                r.failures.first().map_or("", |s| s.as_str())
+            );
+            let m = r.format_mounts.clone().expect("format mounts");
+            assert!(m.new_medium > 0 && m.old_medium > 0, "{preset}: {m:?}");
+        }
+    }
+}

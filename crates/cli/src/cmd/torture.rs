@@ -95,9 +95,10 @@ pub struct TortureArgs {
     /// and the FMS must tell the two apart) [default: true]
     #[arg(long, value_name = "BOOL")]
     pub fill_writes: Option<bool>,
-    /// Inject N program/erase failures, at seeded operations of the workload, in every run:
-    /// the fault-free run and every cut point (a failed program is torn and its erase block
-    /// grows bad; a failed erase grows the block bad).
+    /// Inject N program/erase failures, at seeded operations of the workload (of the
+    /// format, with --target fms-format), in every run: the fault-free run and every cut
+    /// point (a failed program is torn and its erase block grows bad; a failed erase grows
+    /// the block bad).
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub failures: u64,
     /// Format the FMS with ECC codes in the data pages' spare areas (`fms format --ecc`).
@@ -166,18 +167,11 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
     c.format = a.target == Target::FmsFormat;
     if c.format {
         // Format cuts each start from a copy of the old medium.
-        for (set, name, why) in [
-            (
-                a.replay,
-                "--replay",
-                "each format cut starts from a copy of the old medium",
-            ),
-            (
-                a.failures > 0,
-                "--failures",
-                "program/erase failures are not combined with format cuts",
-            ),
-        ] {
+        for (set, name, why) in [(
+            a.replay,
+            "--replay",
+            "each format cut starts from a copy of the old medium",
+        )] {
             if set {
                 bail!("{name}: not with --target fms-format ({why})");
             }

@@ -306,3 +306,40 @@ fn a_torn_header_program_is_the_intended_header_or_dirty() {
         }
     }
 }
+
+/// A corrupt or foreign header that says its medium's headers carry a code the device's
+/// spare area cannot hold (or that has none: header mode): mount and format read the
+/// other headers without the code, and fail or succeed with an error, never a panic (QA
+/// stop 28: the read of the chunk's code ran past the spare area).
+#[test]
+fn a_header_code_the_device_cannot_hold_is_not_read() {
+    for (preset, block_size, features) in [
+        ("nandsim-256m", 1024, 0x5u32),
+        ("intel-series2plus-24m", 4096, 0x7),
+    ] {
+        let mut spec = DeviceSpec::preset(preset).unwrap();
+        spec.geometry.blocks = 16;
+        let cfg = FmsConfig {
+            block_size,
+            ..FmsConfig::default()
+        };
+        let f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        let mut store = f.into_nand().into_store();
+        // Segment 0's header: garbage; segment 1's: valid, saying a header code.
+        let garbage: Vec<u8> = (0..SEG_HEADER as u8).map(|i| i.wrapping_mul(37)).collect();
+        store.write(0, 0, &garbage).unwrap();
+        let first1 = spec.geometry.first_page(1);
+        let mut b = [0u8; SEG_HEADER];
+        store.read(first1, 0, &mut b).unwrap();
+        let mut h = SegHeader::decode(&b).unwrap().unwrap();
+        h.features = features;
+        store.write(first1, 0, &h.encode()).unwrap();
+        let copy = store.try_clone().unwrap();
+        let nand = Nand::open(spec.clone(), store).unwrap();
+        let r = Fms::mount(nand, cfg.clone());
+        assert!(r.is_err(), "{preset}: the medium mounted");
+        let nand = Nand::open(spec.clone(), copy).unwrap();
+        // (Formatting it again reads every old header: no panic, whatever it decides.)
+        let _ = Fms::format(nand, cfg);
+    }
+}

@@ -208,6 +208,8 @@ fn opened_ms(created: &mut Option<u64>, oldest_ms: u32) {
 
 /// The first segment header that decodes, scanning good segments in order.
 pub(super) fn probe(nand: &mut Nand) -> DevResult<Option<SegHeader>> {
+    // The newest format number any good segment's header carries, then its first header.
+    let mut newest = None;
     let mut hdr = [0u8; SEG_HEADER];
     for seg in 0..nand.geometry().blocks {
         if nand.is_bad(seg) {
@@ -216,17 +218,62 @@ pub(super) fn probe(nand: &mut Nand) -> DevResult<Option<SegHeader>> {
         let first = nand.geometry().first_page(seg);
         nand.read(first, 0, &mut hdr)?;
         if let Ok(Some(h)) = SegHeader::decode(&hdr) {
-            return Ok(Some(h));
+            if newest.is_none_or(|n: SegHeader| h.format_id > n.format_id) {
+                newest = Some(h);
+            }
+        }
+    }
+    Ok(newest)
+}
+
+/// [`probe`] among the headers of format number `min_format` or above: the first good
+/// segment's that decodes, unless a later one is of a newer format (a format stopped
+/// before it reached the first good segment, `Fms::format_medium`): the newest's first.
+fn probe_from(nand: &mut Nand, min_format: u64) -> DevResult<Option<SegHeader>> {
+    let mut hdr = [0u8; SEG_HEADER];
+    for seg in 0..nand.geometry().blocks {
+        if nand.is_bad(seg) {
+            continue;
+        }
+        let first = nand.geometry().first_page(seg);
+        nand.read(first, 0, &mut hdr)?;
+        if let Ok(Some(h)) = SegHeader::decode(&hdr) {
+            if h.format_id >= min_format {
+                return Ok(Some(h));
+            }
         }
     }
     Ok(None)
 }
 
-pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
+/// Mount: the medium is the format whose header a good segment carries first, unless a
+/// later good segment carries a newer one — then again, from the newest (see "Mount" in
+/// `docs/format/fms.md`; a format writes its first header to a segment that holds nothing
+/// of the old medium, which need not be the first good one, `Fms::format_medium`).
+pub(super) fn mount(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     let clock0 = nand.clock_ps();
+    let (mut nand, mut min_format) = (nand, 0);
+    loop {
+        match mount_from(nand, cfg.clone(), clock0, min_format)? {
+            Ok(f) => return Ok(f),
+            Err((n, newer)) => (nand, min_format) = (*n, newer),
+        }
+    }
+}
+
+/// A mount that takes headers of format numbers below `min_format` for segments of an
+/// earlier format; gives the device back with the format number of a newer header it
+/// met.
+#[allow(clippy::type_complexity)]
+fn mount_from(
+    mut nand: Nand,
+    cfg: FmsConfig,
+    clock0: u64,
+    min_format: u64,
+) -> DevResult<Result<Fms, (Box<Nand>, u64)>> {
     let mut recorded = None;
     if cfg.logical_blocks.is_none() {
-        if let Some(h) = probe(&mut nand)? {
+        if let Some(h) = probe_from(&mut nand, min_format)? {
             if h.logical_blocks > 0 && h.block_size == cfg.block_size {
                 recorded = Some(h.logical_blocks as u64);
             }
@@ -261,8 +308,9 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     // unreadable) take the largest count known.
     let mut known_count = vec![false; lay.segments as usize];
     let mut max_ec = 0u32;
-    // The format number of the medium: the first good segment header's.
-    let mut format_id: Option<u64> = None;
+    // The format number of the medium: the first good segment header's (of `min_format`
+    // or above).
+    let mut format_id: Option<u64> = (min_format > 0).then_some(min_format);
     // Segments that went bad in use (grown bad) with a readable header: their records are
     // read once the index log is known.
     let mut grown: Vec<(u32, SegHeader)> = Vec::new();
@@ -304,14 +352,20 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             // The medium's header code is not known yet: look ahead for its first header
             // that decodes, and read this one again with the code it says.
             looked_ahead = true;
-            medium = first_valid_after(&mut f, seg)?;
+            medium = first_valid_after(&mut f, seg, min_format)?;
             if let Some(t) = medium.and_then(|m| header_code_of(m.features)) {
                 read = read_header(&mut f, seg, Some(t))?;
             }
         }
         let h = match read {
+            // A newer format than the medium's so far: mount again, from it.
+            HeaderRead::Valid(h) if format_id.is_some_and(|m| h.format_id > m) => {
+                return Ok(Err((Box::new(f.into_nand()), h.format_id)));
+            }
             HeaderRead::Valid(h) => {
-                medium.get_or_insert(h);
+                if h.format_id >= min_format {
+                    medium.get_or_insert(h);
+                }
                 h
             }
             // Bits flipped for good (`read_header` says why a correction is safe): the
@@ -320,7 +374,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
             HeaderRead::Corrected(h) => {
                 if medium.is_none() && !looked_ahead {
                     looked_ahead = true;
-                    medium = first_valid_after(&mut f, seg)?;
+                    medium = first_valid_after(&mut f, seg, min_format)?;
                 }
                 let m = medium.map(|m| (m.format_id, m.features));
                 if !header_fits(&h, &lay, m) {
@@ -341,10 +395,11 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
                 continue;
             }
         };
-        // A format numbers the medium one above every header it finds and writes the new
-        // headers in segment order, so once it has written one, the first header a mount
-        // reads is of the new format; a later one of an earlier format is a segment the
-        // format did not reach (it was stopped), whatever its block size or features.
+        // A format numbers the medium one above every header it finds, so once it has
+        // written one, the medium's first header (the first of the newest number: a newer
+        // one met later mounts again, above) is of the new format; one of an earlier
+        // format is a segment the format did not reach (it was stopped), whatever its
+        // block size or features.
         if format_id.is_some_and(|m| h.format_id < m) {
             f.segs[si].state = SegState::Dirty;
             f.segs[si].erase_count = h.erase_count;
@@ -833,7 +888,7 @@ pub(super) fn mount(mut nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     // opened, the jump aside: the mount's reads count, as they did before the clock
     // resumed from the medium.
     f.epoch_ps = clock0.saturating_add(jump);
-    Ok(f)
+    Ok(Ok(f))
 }
 
 /// Spare mode: read the trim lists (`lists`: slot, record number) and keep, for each
@@ -1194,6 +1249,14 @@ impl HeaderRead {
 /// its missing bits, must not be corrected by this mount and found dirty by the next.
 pub(super) fn read_header(f: &mut Fms, seg: u32, code: Option<u8>) -> DevResult<HeaderRead> {
     let first = f.nand.geometry().first_page(seg);
+    // A code the page cannot hold (a corrupt or foreign header said it, and the caller
+    // took it from there): not read, as on media without one (QA stop 28: the read of
+    // the chunk's code ran past the spare area and mount panicked).
+    let code = code.filter(|&t| {
+        let geo = f.nand.geometry();
+        geo.page_size as usize >= nand::ecc::ECC_CHUNK
+            && geo.spare_size as usize >= ECC_SPARE_OFFSET + nand::ecc::code_bytes(t)
+    });
     let retries = f.cfg.meta_read_retries();
     let mut b = [0u8; SEG_HEADER];
     let mut seen: Vec<[u8; SEG_HEADER]> = Vec::new();
@@ -1272,13 +1335,15 @@ pub(super) fn header_fits(h: &SegHeader, lay: &Layout, medium: Option<(u64, u32)
 
 /// The first good segment after `after` whose header decodes without correction: what a
 /// corrected header met before any such one is checked against ([`header_fits`]).
-fn first_valid_after(f: &mut Fms, after: u32) -> DevResult<Option<SegHeader>> {
+fn first_valid_after(f: &mut Fms, after: u32, min_format: u64) -> DevResult<Option<SegHeader>> {
     for seg in after + 1..f.lay.segments {
         if f.nand.is_bad(seg) {
             continue;
         }
         if let HeaderRead::Valid(h) = read_header(f, seg, None)? {
-            return Ok(Some(h));
+            if h.format_id >= min_format {
+                return Ok(Some(h));
+            }
         }
     }
     Ok(None)
@@ -1544,6 +1609,20 @@ fn read_records(
     };
     let stop = for_each_record(f, seg, entries, header, consider)?;
     Ok((last_used, stop))
+}
+
+/// Whether a segment of this layout, whose header (erase sequence, format number) is
+/// `header`, holds no record at all: no slot's entry or spare record is anything but
+/// erased, torn ones included (`Fms::format_medium` erases such a segment of the old
+/// medium first: nothing is lost if a power cut stops the format there).
+pub(super) fn holds_no_record(f: &mut Fms, seg: u32, header: (u64, u64)) -> DevResult<bool> {
+    let mut entries = vec![0u8; f.lay.slots as usize * ENTRY];
+    let mut any = false;
+    for_each_record(f, seg, &mut entries, header, |_, _| {
+        any = true;
+        Ok(())
+    })?;
+    Ok(!any)
 }
 
 /// The records that decode in the `unreadable` segments (good, header neither erased

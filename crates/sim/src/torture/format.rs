@@ -30,7 +30,16 @@
 //! The fault-free format goes through checks 2 to 5 too. With bit flips
 //! ([`TortureConfig::bitflip_rate`], usually with ECC) the workload that makes the old
 //! medium, the format and every mount read with flips, as in the workload target.
-//! Injected program or erase failures are not combined with format cuts (refused).
+//!
+//! With program/erase failures ([`TortureConfig::failures`] = N, stop 28) N seeded
+//! programs or erases *of the format* report status-fail, in the format without a cut and
+//! at every cut point alike (the workload that makes the old medium runs without them):
+//! the format on a worn medium, whose segments go bad under its erases and header
+//! programs. The cut points are the programs and erases of the format with its failures;
+//! checks 1 to 5 are the same (a segment the format retired is skipped by the erase-count
+//! checks, and formatting again runs without failures). A format that cannot complete
+//! even without a cut (too few good segments left) is reported as unable to run, not as
+//! a violation.
 
 use super::*;
 
@@ -130,11 +139,12 @@ fn run_cut_inner(
     out: &mut RunOutcome,
 ) -> Result<(), String> {
     let mut nand = copy(&old.nand.lock().unwrap())?;
-    if cut.is_some() || ctx.bitflip_rate > 0.0 {
+    if cut.is_some() || ctx.bitflip_rate > 0.0 || !ctx.fail_ops.is_empty() {
         nand.set_faults(FaultPlan {
             power_cut_at: cut,
             torn: TornMode::Random,
             bitflip_rate: ctx.bitflip_rate,
+            fail_ops: ctx.fail_ops.clone(),
             seed: fault_seed(ctx, cut),
             ..FaultPlan::default()
         });
@@ -142,7 +152,15 @@ fn run_cut_inner(
     let left = match (Fms::format_or_return(nand, ctx.cfg.clone()), cut) {
         (Ok(f), None) => {
             out.reads.add_fms(&f);
+            let c = f.nand().counters();
+            (out.program_failures, out.erase_failures) = (c.program_failures, c.erase_failures);
             f.into_nand()
+        }
+        // With failures, a format that cannot complete even without a cut (its failed
+        // erases left too few good segments) tests nothing: not a violation.
+        (Err((e, _)), None) if !ctx.fail_ops.is_empty() => {
+            out.workload_failed = true;
+            return Err(dev_err("format", e));
         }
         (Ok(f), Some(k)) => {
             return Err(format!(

@@ -18,6 +18,15 @@ impl Fms {
 
     #[inline(never)]
     pub(super) fn make_space(&mut self) -> DevResult<()> {
+        // Tombstones waiting to be written (a trim whose list program failed after its
+        // blocks were unmapped, rescued ones a mount found) are written before anything
+        // is cleaned: the cleaner may erase the segment holding a trimmed block's newest
+        // copy, and a power cut before the tombstone is on flash would bring back an
+        // older one (QA stop 28). If they cannot be written, nothing is cleaned and the
+        // operation fails, as the trim did.
+        if !self.trims.pending.is_empty() {
+            self.write_trims()?;
+        }
         let high = self.water_marks().1;
         if self.free.is_empty() {
             self.without_a_free_segment()?;
@@ -80,6 +89,8 @@ impl Fms {
     /// than going to the free list, because the index log names it so: a mount finds it
     /// free and named, and makes it the stream's segment again.
     fn recycle_full_active(&mut self) -> DevResult<()> {
+        // Reopened for writing as a free segment is (`take_free`; QA stop 28).
+        self.check_seq_room()?;
         let slots = self.lay.slots;
         for st in 0..self.active.len() {
             let a = self.active[st];

@@ -537,6 +537,66 @@ fn failed_trim_keeps_the_utilisation_counts() {
     }
 }
 
+/// A spare-mode trim whose list program fails after its block was unmapped leaves the
+/// tombstone waiting in RAM (`Trims::pending`). The writes that follow clean, and the
+/// cleaner may erase the segment holding the block's newest copy: a power cut before the
+/// tombstone is on flash brought back an older copy (QA stop 28). The waiting tombstones
+/// are now written before anything is cleaned.
+#[test]
+fn a_failed_trim_list_is_written_before_anything_is_cleaned() {
+    let spec = shrunk("nandsim-256m", 24, 32);
+    let cfg = FmsConfig {
+        block_size: 1024,
+        policy: Policy::Greedy,
+        ..FmsConfig::default()
+    };
+    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    let bs = 1024usize;
+    let slots = f.lay.slots;
+    // Block 0's first copy, then cold blocks filling its segment (never rewritten).
+    f.write_block(0, Some(&vec![0x11u8; bs])).unwrap();
+    for l in 1..slots * 2 {
+        f.write_block(l, Some(&vec![0xC0u8; bs])).unwrap();
+    }
+    let p = f.split(f.blocks[1].map).0;
+    // Its second copy, in another segment.
+    f.write_block(0, Some(&vec![0x22u8; bs])).unwrap();
+    let v = f.split(f.blocks[0].map).0;
+    assert_ne!(p, v);
+    // The trim fails after unmapping: programs and erases report status-fail until the
+    // trim list's append gives up.
+    f.nand.set_faults(nand::FaultPlan {
+        fail_ops: (1..=12).collect(),
+        ..nand::FaultPlan::default()
+    });
+    let r = f.trim_block(0);
+    f.nand.set_faults(nand::FaultPlan::default());
+    assert!(r.is_err(), "the trim must fail for this test: {r:?}");
+    assert!(!f.trims.pending.is_empty());
+    // Hot writes until the second copy's segment was erased.
+    let ec0 = f.segs[v as usize].erase_count;
+    for n in 0..5000u32 {
+        if f.segs[v as usize].erase_count != ec0 {
+            break;
+        }
+        f.write_block(slots * 2 + n % 8, Some(&vec![0x33u8; bs]))
+            .unwrap();
+    }
+    assert_ne!(f.segs[v as usize].erase_count, ec0, "never cleaned");
+    assert!(f.trims.pending.is_empty(), "written before the cleaning");
+    // A power cut (no flush): block 0 reads its content at the trim or zeros, never the
+    // older copy.
+    let nd = Nand::open(spec, f.into_nand().into_store()).unwrap();
+    let mut f = Fms::mount(nd, cfg).unwrap();
+    let mut buf = vec![0u8; bs];
+    f.read_block(0, Some(&mut buf)).unwrap();
+    assert!(
+        buf[0] == 0x22 || buf[0] == 0,
+        "block 0 reads {:#x}: older than its content at the trim",
+        buf[0]
+    );
+}
+
 /// What a run under faults left: the FMS, what each block was last written with
 /// (`Some(byte)`, or `None` once trimmed or never written) and which blocks an
 /// operation that failed left uncertain.

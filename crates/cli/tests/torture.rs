@@ -152,7 +152,7 @@ fn a_run_that_never_cleans_says_so() {
     assert_eq!(v["cleanings"], 0, "{v}");
     let err = text(&o.stderr);
     assert!(
-        err.contains("torture: warning: the workload never started the cleaner"),
+        err.contains("flashkit: warning: the workload never started the cleaner"),
         "{err}"
     );
     assert!(

@@ -1422,6 +1422,44 @@ fn files_that_are_no_traces_fail_in_one_line() {
         ]),
         &["/dev/zero: not a regular file"],
     );
+    // A FIFO without a writer: opening it would wait for one (QA stop 28: `trace stats`
+    // and `sim` hung); refused before the open. Killed after a minute rather than hang.
+    let fifo = dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo (coreutils) is needed by this test");
+    assert!(made.success());
+    let f = path_str(&fifo);
+    let workload = format!("trace:{f}");
+    for args in [
+        vec!["trace", "stats", f],
+        vec!["sim", "--workload", &workload],
+        vec!["trace", "convert", f, "--to", "msr", "/dev/null"],
+    ] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_flashkit"))
+            .args(&args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut waited = 0;
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if waited > 600 {
+                let _ = child.kill();
+                panic!("{args:?}: still running after a minute (waiting on the FIFO)");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            waited += 1;
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("fifo: not a regular file"), "{args:?}: {err}");
+    }
 }
 
 /// `trace generate` and `trace convert` write their summary as CSV too (QA stop 27: only

@@ -459,7 +459,7 @@ fn table4(o: &Options) -> Result<Report> {
             }
             rows.push(vec![
                 w.to_string(),
-                format!("{}-{}", p.name(), r.redistribution),
+                pair_name(r),
                 format!("{}", pe[pi]),
                 r.erasures.to_string(),
                 rel(r.erasures as f64, pe[pi]),

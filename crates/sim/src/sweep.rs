@@ -76,6 +76,8 @@ impl Scalar {
 enum Kind {
     Text,
     Size,
+    /// A size, or none (a device override).
+    OptSize,
     Float,
     Int,
     Bool,
@@ -207,12 +209,12 @@ pub const KEYS: &[KeyDef] = &[
     key!("blocks", OptInt, "none", fits_u32, |v, d| override_(
         d, "blocks", v
     )),
-    key!("page_size", OptInt, "none", fits_u32, |v, d| override_(
+    key!("page_size", OptSize, "none", fits_u32, |v, d| override_(
         d,
         "page_size",
         v
     )),
-    key!("spare_size", OptInt, "none", fits_u32, |v, d| override_(
+    key!("spare_size", OptSize, "none", fits_u32, |v, d| override_(
         d,
         "spare_size",
         v
@@ -520,7 +522,7 @@ pub fn varies<'a>(key: &str, values: impl IntoIterator<Item = &'a Value>) -> boo
     let null_is_inert = keydef(key).is_some_and(|d| {
         !matches!(
             d.kind,
-            Kind::OptInt | Kind::OptFloat | Kind::OptBool | Kind::OptDuration
+            Kind::OptInt | Kind::OptSize | Kind::OptFloat | Kind::OptBool | Kind::OptDuration
         ) && d.name != "device_file"
     });
     let mut first: Option<&Value> = None;
@@ -642,22 +644,25 @@ fn canonical(def: &KeyDef, s: &Scalar) -> std::result::Result<Value, String> {
             _ => Err(format!("'{t}' is not true or false (yes/no, on/off)")),
         }
     };
+    let size = |s: &Scalar| -> std::result::Result<Value, String> {
+        match s {
+            Scalar::Int(i) if *i >= 0 => Ok(Value::from(*i as u64)),
+            Scalar::Text(_) => Ok(Value::from(parse_size(&text)?)),
+            Scalar::Float(..) => Err(format!(
+                "'{text}' is a float; a size is a whole number of bytes (4096) or a \
+                 string with a unit (\"1.5MiB\", \"192MiB\")"
+            )),
+            _ => Err(format!("'{text}' is not a size (e.g. 4096, 4KiB, 192MiB)")),
+        }
+    };
     let v = match def.kind {
         Kind::Text => match s {
             Scalar::Text(_) => Value::from(text.clone()),
             _ => return Err(format!("'{text}' must be a string")),
         },
-        Kind::Size => match s {
-            Scalar::Int(i) if *i >= 0 => Value::from(*i as u64),
-            Scalar::Text(_) => Value::from(parse_size(&text)?),
-            Scalar::Float(..) => {
-                return Err(format!(
-                    "'{text}' is a float; a size is a whole number of bytes (4096) or a \
-                     string with a unit (\"1.5MiB\", \"192MiB\")"
-                ))
-            }
-            _ => return Err(format!("'{text}' is not a size (e.g. 4096, 4KiB, 192MiB)")),
-        },
+        Kind::Size => size(s)?,
+        Kind::OptSize if none => Value::Null,
+        Kind::OptSize => size(s)?,
         Kind::Float => float(&text)?,
         Kind::Int => int(&text)?,
         Kind::Bool => boolean(&text)?,
@@ -1497,6 +1502,10 @@ fn relative_to(dir: &Path, key: &str, v: Scalar) -> Scalar {
 fn file_identity(path: &Path) -> String {
     use std::io::Read;
     let hash = || -> std::io::Result<(u64, u64)> {
+        // (Checked before the open as well: opening a FIFO waits for a writer.)
+        if !std::fs::metadata(path)?.is_file() {
+            return Err(std::io::Error::other("not a regular file"));
+        }
         let mut f = std::fs::File::open(path)?;
         // A pipe or a device may never end (`/dev/zero` spun for ever: QA stop 27); the
         // job then fails where the file is read, in one line.
@@ -2039,6 +2048,19 @@ mod tests {
         assert_eq!(j.len(), 2);
         assert_eq!(j[1].config.device.geometry.blocks, 192);
         assert_eq!(j[1].config.device.geometry.pages_per_block, 64);
+        // Page and spare sizes take units as every size does (QA stop 28), and the job is
+        // the one of the plain byte count.
+        let a = spec("device = \"mlc2-2g\"\npage_size = \"4KiB\"\nspare_size = 128\n")
+            .unwrap()
+            .expand()
+            .unwrap();
+        let b = spec("device = \"mlc2-2g\"\npage_size = 4096\nspare_size = \"128\"\n")
+            .unwrap()
+            .expand()
+            .unwrap();
+        assert_eq!(a[0].config.device.geometry.page_size, 4096);
+        assert_eq!(a[0].id, b[0].id);
+        assert!(spec("page_size = \"1.5\"\n").is_err());
     }
 
     #[test]

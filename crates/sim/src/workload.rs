@@ -58,6 +58,13 @@ impl WorkloadSpec {
                 path,
             ))));
         }
+        // Other options take comma lists; a workload cannot, since phases use commas
+        // (QA stop 28: `hotcold:95/5,hotcold:90/10` said "Y is not a number").
+        if s.contains(',') {
+            return Err(format!(
+                "workload '{s}': one workload per value (repeat --workload, or a list in a sweep spec; phases:W1,W2 runs them in turn)"
+            ));
+        }
         match s {
             "sequential" | "seq" => Ok(WorkloadSpec::Sequential),
             "random" | "uniform" => Ok(WorkloadSpec::Random),

@@ -46,11 +46,11 @@ pub struct SpecOverrides {
     /// Number of erase blocks.
     #[arg(long, value_name = "N", help_heading = "Device overrides")]
     pub blocks: Option<u32>,
-    /// Data bytes per page.
-    #[arg(long, value_name = "BYTES", help_heading = "Device overrides")]
+    /// Data bytes per page (a size: 2048, 2KiB).
+    #[arg(long, value_name = "BYTES", help_heading = "Device overrides", value_parser = size_u32)]
     pub page_size: Option<u32>,
-    /// Spare (OOB) bytes per page.
-    #[arg(long, value_name = "BYTES", help_heading = "Device overrides")]
+    /// Spare (OOB) bytes per page (a size: 64, 0).
+    #[arg(long, value_name = "BYTES", help_heading = "Device overrides", value_parser = size_u32)]
     pub spare_size: Option<u32>,
     /// Pages per erase block.
     #[arg(long, value_name = "N", help_heading = "Device overrides")]
@@ -157,14 +157,13 @@ impl DeviceArgs {
     pub fn resolve_or(&self, default: &str) -> Result<DeviceSpec> {
         let spec = match (&self.device, &self.device_file) {
             (_, Some(path)) => load_device_file(path)?,
-            (Some(name), None) => preset(name)?,
+            (Some(name), None) => preset(name).map_err(|e| anyhow::anyhow!("--device: {e}"))?,
             (None, None) => preset(default)?,
         };
         self.overrides.apply(spec)
     }
 }
 
-/// A preset by name; the error lists the known presets.
 /// `--index-wear-gap N|none` of the commands that run the FMS (`sim` takes it through the
 /// sweep keys): a number of erasures, or `none` for the in-place wrap.
 pub fn parse_index_wear_gap(text: &str) -> Result<Option<u32>> {
@@ -176,6 +175,7 @@ pub fn parse_index_wear_gap(text: &str) -> Result<Option<u32>> {
     }
 }
 
+/// A preset by name; the error lists the known presets.
 pub fn preset(name: &str) -> Result<DeviceSpec> {
     Ok(DeviceSpec::preset(name)?)
 }
@@ -283,6 +283,13 @@ mod tests {
 /// Byte sizes (`4KiB`, `192MiB`) and durations (`30m`, `2h`), shared with sweep files.
 #[allow(unused_imports)]
 pub use sim::sweep::{parse_duration_s, parse_size};
+
+/// A size option that fits 32 bits (`2048`, `2KiB`), as every size option takes units
+/// (QA stop 28: `--page-size 2KiB` was refused).
+pub fn size_u32(s: &str) -> std::result::Result<u32, String> {
+    let v = parse_size(s)?;
+    u32::try_from(v).map_err(|_| format!("{v} bytes does not fit 32 bits"))
+}
 
 #[cfg(test)]
 mod parse_tests {

@@ -36,8 +36,9 @@ pub struct SimArgs {
     /// Request size.
     #[arg(long, default_value = default_of("unit"), value_delimiter = ',')]
     pub unit: Vec<String>,
-    /// closed (next request when the last completes), poisson:RATE (requests/s) or trace
-    /// (the trace's time stamps; the default for trace workloads, closed for the others).
+    /// closed (next request when the last completes), poisson:RATE (requests/s), trace
+    /// (the trace's time stamps) or auto, the default: trace for trace workloads, closed
+    /// for the others.
     #[arg(long, value_delimiter = ',')]
     pub arrival: Vec<String>,
     /// Segment selection: greedy,cost-benefit,cat,adaptive.
@@ -141,12 +142,28 @@ pub struct SimArgs {
 /// What `flashkit sim --help` says after the options: the device label, the write
 /// amplification figures and how latency is measured.
 pub const AFTER_HELP: &str = "\
-Results (--json, --csv):
+Results (--json, --csv; every key):
+  job, options              the job's id (a hash of its options) and every option's value
   device                    the preset's name, or `NAME (from FILE)` for a device read from
                             --device-file (options.device is then null: a file can carry a
                             preset's name with other figures)
+  workload, policy, regions, block_size, fill, readonly_fraction, wear_threshold, seed,
+  write_erase_ratio         the job's values of those options
+  redistribution            the method run (m1..m6; `paper` gives the policy's 1999 pairing)
+  arrival                   the arrivals run (`auto`: trace times for a trace, else closed)
   region_threshold_s        the DAC time threshold; null without one and with one region
+  written_bytes             bytes the workload wrote (a trace's write requests, as mapped)
   unit_bytes                the request size; null for a trace (its records bring theirs)
+  erasures                  segment erasures during the workload: the cleaner's, wear swaps'
+                            and the index log's
+  blocks_copied             valid blocks the cleaner and wear swaps copied
+  cleaning_cost             erasures + blocks_copied x write_erase_ratio / blocks_per_segment
+                            (the 1999 paper's cost: a segment's worth of block writes costs
+                            write_erase_ratio erasures)
+  wear_stddev, wear_min, wear_max
+                            standard deviation, least and most of the good segments' erase
+                            counts at the end (the pre-fill's included)
+  user_writes               user block writes (a request covers one or more blocks)
   flash_writes              flash block writes: user_writes + blocks_copied + trim_list_slots
   trim_list_slots           spare mode: trim-list slots programmed for the workload's trims
                             (0 in header mode, where a trim clears live bits in place)
@@ -168,15 +185,25 @@ Results (--json, --csv):
   elapsed_time_s            simulated time from the workload's start to the last request's
                             completion, idle time included (device_time_s when closed);
                             bandwidth or IOPS over the run: written_bytes or requests / it
+  policy_greedy_share       adaptive: the share of cleanings that chose greedy (the rest
+                            chose CAT); null for the other policies and before a cleaning
+  wear_swaps                wear-levelling swaps (--wear-threshold)
   retired_segments          segments whose erase block went bad during the workload (worn
                             out under --endurance, or failed)
   spare_reads               spare-area reads of the device during the workload and the
                             remount that mount_time_s measures (in practice the mount's scan)
+  ram_bytes                 the bytes of the FMS's tables in RAM at the end
+  mount_time_s              device time a mount of the medium the run left takes
+  requests                  requests the workload made
   mean/p50/p99/max_latency_us
                             per-request latency from the device timing model, waits behind
                             earlier requests and cleaning included; percentiles and the
                             maximum come from an HDR histogram (3 significant digits): each
                             is its bucket's upper bound, not an exact observed value
+  blocks_per_segment, logical_blocks
+                            the FMS's slots per segment and exported blocks
+  user_reads, trims         blocks the workload's read requests cover, and blocks trimmed
+  trace                     trace workloads: what was read from the trace (docs/traces.md)
 Every option that takes a list (--policy greedy,cat, --device PRESET,PRESET, --trace-map
 modulo,compact, ...) runs the product of the lists, one job each, as a sweep spec does.
 Options with no effect on a job are null in its options object (device with --device-file,

@@ -378,7 +378,7 @@ pub fn run(a: TortureArgs) -> Result<()> {
         report.untested(cfg.fms.wear_threshold.is_some())
     };
     for w in untested {
-        eprintln!("torture: warning: {w}");
+        eprintln!("flashkit: warning: {w}");
     }
     if let Some(path) = &a.report.csv {
         output::write_csv(path, std::slice::from_ref(&report))?;

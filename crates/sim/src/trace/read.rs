@@ -20,17 +20,24 @@ const BUF_BYTES: usize = 256 << 10;
 /// Open a trace file for reading, decompressing it when it starts with the gzip magic bytes.
 pub fn open_input(path: &Path) -> Result<BufReader<Box<dyn Read + Send>>, TraceError> {
     let name = path.display().to_string();
-    let mut f =
-        File::open(path).map_err(|e| TraceError::new(&name, None, format!("cannot open: {e}")))?;
     // Traces are read more than once (the format's detection, the run; a job's id hashes
     // the file), which a pipe, a FIFO or a device cannot give (QA stop 27: `/dev/zero`
-    // was read for ever).
-    if !f.metadata().is_ok_and(|m| m.is_file()) {
-        return Err(TraceError::new(
+    // was read for ever). Checked before the open too, which waits for a writer on a FIFO
+    // (QA stop 28), and after it, on what was opened.
+    let not_regular = || {
+        TraceError::new(
             &name,
             None,
             "not a regular file (a trace is read more than once: save a pipe's output to a file first)",
-        ));
+        )
+    };
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        return Err(not_regular());
+    }
+    let mut f =
+        File::open(path).map_err(|e| TraceError::new(&name, None, format!("cannot open: {e}")))?;
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(not_regular());
     }
     let mut magic = [0u8; 2];
     let mut got = 0;

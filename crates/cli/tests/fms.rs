@@ -2458,4 +2458,25 @@ fn writing_options_are_refused_where_the_image_is_only_read() {
         "--policy",
         "greedy",
     ]));
+    // `none` (off) as sim, sweep and bench take it (QA stop 28: refused here).
+    ok(flashkit([
+        "fms",
+        "write",
+        img,
+        "--input",
+        "/dev/null",
+        "--wear-threshold",
+        "none",
+    ]));
+    ok(flashkit([
+        "torture",
+        "--device",
+        "nandsim-256m",
+        "--ops",
+        "20",
+        "--cuts",
+        "2",
+        "--wear-threshold",
+        "none",
+    ]));
 }

@@ -175,6 +175,22 @@ pub fn parse_index_wear_gap(text: &str) -> Result<Option<u32>> {
     }
 }
 
+/// `--wear-threshold N|none` of the commands that run the FMS (`sim` takes it through
+/// the sweep keys, `none` included): a number of erasures, or `none` (off, the default).
+pub fn parse_wear_threshold(text: &str) -> std::result::Result<WearThreshold, String> {
+    match text {
+        "none" => Ok(WearThreshold(None)),
+        n => n
+            .parse::<u32>()
+            .map(|n| WearThreshold(Some(n)))
+            .map_err(|_| format!("'{n}' is not a number of erasures or `none`")),
+    }
+}
+
+/// A `--wear-threshold` given: `None` for `none`.
+#[derive(Clone, Copy, Debug)]
+pub struct WearThreshold(pub Option<u32>);
+
 /// A preset by name; the error lists the known presets.
 pub fn preset(name: &str) -> Result<DeviceSpec> {
     Ok(DeviceSpec::preset(name)?)

@@ -76,9 +76,10 @@ pub struct MountArgs {
     pub read_retries: u8,
     /// Wear levelling while this command runs: when the most and least erased segments
     /// differ by more than N erasures, swap their roles (the paper's scheme; off by
-    /// default, as in `sim`). Not recorded on flash: give it to every command that writes.
-    #[arg(long, value_name = "N")]
-    pub wear_threshold: Option<u32>,
+    /// default, as in `sim`; `none`: off). Not recorded on flash: give it to every command
+    /// that writes.
+    #[arg(long, value_name = "N|none", value_parser = super::common::parse_wear_threshold)]
+    pub wear_threshold: Option<super::common::WearThreshold>,
     /// Move the index log to a free segment when its own has been erased more than N
     /// times beyond it, instead of erasing it in place (`none`: always in place) [default: 8]
     #[arg(long, value_name = "N|none")]
@@ -109,7 +110,7 @@ impl MountArgs {
         };
         Ok(FmsConfig {
             read_retries: self.read_retries,
-            wear_threshold: self.wear_threshold,
+            wear_threshold: self.wear_threshold.and_then(|w| w.0),
             index_wear_gap,
             scrub_threshold: self.scrub_threshold,
             ..cfg

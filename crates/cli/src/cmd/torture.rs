@@ -74,9 +74,9 @@ pub struct TortureArgs {
     /// arrival times, so device time is the time its operations take) [default: none]
     #[arg(long, value_name = "DURATION")]
     pub region_threshold: Option<String>,
-    /// FMS wear levelling threshold.
-    #[arg(long, value_name = "N")]
-    pub wear_threshold: Option<u32>,
+    /// FMS wear levelling threshold (`none`: off, the default).
+    #[arg(long, value_name = "N|none", value_parser = super::common::parse_wear_threshold)]
+    pub wear_threshold: Option<super::common::WearThreshold>,
     /// Move the index log to a free segment, instead of erasing its own in place, when a
     /// wrap finds its segment erased more than N times beyond that free segment (`none`:
     /// always wrap in place). 0 moves it whenever it is ahead at all [default: 8]
@@ -235,7 +235,7 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
         let s = sim::sweep::parse_duration_s(t).map_err(|e| anyhow!("--region-threshold: {e}"))?;
         c.fms.region_threshold_ps = Some((s * 1e12) as u64);
     }
-    c.fms.wear_threshold = a.wear_threshold;
+    c.fms.wear_threshold = a.wear_threshold.and_then(|w| w.0);
     if let Some(g) = &a.index_wear_gap {
         c.fms.index_wear_gap = super::common::parse_index_wear_gap(g)?;
     }

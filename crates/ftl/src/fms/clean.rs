@@ -18,15 +18,6 @@ impl Fms {
 
     #[inline(never)]
     pub(super) fn make_space(&mut self) -> DevResult<()> {
-        // Tombstones waiting to be written (a trim whose list program failed after its
-        // blocks were unmapped, rescued ones a mount found) are written before anything
-        // is cleaned: the cleaner may erase the segment holding a trimmed block's newest
-        // copy, and a power cut before the tombstone is on flash would bring back an
-        // older one (QA stop 28). If they cannot be written, nothing is cleaned and the
-        // operation fails, as the trim did.
-        if !self.trims.pending.is_empty() {
-            self.write_trims()?;
-        }
         let high = self.water_marks().1;
         if self.free.is_empty() {
             self.without_a_free_segment()?;

@@ -1473,11 +1473,27 @@ impl Fms {
                 if let Err(e) = self.ensure_space() {
                     self.space_for_lost(e, &chunk)?;
                 }
+                // The list first, then the unmapping, with no cleaning in between: a block
+                // is unmapped once its tombstone is on flash. A list that cannot be
+                // programmed (failures, numbers running out) leaves its blocks mapped and
+                // the trim failed: nothing waits in RAM for the next flush, during which
+                // the cleaner could erase a trimmed block's newest copy and a cut bring
+                // back an older one (QA stop 28, the review of the failure path).
                 for &lbn in &chunk {
                     self.add_tomb(lbn)?;
-                    self.unmap(lbn)?;
                 }
-                self.write_trims()?;
+                let listed = self.write_trims();
+                for &lbn in &chunk {
+                    if self.trims.tomb.get(&lbn).is_some_and(|t| t.at != NONE) {
+                        self.unmap(lbn)?;
+                    } else {
+                        self.trims.tomb.remove(&lbn);
+                    }
+                }
+                if let Err(e) = listed {
+                    self.trims.pending.retain(|l| !chunk.contains(l));
+                    return Err(e);
+                }
                 if self.lost.is_some() {
                     for &lbn in &chunk {
                         self.resolve_lost(lbn)?;

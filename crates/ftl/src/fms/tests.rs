@@ -537,13 +537,15 @@ fn failed_trim_keeps_the_utilisation_counts() {
     }
 }
 
-/// A spare-mode trim whose list program fails after its block was unmapped leaves the
-/// tombstone waiting in RAM (`Trims::pending`). The writes that follow clean, and the
-/// cleaner may erase the segment holding the block's newest copy: a power cut before the
-/// tombstone is on flash brought back an older copy (QA stop 28). The waiting tombstones
-/// are now written before anything is cleaned.
+/// A spare-mode trim whose list cannot be programmed fails and leaves its blocks mapped,
+/// as they were (stop 28). It used to unmap them first and leave the tombstones waiting in
+/// RAM for the next flush: the writes that followed cleaned, the cleaner erased the
+/// segment holding the block's newest copy, and a power cut brought back an older copy
+/// (QA review); writing the waiting tombstones before any cleaning instead wedged a device
+/// without room (every write failed). Now nothing waits: the FMS keeps writing, and after
+/// the cleaning and a cut the block reads its content at the failed trim.
 #[test]
-fn a_failed_trim_list_is_written_before_anything_is_cleaned() {
+fn a_trim_whose_list_fails_leaves_its_blocks_as_they_were() {
     let spec = shrunk("nandsim-256m", 24, 32);
     let cfg = FmsConfig {
         block_size: 1024,
@@ -561,10 +563,8 @@ fn a_failed_trim_list_is_written_before_anything_is_cleaned() {
     let p = f.split(f.blocks[1].map).0;
     // Its second copy, in another segment.
     f.write_block(0, Some(&vec![0x22u8; bs])).unwrap();
-    let v = f.split(f.blocks[0].map).0;
-    assert_ne!(p, v);
-    // The trim fails after unmapping: programs and erases report status-fail until the
-    // trim list's append gives up.
+    assert_ne!(p, f.split(f.blocks[0].map).0);
+    // Programs and erases report status-fail until the trim list's append gives up.
     f.nand.set_faults(nand::FaultPlan {
         fail_ops: (1..=12).collect(),
         ..nand::FaultPlan::default()
@@ -572,29 +572,73 @@ fn a_failed_trim_list_is_written_before_anything_is_cleaned() {
     let r = f.trim_block(0);
     f.nand.set_faults(nand::FaultPlan::default());
     assert!(r.is_err(), "the trim must fail for this test: {r:?}");
-    assert!(!f.trims.pending.is_empty());
-    // Hot writes until the second copy's segment was erased.
-    let ec0 = f.segs[v as usize].erase_count;
-    for n in 0..5000u32 {
-        if f.segs[v as usize].erase_count != ec0 {
-            break;
-        }
+    assert!(f.trims.pending.is_empty(), "nothing waits for a flush");
+    assert!(f.lookup(0).is_some(), "the block stays mapped");
+    assert_eq!((f.valid_slots(), f.data_segs), f.scan_utilization());
+    // Hot writes, with cleaning (the failures retired the second copy's segment, whose
+    // valid blocks moved out).
+    let erased = f.stats().erasures;
+    for n in 0..2000u32 {
         f.write_block(slots * 2 + n % 8, Some(&vec![0x33u8; bs]))
             .unwrap();
     }
-    assert_ne!(f.segs[v as usize].erase_count, ec0, "never cleaned");
-    assert!(f.trims.pending.is_empty(), "written before the cleaning");
-    // A power cut (no flush): block 0 reads its content at the trim or zeros, never the
-    // older copy.
-    let nd = Nand::open(spec, f.into_nand().into_store()).unwrap();
-    let mut f = Fms::mount(nd, cfg).unwrap();
+    assert!(f.stats().erasures > erased + 20, "the cleaner ran");
+    // A power cut (no flush): block 0 reads its content at the failed trim.
+    let nd = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+    let mut f = Fms::mount(nd, cfg.clone()).unwrap();
     let mut buf = vec![0u8; bs];
     f.read_block(0, Some(&mut buf)).unwrap();
-    assert!(
-        buf[0] == 0x22 || buf[0] == 0,
-        "block 0 reads {:#x}: older than its content at the trim",
-        buf[0]
-    );
+    assert_eq!(buf[0], 0x22, "block 0 after the cut");
+    // And a trim now succeeds and lasts.
+    f.trim_block(0).unwrap();
+    let nd = Nand::open(spec, f.into_nand().into_store()).unwrap();
+    let mut f = Fms::mount(nd, cfg).unwrap();
+    f.read_block(0, Some(&mut buf)).unwrap();
+    assert!(buf.iter().all(|&b| b == 0), "trimmed");
+}
+
+/// A failed trim on a full device (no free segment, no room in the streams' segments)
+/// does not stop later writes: the cleaner makes room as before (QA stop 28: with the
+/// tombstones written before any cleaning, every later write and flush failed).
+#[test]
+fn a_failed_trim_on_a_full_device_does_not_stop_the_writes() {
+    let cfg = FmsConfig {
+        block_size: 1024,
+        policy: Policy::Greedy,
+        ..FmsConfig::default()
+    };
+    let mut failed = 0;
+    for nfail in [4u64, 8, 12, 16] {
+        let spec = shrunk("nandsim-256m", 24, 32);
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        let bs = 1024usize;
+        for l in 0..f.logical as u32 {
+            f.write_block(l, Some(&vec![0xC0u8; bs])).unwrap();
+        }
+        for n in 0..300u32 {
+            f.write_block(n % 8, Some(&vec![0x33u8; bs])).unwrap();
+        }
+        f.nand.set_faults(nand::FaultPlan {
+            fail_ops: (1..=nfail).collect(),
+            ..nand::FaultPlan::default()
+        });
+        let r = f.trim_block(20);
+        f.nand.set_faults(nand::FaultPlan::default());
+        if r.is_err() {
+            failed += 1;
+            assert!(
+                f.lookup(20).is_some(),
+                "nfail {nfail}: block 20 stays mapped"
+            );
+        }
+        for n in 0..300u32 {
+            f.write_block(8 + n % 8, Some(&vec![0x44u8; bs]))
+                .unwrap_or_else(|e| panic!("nfail {nfail}: write {n}: {e}"));
+        }
+        f.flush().unwrap();
+        assert_eq!((f.valid_slots(), f.data_segs), f.scan_utilization());
+    }
+    assert!(failed > 0, "no trim failed: the test tests nothing");
 }
 
 /// What a run under faults left: the FMS, what each block was last written with

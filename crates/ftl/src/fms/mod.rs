@@ -787,12 +787,8 @@ impl Fms {
             if let (Some(h), false) = (old, grown) {
                 if h.kind == 1 {
                     harmless.push(s);
-                } else if h.kind == 0
-                    && h.block_size == f.lay.block_size
-                    && h.slots == f.lay.slots
-                    && h.features == f.lay.features()
-                {
-                    empty_candidates.push((s, (h.erase_seq, h.format_id)));
+                } else if h.kind == 0 {
+                    empty_candidates.push((s, h));
                 }
             }
         }
@@ -830,8 +826,8 @@ impl Fms {
             }
         }
         if f.index.is_none() {
-            for (s, header) in empty_candidates {
-                if mount::holds_no_record(f, s, header)? {
+            for (s, h) in empty_candidates {
+                if mount::holds_no_record_of(f, s, &h)? {
                     done[s as usize] = true;
                     if f.format_segment(s)? {
                         break;

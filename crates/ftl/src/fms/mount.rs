@@ -208,48 +208,56 @@ fn opened_ms(created: &mut Option<u64>, oldest_ms: u32) {
 
 /// The first segment header that decodes, scanning good segments in order.
 pub(super) fn probe(nand: &mut Nand) -> DevResult<Option<SegHeader>> {
-    // The newest format number any good segment's header carries, then its first header.
-    let mut newest = None;
+    Ok(scan_headers(nand, 0)?.1)
+}
+
+/// What the scan's read of a good segment's header found.
+#[derive(Clone, Copy)]
+enum Early {
+    /// A header that decodes, or erased: as [`read_header`] takes its first read.
+    Final(HeaderRead),
+    /// Bytes that do not decode: [`read_header`]'s first read, the re-reads to come.
+    Undecoded([u8; SEG_HEADER]),
+}
+
+/// One read of every good segment's header (`None` for a bad segment), and the medium's
+/// first header, the first of the newest format number at or above `min_format` (see
+/// [`mount`]).
+#[allow(clippy::type_complexity)]
+fn scan_headers(
+    nand: &mut Nand,
+    min_format: u64,
+) -> DevResult<(Vec<Option<Early>>, Option<SegHeader>)> {
     let mut hdr = [0u8; SEG_HEADER];
+    let mut found = Vec::with_capacity(nand.geometry().blocks as usize);
+    let mut newest: Option<SegHeader> = None;
     for seg in 0..nand.geometry().blocks {
         if nand.is_bad(seg) {
+            found.push(None);
             continue;
         }
         let first = nand.geometry().first_page(seg);
         nand.read(first, 0, &mut hdr)?;
-        if let Ok(Some(h)) = SegHeader::decode(&hdr) {
-            if newest.is_none_or(|n: SegHeader| h.format_id > n.format_id) {
-                newest = Some(h);
+        found.push(Some(match SegHeader::decode(&hdr) {
+            Ok(None) => Early::Final(HeaderRead::Erased),
+            Ok(Some(h)) => {
+                if h.format_id >= min_format && newest.is_none_or(|n| h.format_id > n.format_id) {
+                    newest = Some(h);
+                }
+                Early::Final(HeaderRead::Valid(h))
             }
-        }
+            Err(_) => Early::Undecoded(hdr),
+        }));
     }
-    Ok(newest)
+    Ok((found, newest))
 }
 
-/// [`probe`] among the headers of format number `min_format` or above: the first good
-/// segment's that decodes, unless a later one is of a newer format (a format stopped
-/// before it reached the first good segment, `Fms::format_medium`): the newest's first.
-fn probe_from(nand: &mut Nand, min_format: u64) -> DevResult<Option<SegHeader>> {
-    let mut hdr = [0u8; SEG_HEADER];
-    for seg in 0..nand.geometry().blocks {
-        if nand.is_bad(seg) {
-            continue;
-        }
-        let first = nand.geometry().first_page(seg);
-        nand.read(first, 0, &mut hdr)?;
-        if let Ok(Some(h)) = SegHeader::decode(&hdr) {
-            if h.format_id >= min_format {
-                return Ok(Some(h));
-            }
-        }
-    }
-    Ok(None)
-}
-
-/// Mount: the medium is the format whose header a good segment carries first, unless a
-/// later good segment carries a newer one — then again, from the newest (see "Mount" in
-/// `docs/format/fms.md`; a format writes its first header to a segment that holds nothing
-/// of the old medium, which need not be the first good one, `Fms::format_medium`).
+/// Mount: the medium is the newest format number a good segment's header carries, read
+/// in one scan of the headers before anything else (see "Mount" in `docs/format/fms.md`;
+/// a format writes its first header to a segment that holds nothing of the old medium,
+/// which need not be the first good one, `Fms::format_medium`). Should a read of the
+/// mount itself find a newer one than the scan (a header the scan's read could not
+/// decode, read whole again), it mounts again from the newest.
 pub(super) fn mount(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     let clock0 = nand.clock_ps();
     let (mut nand, mut min_format) = (nand, 0);
@@ -271,9 +279,13 @@ fn mount_from(
     clock0: u64,
     min_format: u64,
 ) -> DevResult<Result<Fms, (Box<Nand>, u64)>> {
+    // The headers, and the medium's format number: the mount reads each header once (the
+    // loop below takes the scan's reads that are final).
+    let (mut early, newest) = scan_headers(&mut nand, min_format)?;
+    let min_format = newest.map_or(min_format, |h| h.format_id.max(min_format));
     let mut recorded = None;
     if cfg.logical_blocks.is_none() {
-        if let Some(h) = probe_from(&mut nand, min_format)? {
+        if let Some(h) = newest {
             if h.logical_blocks > 0 && h.block_size == cfg.block_size {
                 recorded = Some(h.logical_blocks as u64);
             }
@@ -347,7 +359,12 @@ fn mount_from(
             }
             continue;
         }
-        let mut read = read_header(&mut f, seg, code)?;
+        let mut read = match early[si].take() {
+            Some(Early::Final(r)) => r,
+            // The scan's read, which did not decode, is the first of `read_header`'s.
+            Some(Early::Undecoded(b)) => read_header_after(&mut f, seg, code, Some(b))?,
+            None => read_header(&mut f, seg, code)?,
+        };
         if read == HeaderRead::Unreadable && medium.is_none() && !looked_ahead {
             // The medium's header code is not known yet: look ahead for its first header
             // that decodes, and read this one again with the code it says.
@@ -1248,6 +1265,17 @@ impl HeaderRead {
 /// header torn just beyond what the correction takes, read once with a flip on one of
 /// its missing bits, must not be corrected by this mount and found dirty by the next.
 pub(super) fn read_header(f: &mut Fms, seg: u32, code: Option<u8>) -> DevResult<HeaderRead> {
+    read_header_after(f, seg, code, None)
+}
+
+/// [`read_header`] whose first read returned `first_read` when given (the mount's scan of
+/// the headers made it).
+fn read_header_after(
+    f: &mut Fms,
+    seg: u32,
+    code: Option<u8>,
+    mut first_read: Option<[u8; SEG_HEADER]>,
+) -> DevResult<HeaderRead> {
     let first = f.nand.geometry().first_page(seg);
     // A code the page cannot hold (a corrupt or foreign header said it, and the caller
     // took it from there): not read, as on media without one (QA stop 28: the read of
@@ -1265,7 +1293,10 @@ pub(super) fn read_header(f: &mut Fms, seg: u32, code: Option<u8>) -> DevResult<
         if t > 0 {
             f.stats.read_retries += 1;
         }
-        f.nand.read(first, 0, &mut b)?;
+        match first_read.take() {
+            Some(r) => b = r,
+            None => f.nand.read(first, 0, &mut b)?,
+        }
         match SegHeader::decode(&b) {
             Ok(None) => return Ok(HeaderRead::Erased),
             Ok(Some(h)) => return Ok(HeaderRead::Valid(h)),
@@ -1623,6 +1654,37 @@ pub(super) fn holds_no_record(f: &mut Fms, seg: u32, header: (u64, u64)) -> DevR
         Ok(())
     })?;
     Ok(!any)
+}
+
+/// [`holds_no_record`] for a segment whose (valid, kind 0) header `h` may be of another
+/// layout than `f`'s (a format with other options over the medium): read with the
+/// layout the header describes (block size, slots, features, on this device). `false`
+/// when the header describes no layout this device can have.
+pub(super) fn holds_no_record_of(f: &mut Fms, seg: u32, h: &SegHeader) -> DevResult<bool> {
+    let geo = f.nand.geometry().clone();
+    let Ok(base) = Layout::new(&geo, h.block_size) else {
+        return Ok(false);
+    };
+    let Ok(t) = ecc_strength_of(h.features) else {
+        return Ok(false);
+    };
+    let mut old = base
+        .with_live_byte(h.features & FEATURE_LIVE_BYTE != 0)
+        .with_header_code(h.features & FEATURE_HEADER_CODE != 0)
+        .with_summary(h.features & FEATURE_SUMMARY != 0);
+    if t > 0 {
+        match old.with_ecc(t, &geo) {
+            Ok(l) => old = l,
+            Err(_) => return Ok(false),
+        }
+    }
+    if old.slots != h.slots || old.features() != h.features {
+        return Ok(false);
+    }
+    let own = std::mem::replace(&mut f.lay, old);
+    let r = holds_no_record(f, seg, (h.erase_seq, h.format_id));
+    f.lay = own;
+    r
 }
 
 /// The records that decode in the `unreadable` segments (good, header neither erased

@@ -542,6 +542,9 @@ pub fn prepare(cfg: &SimConfig) -> Result<Prepared> {
         fms.write_block(lbn as u32, None)
             .with_context(|| format!("pre-fill at block {lbn}"))?;
     }
+    // The pre-fill is not the workload: the adaptive cleaner monitors the workload's
+    // writes only.
+    fms.restart_write_monitor();
     if units == 0 {
         let ro = if ro_blocks > 0 {
             format!(", {ro_blocks} of them read-only (--readonly-fraction)")

@@ -3,7 +3,8 @@
 //! and the clock at each decision feed the age-based policies, so a speed change that
 //! reorders them changes results without breaking any invariant. These runs pin erasures
 //! and copies of each policy on small versions of the papers' workloads. A deliberate
-//! change of behaviour updates the numbers here, and says why in its commit.
+//! change of behaviour updates the numbers here, and says why in its commit. (Stop 28:
+//! the adaptive rows, when the write monitor stopped counting the pre-fill.)
 
 use ftl::fms::select::Policy;
 use sim::driver::{run, Arrival, SimConfig};
@@ -42,7 +43,7 @@ fn hot_cold_90_10_results_are_pinned() {
             (Policy::Greedy, 2907, 78150),
             (Policy::CostBenefit, 2103, 53191),
             (Policy::Cat, 1590, 37289),
-            (Policy::Adaptive, 1700, 40708),
+            (Policy::Adaptive, 1590, 37289),
         ],
     );
 }
@@ -57,7 +58,7 @@ fn random_results_are_pinned() {
             (Policy::Greedy, 2866, 76880),
             (Policy::CostBenefit, 3129, 85033),
             (Policy::Cat, 3061, 82880),
-            (Policy::Adaptive, 2911, 78266),
+            (Policy::Adaptive, 2953, 79569),
         ],
     );
 }
@@ -72,7 +73,7 @@ fn dac_phases_with_poisson_arrivals_are_pinned() {
             (Policy::Greedy, 2928, 78762),
             (Policy::CostBenefit, 2589, 68216),
             (Policy::Cat, 2629, 69495),
-            (Policy::Adaptive, 2576, 67857),
+            (Policy::Adaptive, 2568, 67539),
         ],
     );
 }

@@ -49,6 +49,21 @@ impl Adaptive {
         }
     }
 
+    /// Start again, as new: the monitor's window, the verdict (non-uniform until a window
+    /// completes) and the counts of choices. The simulator calls it after its pre-fill,
+    /// which no figure of the workload counts (stop 28, a fidelity review: the pre-fill's
+    /// writes, each block once, made the first verdict "uniform", and greedy ran for the
+    /// workload's first window; the paper monitors the writes between cleanings).
+    pub fn restart(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1).max(1);
+        self.writes = 0;
+        self.sum_sq = 0;
+        self.uniform = false;
+        self.greedy_choices = 0;
+        self.cat_choices = 0;
+        self.last_ratio = f64::NAN;
+    }
+
     /// The write monitor: one user write of `lbn`.
     #[inline]
     pub fn on_write(&mut self, lbn: u32) {

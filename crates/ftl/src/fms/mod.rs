@@ -1039,6 +1039,13 @@ impl Fms {
     pub fn adaptive(&self) -> Option<&Adaptive> {
         self.adaptive.as_ref()
     }
+    /// The adaptive policy's write monitor and choice counts start again
+    /// ([`Adaptive::restart`]); nothing for the other policies.
+    pub fn restart_write_monitor(&mut self) {
+        if let Some(a) = &mut self.adaptive {
+            a.restart();
+        }
+    }
     /// Erase counts per segment as the FMS knows them (from its headers).
     pub fn erase_counts(&self) -> Vec<u32> {
         self.segs.iter().map(|s| s.erase_count).collect()

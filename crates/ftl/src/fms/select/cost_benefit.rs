@@ -6,9 +6,9 @@
 //! recent modification"; the 1999 paper glosses it "(i.e., the last block invalidation)",
 //! the DAC paper does not, and LFS and Kawaguchi take the segment's most recent write.
 //!
-//! Default: `CbAge::Written`, the time since the segment was written (its creation here,
-//! the one timestamp the FMS lookup table of Fig. 9 keeps per segment, the same one CAT
-//! uses). Why not the invalidation reading: under uniform updates the time since a
+//! Default: `CbAge::Written`, the time since the segment was created (opened empty: the
+//! time of its oldest block, not its most recent write, which the FMS lookup table of
+//! Fig. 9 does not keep; the one timestamp it keeps per segment, the same one CAT uses). Why not the invalidation reading: under uniform updates the time since a
 //! segment's last invalidation is memoryless noise (exponential, with a mean that depends
 //! only on the valid count), so cost-benefit picks fuller segments than greedy by chance.
 //! Measured on Table 4's random workload (`flashkit sim --workload random --policy

@@ -762,7 +762,7 @@ impl Fms {
         // Good segments without a header to carry a count from, and the largest count
         // found: theirs unless the medium has no FMS header at all.
         let mut lost = Vec::new();
-        // The old medium's segments the format may erase first (see `format_order`).
+        // The old medium's segments the format may erase first (below).
         let mut harmless = Vec::new();
         let mut empty_candidates = Vec::new();
         for s in 0..f.lay.segments {
@@ -1482,19 +1482,37 @@ impl Fms {
                 // the trim failed: nothing waits in RAM for the next flush, during which
                 // the cleaner could erase a trimmed block's newest copy and a cut bring
                 // back an older one (QA stop 28, the review of the failure path).
-                for &lbn in &chunk {
-                    self.add_tomb(lbn)?;
-                }
-                let listed = self.write_trims();
-                for &lbn in &chunk {
-                    if self.trims.tomb.get(&lbn).is_some_and(|t| t.at != NONE) {
-                        self.unmap(lbn)?;
-                    } else {
-                        self.trims.tomb.remove(&lbn);
+                // (A lost block may already have a tombstone, which a failed trim keeps.)
+                let before: Vec<Option<trims::Tomb>> = chunk
+                    .iter()
+                    .map(|l| self.trims.tomb.get(l).copied())
+                    .collect();
+                let listed = chunk
+                    .iter()
+                    .try_for_each(|&lbn| self.add_tomb(lbn))
+                    .and_then(|()| self.write_trims());
+                for (&lbn, prev) in chunk.iter().zip(&before) {
+                    match self.trims.tomb.get(&lbn) {
+                        // This trim's tombstone, on flash.
+                        Some(t) if t.at != NONE && prev.is_none_or(|p| p.seq != t.seq) => {
+                            self.unmap(lbn)?;
+                        }
+                        _ => match prev {
+                            Some(p) => {
+                                self.trims.tomb.insert(lbn, *p);
+                            }
+                            None => {
+                                self.trims.tomb.remove(&lbn);
+                            }
+                        },
                     }
                 }
                 if let Err(e) = listed {
-                    self.trims.pending.retain(|l| !chunk.contains(l));
+                    // This trim's tombstones are gone; those waiting before it still wait.
+                    self.trims.pending.retain(|l| match chunk.binary_search(l) {
+                        Ok(i) => before[i].is_some_and(|p| p.at == NONE),
+                        Err(_) => true,
+                    });
                     return Err(e);
                 }
                 if self.lost.is_some() {

@@ -664,36 +664,24 @@ fn a_format_with_other_options_heads_an_empty_segment_first_and_mounts_after_a_c
         .filter(|&s| f.segs[s as usize].next > 0 && s != old_index)
         .collect();
     assert!(!holding.is_empty());
+    let nd = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
     let new_cfg = FmsConfig {
         block_size: 2048,
         ..FmsConfig::default()
     };
     // The old index segment's erase (the format's first operation) fails.
-    let mut nd = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
-    nd.set_faults(nand::FaultPlan {
+    let mut c = nd.try_clone().unwrap();
+    c.set_faults(nand::FaultPlan {
         fail_ops: vec![1],
         ..nand::FaultPlan::default()
     });
-    let g = Fms::format(nd, new_cfg.clone()).unwrap();
+    let g = Fms::format(c, new_cfg.clone()).unwrap();
     let first = g.index.as_ref().unwrap().seg;
     assert!(
         !holding.contains(&first) && first != old_index,
         "the first segment headed ({first}) held old records ({holding:?})"
     );
-    // The same format cut right after that first header: the new medium mounts.
-    let mut f = Fms::format(
-        Nand::ram(spec.clone()).unwrap(),
-        FmsConfig {
-            block_size: 1024,
-            ..FmsConfig::default()
-        },
-    )
-    .unwrap();
-    for l in 0..40 {
-        f.write_block(l, Some(&vec![0x5Au8; 1024])).unwrap();
-    }
-    f.flush().unwrap();
-    let nd = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
+    // The same format cut soon after that first header: the new medium mounts.
     // Op 1 is the failed erase; the empty segment's erase and header follow; a cut soon
     // after them leaves its header the only one of the new format.
     let mut cut_at = None;

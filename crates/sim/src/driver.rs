@@ -233,6 +233,51 @@ pub struct SimResult {
 }
 
 impl SimResult {
+    /// The mean of several runs of one configuration (different seeds), as the 1999
+    /// paper reports its figures ("averaging four runs"): every measured figure averaged,
+    /// counts rounded to the nearest whole one; the options and labels (and the seed) are
+    /// the first run's. A ratio that is null in any run is null. `runs` must not be empty.
+    pub fn mean(runs: &[SimResult]) -> SimResult {
+        let n = runs.len() as f64;
+        let f = |g: fn(&SimResult) -> f64| runs.iter().map(g).sum::<f64>() / n;
+        let u = |g: fn(&SimResult) -> u64| {
+            (runs.iter().map(|r| g(r) as u128).sum::<u128>() as f64 / n).round() as u64
+        };
+        let opt = |g: fn(&SimResult) -> Option<f64>| {
+            runs.iter().map(g).sum::<Option<f64>>().map(|s| s / n)
+        };
+        let mut m = runs[0].clone();
+        m.erasures = u(|r| r.erasures);
+        m.blocks_copied = u(|r| r.blocks_copied);
+        m.cleaning_cost = f(|r| r.cleaning_cost);
+        m.wear_stddev = f(|r| r.wear_stddev);
+        m.wear_min = u(|r| r.wear_min as u64) as u32;
+        m.wear_max = u(|r| r.wear_max as u64) as u32;
+        m.user_writes = u(|r| r.user_writes);
+        m.flash_writes = u(|r| r.flash_writes);
+        m.trim_list_slots = u(|r| r.trim_list_slots);
+        m.write_amplification = opt(|r| r.write_amplification);
+        m.host_bytes_written = u(|r| r.host_bytes_written);
+        m.byte_write_amplification = opt(|r| r.byte_write_amplification);
+        m.device_time_s = f(|r| r.device_time_s);
+        m.throughput_bytes_per_s = f(|r| r.throughput_bytes_per_s);
+        m.elapsed_time_s = f(|r| r.elapsed_time_s);
+        m.policy_greedy_share = opt(|r| r.policy_greedy_share);
+        m.wear_swaps = u(|r| r.wear_swaps);
+        m.retired_segments = u(|r| r.retired_segments);
+        m.spare_reads = u(|r| r.spare_reads);
+        m.ram_bytes = u(|r| r.ram_bytes);
+        m.mount_time_s = f(|r| r.mount_time_s);
+        m.requests = u(|r| r.requests);
+        m.mean_latency_us = f(|r| r.mean_latency_us);
+        m.p50_latency_us = f(|r| r.p50_latency_us);
+        m.p99_latency_us = f(|r| r.p99_latency_us);
+        m.max_latency_us = f(|r| r.max_latency_us);
+        m.user_reads = u(|r| r.user_reads);
+        m.trims = u(|r| r.trims);
+        m
+    }
+
     /// The fields of a result that are not numbers (names, labels, the trace summary);
     /// every other field of [`SimResult::FIELDS`] is a metric.
     const TEXT_FIELDS: &'static [&'static str] = &[

@@ -186,10 +186,18 @@ impl std::fmt::Debug for OnNote {
     }
 }
 
+/// How many runs each figure of ours averages by default: the 1999 paper's "averaging
+/// four runs" (Section 5; the DAC paper does not say, and gets the same).
+pub const PAPER_RUNS: u32 = 4;
+
 /// Knobs every reproduction accepts (to run it smaller or with another seed).
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// The first run's seed; the others take the next ones (`seed + 1`, ...).
     pub seed: u64,
+    /// Runs per configuration, each with its own seed; our figures are their mean
+    /// ([`SimResult::mean`]) and `results` holds every run. [`PAPER_RUNS`] by default.
+    pub runs: u32,
     /// Multiply the bytes written by this (1.0 = the paper's amount).
     pub scale: f64,
     /// Progress of the runs.
@@ -206,6 +214,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             seed: 1,
+            runs: PAPER_RUNS,
             scale: 1.0,
             progress: OnJob::default(),
             available_ram: nand::available_ram(),
@@ -268,7 +277,60 @@ pub fn run(name: &str, opts: &Options) -> Result<Report> {
             let names: Vec<&str> = experiments().iter().map(|e| e.name).collect();
             anyhow::anyhow!("unknown experiment '{name}' (known: {})", names.join(", "))
         })?;
-    (e.run)(opts)
+    let mut rep = (e.run)(opts)?;
+    rep.notes.push(runs_note(name, opts, &rep.results));
+    Ok(rep)
+}
+
+/// What our figures are the mean of, and how far the seeds spread: the largest range of
+/// erasures among one configuration's runs, in percent of their mean.
+fn runs_note(name: &str, o: &Options, all: &[Run]) -> String {
+    let per = o.runs.max(1);
+    if per == 1 {
+        return format!(
+            "one run per configuration (seed {}); the 1999 paper averages four runs \
+             (--runs {PAPER_RUNS})",
+            o.seed
+        );
+    }
+    let mut groups: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for r in all {
+        let mut key = r.options.clone();
+        key.remove("seed");
+        let key = serde_json::to_string(&key).unwrap_or_default();
+        groups
+            .entry(key)
+            .or_default()
+            .push(r.result.erasures as f64);
+    }
+    let spread = groups
+        .values()
+        .map(|v| {
+            let mean = v.iter().sum::<f64>() / v.len() as f64;
+            let (mn, mx) = v
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+                    (a.min(x), b.max(x))
+                });
+            if mean > 0.0 {
+                (mx - mn) / mean * 100.0
+            } else {
+                0.0
+            }
+        })
+        .fold(0.0f64, f64::max);
+    let whose = if name.starts_with("chiang1999") {
+        "as the paper averages four runs"
+    } else {
+        "the DAC paper does not say how many runs it averages; the 1999 paper averages four"
+    };
+    format!(
+        "each of our figures is the mean of {per} runs, seeds {} to {} ({whose}; `results` \
+         holds every run); erasures differed between one configuration's runs by up to \
+         {spread:.1}% of their mean",
+        o.seed,
+        o.seed.wrapping_add(per as u64 - 1)
+    )
 }
 
 fn rel(ours: f64, paper: f64) -> String {
@@ -352,10 +414,23 @@ fn spread_pct(v: &[f64]) -> Option<f64> {
     }
 }
 
-/// Run the configurations on all cores (fewer when they would not fit in RAM together;
-/// refused before any starts when one cannot fit alone: [`crate::sweep::run_configs`]),
-/// reporting progress; results in input order.
-fn collect(cfgs: &[SimConfig], o: &Options) -> Result<(Vec<SimResult>, Vec<crate::sweep::Job>)> {
+/// Run each configuration `o.runs` times, seeds `seed`, `seed + 1`, ... (each run a `sim`
+/// job of its own), on all cores (fewer when they would not fit in RAM together; refused
+/// before any starts when one cannot fit alone: [`crate::sweep::run_configs`]), reporting
+/// progress. Returns each configuration's mean ([`SimResult::mean`], in input order:
+/// what the tables and comparisons show) and every run with its job (`results`).
+fn collect(cfgs: &[SimConfig], o: &Options) -> Result<(Vec<SimResult>, Vec<Run>)> {
+    let per = o.runs.max(1) as usize;
+    let cfgs: Vec<SimConfig> = cfgs
+        .iter()
+        .flat_map(|c| {
+            (0..per).map(move |k| {
+                let mut c = c.clone();
+                c.seed = c.seed.wrapping_add(k as u64);
+                c
+            })
+        })
+        .collect();
     // Every run's job first: a configuration no `sim` options give is an error before any
     // run starts.
     let jobs = cfgs
@@ -386,7 +461,8 @@ fn collect(cfgs: &[SimConfig], o: &Options) -> Result<(Vec<SimResult>, Vec<crate
         .into_iter()
         .map(|s| s.into_inner().expect("slot").expect("every run ran"))
         .collect::<Result<Vec<_>>>()?;
-    Ok((results, jobs))
+    let means = results.chunks(per).map(SimResult::mean).collect();
+    Ok((means, runs(jobs, &results)))
 }
 
 /// The Table 4 pairing of the 1999 paper: greedy M1, cost-benefit M4, CAT M6.
@@ -437,7 +513,7 @@ fn table4(o: &Options) -> Result<Report> {
             cfgs.push(c);
         }
     }
-    let (results, jobs) = collect(&cfgs, o)?;
+    let (results, all) = collect(&cfgs, o)?;
     let mut rows = Vec::new();
     let mut comparisons = Vec::new();
     for (wi, (w, pe, pc, pw)) in paper.iter().enumerate() {
@@ -531,7 +607,7 @@ fn table4(o: &Options) -> Result<Report> {
         rows,
         comparisons,
         notes,
-        results: runs(jobs, &results),
+        results: all,
     })
 }
 
@@ -557,7 +633,7 @@ fn dac_fig12(o: &Options) -> Result<Report> {
             }
         }
     }
-    let (results, jobs) = collect(&cfgs, o)?;
+    let (results, all) = collect(&cfgs, o)?;
     let mut rows = Vec::new();
     for r in &results {
         rows.push(vec![
@@ -708,7 +784,7 @@ fn dac_fig12(o: &Options) -> Result<Report> {
         rows,
         comparisons,
         notes,
-        results: runs(jobs, &results),
+        results: all,
     })
 }
 
@@ -950,7 +1026,7 @@ fn fig12(o: &Options) -> Result<Report> {
             cfgs.push(c);
         }
     }
-    let (results, jobs) = collect(&cfgs, o)?;
+    let (results, all) = collect(&cfgs, o)?;
     let at = |li: usize, pi: usize| &results[li * 3 + pi];
     let mut rows = Vec::new();
     for (li, &l) in LOCALITIES.iter().enumerate() {
@@ -1073,7 +1149,7 @@ fn fig12(o: &Options) -> Result<Report> {
         rows,
         comparisons,
         notes,
-        results: runs(jobs, &results),
+        results: all,
         chart: Some(Chart {
             title: "Chiang & Chang 1999, Fig. 12 (flashkit): varying locality of reference".into(),
             panels,
@@ -1100,7 +1176,7 @@ fn fig13(o: &Options) -> Result<Report> {
             }
         }
     }
-    let (results, jobs) = collect(&cfgs, o)?;
+    let (results, all) = collect(&cfgs, o)?;
     let nf = fills.len();
     let at = |wi: usize, fi: usize, pi: usize| &results[(wi * nf + fi) * 3 + pi];
     let rows = results
@@ -1204,7 +1280,7 @@ fn fig13(o: &Options) -> Result<Report> {
         rows,
         comparisons: Vec::new(),
         notes,
-        results: runs(jobs, &results),
+        results: all,
         chart: Some(Chart {
             title: "Chiang & Chang 1999, Fig. 13 (flashkit): varying flash memory utilization"
                 .into(),
@@ -1231,7 +1307,7 @@ fn fig18(o: &Options) -> Result<Report> {
             }
         }
     }
-    let (results, jobs) = collect(&cfgs, o)?;
+    let (results, all) = collect(&cfgs, o)?;
     let nl = LOCALITIES.len();
     let at = |pi: usize, li: usize, ri: usize| &results[(pi * nl + li) * 3 + ri];
     let rows = results
@@ -1323,7 +1399,7 @@ fn fig18(o: &Options) -> Result<Report> {
         rows,
         comparisons: Vec::new(),
         notes,
-        results: runs(jobs, &results),
+        results: all,
         chart: Some(Chart {
             title: "Chiang & Chang 1999, Fig. 18 (flashkit): M1 / M4 / M6 under varying locality".into(),
             panels,
@@ -1358,7 +1434,7 @@ fn dac_fig11(o: &Options) -> Result<Report> {
             }
         }
     }
-    let (results, jobs) = collect(&cfgs, o)?;
+    let (results, all) = collect(&cfgs, o)?;
     let nl = LOCALITIES.len();
     let at = |pi: usize, li: usize, mi: usize| &results[(pi * nl + li) * 3 + mi];
     let mut rows = Vec::new();
@@ -1501,7 +1577,7 @@ fn dac_fig11(o: &Options) -> Result<Report> {
         rows,
         comparisons,
         notes,
-        results: runs(jobs, &results),
+        results: all,
         chart: Some(Chart {
             title: "DAC paper, Fig. 11 (flashkit): cleaning cost, DAC Off (1 region, M1) / On (4 regions) / On* (84-min threshold)"
                 .into(),
@@ -1519,6 +1595,92 @@ mod tests {
             scale,
             ..Default::default()
         }
+    }
+
+    /// Our figures are each configuration's mean over `runs` runs with consecutive seeds,
+    /// and `results` keeps every run (the paper averages four runs; before stop 29 one).
+    #[test]
+    fn figures_are_the_mean_of_runs_with_consecutive_seeds() {
+        let o = Options {
+            seed: 7,
+            runs: 3,
+            ..at(0.05)
+        };
+        let r = run("chiang1999-table4", &o).unwrap();
+        assert_eq!(r.results.len(), 9 * 3);
+        let seeds: Vec<u64> = r.results[..6].iter().map(|x| x.result.seed).collect();
+        assert_eq!(seeds, [7, 8, 9, 7, 8, 9]);
+        // Locality, greedy: the seventh configuration.
+        let runs = &r.results[18..21];
+        assert!(runs.iter().all(|x| x.result.workload == "hotcold:90/10"));
+        let e: Vec<u64> = runs.iter().map(|x| x.result.erasures).collect();
+        assert!(
+            e[0] != e[1] || e[1] != e[2],
+            "seeds gave the same run: {e:?}"
+        );
+        let want = (e.iter().sum::<u64>() as f64 / 3.0).round();
+        let c = r
+            .comparisons
+            .iter()
+            .find(|c| {
+                c.metric == "erasures"
+                    && c.row.contains(&("workload", "hotcold:90/10".into()))
+                    && c.row.contains(&("policy", "greedy".into()))
+            })
+            .unwrap();
+        assert_eq!(c.ours, want);
+        let note = r.notes.last().unwrap();
+        assert!(note.contains("mean of 3 runs, seeds 7 to 9"), "{note}");
+        // One run: the first seed alone, as before.
+        let one = run("chiang1999-table4", &Options { runs: 1, ..o }).unwrap();
+        assert_eq!(one.results.len(), 9);
+        assert_eq!(one.results[6].result.erasures, e[0]);
+    }
+
+    /// The mean averages every measured figure: a field added to the results and left out
+    /// of [`SimResult::mean`] keeps the first run's value, which this finds.
+    #[test]
+    fn the_mean_averages_every_measured_figure() {
+        let runs: Vec<SimResult> = [3u64, 4]
+            .iter()
+            .map(|&seed| {
+                let mut c = SimConfig::flagship();
+                c.workload = WorkloadSpec::parse("hotcold:90/10").unwrap();
+                c.written_bytes = 4 << 20;
+                c.arrival = Arrival::parse("poisson:200").unwrap();
+                c.seed = seed;
+                crate::driver::run(&c).unwrap()
+            })
+            .collect();
+        let m = SimResult::mean(&runs);
+        let json = |r: &SimResult| serde_json::to_value(r).unwrap();
+        let (a, b, m) = (json(&runs[0]), json(&runs[1]), json(&m));
+        let mut differing = 0;
+        for k in SimResult::metrics() {
+            let (Some(x), Some(y)) = (a[k].as_f64(), b[k].as_f64()) else {
+                continue;
+            };
+            let v = m[k].as_f64().unwrap_or_else(|| panic!("{k}: {}", m[k]));
+            if k == "seed" {
+                assert_eq!(v, x);
+                continue;
+            }
+            assert!(
+                v >= x.min(y) - 0.5 && v <= x.max(y) + 0.5,
+                "{k}: {v} not between {x} and {y}"
+            );
+            if (x - y).abs() > 1.0 {
+                differing += 1;
+                assert!(
+                    v != x && v != y,
+                    "{k}: {v} is a run's, not the mean of {x} and {y}"
+                );
+            }
+        }
+        assert!(
+            differing >= 10,
+            "only {differing} figures differ between the seeds"
+        );
     }
 
     /// An experiment with a run that cannot fit in the memory available is refused in one

@@ -88,6 +88,12 @@ def cases(work):
              "--readonly-fraction", "0.3", "--written", "96MiB"],
         ),
         (
+            "m4-average",
+            ["sim", "--json", "--policy", "greedy,cost-benefit", "--redistribution", "m4",
+             "--m4-average", "device,data", "--written", "48MiB", "--workload",
+             "hotcold:90/10", "--workload", "hotcold:95/5"],
+        ),
+        (
             "ages-waters",
             ["sim", "--json", "--policy", "cost-benefit,cat", "--cat-age", "saturating,log,linear,clamp:2",
              "--cb-age", "written,invalidation", "--low-water", "2,4", "--high-water", "6",

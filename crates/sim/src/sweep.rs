@@ -29,7 +29,7 @@ use std::sync::Mutex;
 
 use anyhow::{anyhow, Context, Result};
 use ftl::fms::dac::{AgeRule, RegionSelect};
-use ftl::fms::redistribute::Redistribution;
+use ftl::fms::redistribute::{M4Average, Redistribution};
 use ftl::fms::select::{AgeTransform, CbAge, Policy};
 use nand::DeviceSpec;
 use serde::{Deserialize, Serialize};
@@ -491,6 +491,11 @@ pub const KEYS: &[KeyDef] = &[
         .cfg
         .fms
         .cb_age =
+        named(v)),
+    key!("m4_average", Text, "device", names::<M4Average>, |v, d| d
+        .cfg
+        .fms
+        .m4_average =
         named(v)),
     key!("hot_half_life", OptFloat, "none", positive, |v, d| d
         .cfg
@@ -1214,6 +1219,10 @@ fn without_inert_options(
                 shown.insert(k.to_string(), Value::Null);
                 if NULL_IN_ID.contains(k) {
                     hashed.insert(k.to_string(), Value::Null);
+                } else if LATE_KEYS.iter().any(|(n, _)| n == k) {
+                    // A key added later, inert here: out of the hash whatever its default,
+                    // as in every job before it existed.
+                    hashed.remove(*k);
                 }
             }
             Job {
@@ -1299,6 +1308,10 @@ fn no_effect_static(
             Some("it applies to the cat and adaptive policies only")
         }
         "cb_age" if policy != "cost-benefit" => Some("it applies to the cost-benefit policy only"),
+        "m4_average" if dac || redistribution(options) != Some(Redistribution::M4) => Some(
+            "it applies to the m4 redistribution only (not with DAC regions; `paper` pairs m4 \
+             with cost-benefit)",
+        ),
         "adaptive_window" | "adaptive_threshold" if policy != "adaptive" => {
             Some("it applies to the adaptive policy only")
         }
@@ -1575,6 +1588,10 @@ const LATE_KEYS: &[(&str, AtDefault)] = &[
     ("index_wear_gap", |v| v.as_u64() == Some(8)),
     // Stop 23: segment summaries in spare mode (`FmsConfig::segment_summaries`).
     ("segment_summaries", |v| v.as_bool() == Some(true)),
+    // Stop 29: what M4 averages over (`FmsConfig::m4_average`). Its old behaviour, `data`,
+    // keeps the old ids; the new default `device` changed M4's results, so M4 jobs at it
+    // take new ids (every other job has it inert: out of its hash).
+    ("m4_average", |v| v.as_str() == Some("data")),
 ];
 
 impl Job {

@@ -107,6 +107,11 @@ pub struct SimArgs {
     /// block invalidation (the 1999 paper's gloss): written, invalidation.
     #[arg(long, default_value = default_of("cb_age"), value_delimiter = ',')]
     pub cb_age: Vec<String>,
+    /// M4's "average utilization", which a victim below it makes cold: over the whole
+    /// medium (device, the paper's "average utilization of file system") or over the
+    /// segments holding data (data, flashkit's reading before stop 29): device, data.
+    #[arg(long, default_value = default_of("m4_average"), value_delimiter = ',')]
+    pub m4_average: Vec<String>,
     /// Hot-degree half-life in user writes (none = half the logical blocks).
     #[arg(long, default_value = default_of("hot_half_life"), value_delimiter = ',')]
     pub hot_half_life: Vec<String>,
@@ -248,7 +253,7 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
             s.set_flag(k, &[v])?;
         }
     }
-    let lists: [(&str, &Vec<String>); 23] = [
+    let lists: [(&str, &Vec<String>); 24] = [
         ("block_size", &a.block_size),
         ("fill", &a.fill),
         ("workload", &a.workload),
@@ -270,6 +275,7 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
         ("high_water", &a.high_water),
         ("cat_age", &a.cat_age),
         ("cb_age", &a.cb_age),
+        ("m4_average", &a.m4_average),
         ("hot_half_life", &a.hot_half_life),
         ("adaptive_window", &a.adaptive_window),
     ];

@@ -809,15 +809,19 @@ impl Fms {
         Ok(self.phys(seg, slot))
     }
 
-    fn averages(&self, victim: u32) -> Averages {
-        // Only M4 compares with the average utilisation over the segments holding data;
-        // every valid slot (block or trim list) sits in one of them.
-        let (valid, used) = (self.valid_slots(), self.data_segs);
+    pub(super) fn averages(&self, victim: u32) -> Averages {
+        // Only M4 compares with the average utilisation: over the whole medium, or over the
+        // segments holding data, where every valid slot (block or trim list) sits.
+        let segs = match self.cfg.m4_average {
+            M4Average::Device => self.segs.len() as u64,
+            M4Average::Data => self.data_segs,
+        };
+        let valid = self.valid_slots();
         let slots = self.lay.slots as f64;
         let n = self.mapped.max(1) as f64;
         Averages {
             victim_utilization: self.segs[victim as usize].valid as f64 / slots,
-            utilization: valid as f64 / (used.max(1) as f64 * slots),
+            utilization: valid as f64 / (segs.max(1) as f64 * slots),
             updates: self.update_sum as f64 / n,
             hot_degree: self.hot.total(self.write_clock) / n,
         }

@@ -39,7 +39,7 @@ use adaptive::Adaptive;
 use dac::{AgeRule, Dac, RegionLoad, RegionSelect};
 use hot::HotDegree;
 use layout::{IndexEntry, Layout, Record, RecordMode, SegHeader, ENTRY, SEG_HEADER};
-use redistribute::{Averages, Moving, Redistribution};
+use redistribute::{Averages, M4Average, Moving, Redistribution};
 use select::{AgeTransform, CbAge, Policy, SegView, SelectCtx, Selector};
 use summary::{TableSums, WearIndex};
 
@@ -82,6 +82,8 @@ pub struct FmsConfig {
     pub cat_age: AgeTransform,
     /// What the cost-benefit age is measured from.
     pub cb_age: CbAge,
+    /// What M4's average utilisation is taken over ([`redistribute::M4Average`]).
+    pub m4_average: M4Average,
     /// Adaptive: minimum writes per analysis window (default: logical blocks / 4).
     pub adaptive_window: Option<u64>,
     /// Adaptive: variance ratio above which access is non-uniform.
@@ -173,6 +175,7 @@ impl Default for FmsConfig {
             cat_age: AgeTransform::Saturating,
             // The segment's write time: see select/cost_benefit.rs for why.
             cb_age: CbAge::Written,
+            m4_average: M4Average::Device,
             adaptive_window: None,
             adaptive_threshold: 1.5,
             logical_blocks: None,

@@ -484,6 +484,64 @@ fn utilisation_counts_hold_after_torn_mounts() {
     }
 }
 
+/// M4's average utilisation: over the whole medium by default (the 1999 paper's "average
+/// utilization of file system"), over the segments holding data with `data` (flashkit's
+/// reading before stop 29). A victim between the two is hot under the first, cold under
+/// the second.
+#[test]
+fn m4_averages_over_the_medium_or_the_segments_holding_data() {
+    let spec = shrunk("intel-series2plus-24m", 12, 8);
+    let data = vec![0x5Au8; 1024];
+    let mut seen = Vec::new();
+    for avg in [M4Average::Device, M4Average::Data] {
+        let cfg = FmsConfig {
+            block_size: 1024,
+            redistribution: Redistribution::M4,
+            m4_average: avg,
+            ..FmsConfig::default()
+        };
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg).unwrap();
+        for lbn in 0..40 {
+            f.write_block(lbn, Some(&data)).unwrap();
+        }
+        for lbn in 0..30 {
+            f.write_block(lbn % 7, Some(&data)).unwrap();
+        }
+        let (valid, data_segs) = f.scan_utilization();
+        let slots = f.lay.slots as f64;
+        let victim = f.split(f.lookup(39).unwrap()).0;
+        let a = f.averages(victim);
+        let want = match avg {
+            M4Average::Device => valid as f64 / (f.segs.len() as f64 * slots),
+            M4Average::Data => valid as f64 / (data_segs as f64 * slots),
+        };
+        assert_eq!(a.utilization, want, "{avg}");
+        seen.push(a);
+    }
+    let (device, data) = (seen[0], seen[1]);
+    assert!(device.utilization < data.utilization, "{device:?} {data:?}");
+    // A victim between the two averages: hot by the medium's, cold by the data segments'.
+    let mid = Averages {
+        victim_utilization: (device.utilization + data.utilization) / 2.0,
+        ..device
+    };
+    let b = Moving {
+        phys: 0,
+        lbn: 0,
+        updates: 0,
+        stream: 0,
+        region: 0,
+        last_write_ps: 0,
+        hot_degree: 0.0,
+    };
+    assert!(Redistribution::M4.is_hot(&b, &mid));
+    let mid = Averages {
+        utilization: data.utilization,
+        ..mid
+    };
+    assert!(!Redistribution::M4.is_hot(&b, &mid));
+}
+
 /// A trim whose live-flag clear fails (a program failure of the entry's page) used to
 /// leave the block mapped while its segment no longer counted it valid, and M4's
 /// counts then differed from the scan they replaced. The clear is now given up (the

@@ -96,10 +96,10 @@ impl Fms {
             )));
         }
         if self.lay.mode == RecordMode::Header && !self.retired.is_empty() {
-            return self.move_index(e, false);
+            return self.move_index(e);
         }
         if self.index_worn() {
-            return self.move_index(e, true);
+            return self.move_index(e);
         }
         if self.index.is_none() {
             let Some(s) = self.free.pop_front() else {
@@ -158,7 +158,7 @@ impl Fms {
     }
 
     /// Write the log anew in a free segment and only then give the old index segment up
-    /// (dirty, to the free list): with retired segments (header mode), and when the index
+    /// (erased, to the free list): with retired segments (header mode), and when the index
     /// segment has worn ahead of the free ones ([`Fms::index_worn`]).
     ///
     /// Header mode writes the new log's header last. A cut at any point leaves one whole
@@ -177,14 +177,17 @@ impl Fms {
     /// With no free segment, the old log stays as it is and entries are dropped
     /// (`index_stale`) until the end of the operation ([`Fms::repair`]).
     ///
-    /// `erase_old` (a move for wear): the old log's segment is erased as soon as the new
-    /// log is whole, given a data header, and joins the free list ready for use. Left dirty, a payload-less store
-    /// would keep its pages until the free list came round to it, and on a device with
-    /// many free segments several old logs would wait there at once (the RAM estimate
-    /// counts one log). The erase comes when it would have come anyway, at reuse; a cut in
-    /// it leaves a torn old log, which mount takes for dirty (its erase sequence is the
-    /// older). A move for retired segments leaves it dirty, as before.
-    fn move_index(&mut self, e: Option<IndexEntry>, erase_old: bool) -> DevResult<()> {
+    /// Once the new log is whole, the old log's segment is erased, given a data header
+    /// and joins the free list ready for use (every move since stop 29; until then a move
+    /// for retired segments left it dirty). Left dirty, a payload-less store would keep its
+    /// pages until the free list came round to it, and on a device with many free segments
+    /// several old logs would wait there at once (the RAM estimate counts one log); and in
+    /// header mode a whole old log would stay on flash beside the new one, told apart only
+    /// by the erase sequence in the new log's header, so a new header damaged past its
+    /// code (two or more bit flips) would have let a mount take the old log for the index.
+    /// The erase comes when it would have come anyway, at reuse; a cut in it leaves a torn
+    /// old log, which mount takes for dirty (its erase sequence is the older).
+    fn move_index(&mut self, e: Option<IndexEntry>) -> DevResult<()> {
         let old = self.index.take();
         let seq = old.as_ref().map_or(1, |o| o.seq);
         let header_first = self.lay.mode == RecordMode::Spare;
@@ -232,16 +235,12 @@ impl Fms {
                 self.sync_used(s);
             }
             if let Some(o) = old {
-                if !self.nand.is_bad(o.seg) && erase_old {
+                if !self.nand.is_bad(o.seg) {
                     // As the cleaner leaves a victim: erased, with a data header carrying
                     // its erase count, free (or bad, as a cleaned victim that fails).
                     if self.erase_and_header(o.seg, 0)? {
                         self.free.push_back(o.seg);
                     }
-                } else if !self.nand.is_bad(o.seg) {
-                    self.segs[o.seg as usize].state = SegState::Dirty;
-                    self.sync_used(o.seg);
-                    self.free.push_back(o.seg);
                 } else if self.segs[o.seg as usize].state == SegState::Index {
                     // Its entry program failed (the move's cause): bad, counted once.
                     self.went_bad(o.seg, 1, true)?;

@@ -2076,10 +2076,12 @@ fn a_failure_in_a_borrowed_segment_closes_that_segment_only() {
     }
 }
 
-/// Several moves of the index log in a row leave several kind-1 segments on flash
-/// (the old ones dirty, not yet erased): a mount takes the newest, finds every
-/// retired entry and rebuilds the running tables; a power cut at any operation of
-/// the moves loses neither the retired entry nor a write.
+/// Several moves of the index log in a row leave one kind-1 segment on flash (each old
+/// log is erased once the new one is whole; until stop 29 they stayed, dirty, and a new
+/// header damaged past its code could have let a mount take an old one): a mount finds
+/// every retired entry and rebuilds the running tables; a power cut at any operation of
+/// the moves (torn erases of old logs among them) loses neither the retired entry nor a
+/// write.
 #[test]
 fn several_moves_of_the_index_log_leave_one_log() {
     let moves = |f: &mut Fms| -> DevResult<()> {
@@ -2106,7 +2108,7 @@ fn several_moves_of_the_index_log_leave_one_log() {
             }
         })
         .count();
-    assert!(kind1 >= 2, "{kind1} kind-1 segments on flash");
+    assert_eq!(kind1, 1, "kind-1 segments on flash");
     f.flush().unwrap();
     let (diff, mut g) = remount_differs(f, &spec, &cfg);
     assert_eq!(diff, None);

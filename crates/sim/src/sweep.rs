@@ -1182,7 +1182,8 @@ impl Spec {
 /// the id it always had when its inert options were at their defaults: the keys `device`,
 /// `written` and `unit` hash as null, as they did before the others were nulled. Jobs that
 /// become the same (a grid of `written` values with a trace among the workloads, of
-/// `cb_age` values beside the greedy policy) are one job, the first.
+/// `cb_age` values beside the greedy policy, of `paper` and the redistribution it pairs
+/// with a policy) are one job, the first.
 fn without_inert_options(
     jobs: Vec<Job>,
     dims: &[(&KeyDef, Vec<Value>, Origin)],
@@ -1191,6 +1192,7 @@ fn without_inert_options(
     // Hashed as null (these were nulled, in the options and in the id, first).
     const NULL_IN_ID: [&str; 3] = ["device", "written", "unit"];
     let mut seen = std::collections::BTreeSet::new();
+    let mut runs = std::collections::BTreeSet::new();
     let mut out = Vec::with_capacity(jobs.len());
     for job in jobs {
         let inert: Vec<&'static str> = KEYS
@@ -1230,7 +1232,15 @@ fn without_inert_options(
                 ..Job::new(hashed, config, &job.inputs)
             }
         };
-        if seen.insert(job.id.clone()) {
+        // A job that runs what an earlier one runs: the same id, or the same options once
+        // `paper` is read as the redistribution it gives the policy (`--redistribution
+        // paper,m1` with greedy: QA stop 28 found one run under two ids).
+        let mut resolved = job.options.clone();
+        if let Some(r) = redistribution(&resolved) {
+            resolved.insert("redistribution".into(), Value::from(r.name()));
+        }
+        let resolved = serde_json::to_string(&resolved).expect("options serialize");
+        if seen.insert(job.id.clone()) && runs.insert(resolved) {
             out.push(job);
         }
     }
@@ -2374,6 +2384,41 @@ mod tests {
                 .expand()
                 .unwrap_or_else(|e| panic!("{ok}: {e}"));
         }
+    }
+
+    /// `paper` and the redistribution it pairs with a policy run the same job: one job, the
+    /// first in the grid (QA stop 28: `--redistribution paper,m1` ran greedy twice, under
+    /// two ids).
+    #[test]
+    fn paper_and_the_redistribution_it_gives_are_one_job() {
+        let jobs = spec("policy = [\"greedy\", \"cat\"]\nredistribution = [\"paper\", \"m1\"]\n")
+            .unwrap()
+            .expand()
+            .unwrap();
+        let got: Vec<(String, String)> = jobs
+            .iter()
+            .map(|j| {
+                let t = |k: &str| j.options[k].as_str().unwrap().to_string();
+                (t("policy"), t("redistribution"))
+            })
+            .collect();
+        let want = [("greedy", "paper"), ("cat", "paper"), ("cat", "m1")];
+        assert_eq!(
+            got,
+            want.map(|(a, b)| (a.to_string(), b.to_string())),
+            "{jobs:?}"
+        );
+        // The other order keeps m1, and its id is the one m1 alone gives.
+        let first = spec("policy = \"greedy\"\nredistribution = [\"m1\", \"paper\"]\n")
+            .unwrap()
+            .expand()
+            .unwrap();
+        let alone = spec("policy = \"greedy\"\nredistribution = \"m1\"\n")
+            .unwrap()
+            .expand()
+            .unwrap();
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].id, alone[0].id);
     }
 
     /// With region-average promotion and demotion no threshold is read (`Dac::on_update`,

@@ -369,7 +369,7 @@ fn a_cut_after_a_failure_used_up_the_free_segments() {
     //   copy's slot. In page order a torn slot cannot be skipped, and mount closed the
     //   segment (cuts 644 and 646). Now a torn slot is padded (`Fms::pad_torn_slot`), a
     //   stream's full segment with nothing valid is erased in place
-    //   (`Fms::recycle_full_active`) and a victim with nothing valid goes first
+    //   (`Fms::recycle_superseded_active`) and a victim with nothing valid goes first
     //   (`Fms::first_empty_candidate`).
     // * nandsim, four failures: the index log had just been rewritten empty and the only
     //   erased slots were in the segment the cleaner chose as its victim (cut 1011). Now a

@@ -19,9 +19,6 @@ impl Fms {
     #[inline(never)]
     pub(super) fn make_space(&mut self) -> DevResult<()> {
         let high = self.water_marks().1;
-        if self.free.is_empty() {
-            self.without_a_free_segment()?;
-        }
         while self.free.len() < high {
             if !self.clean_one()? {
                 if self.free.is_empty() {
@@ -41,7 +38,7 @@ impl Fms {
     /// A cleaning is due and no segment is free (only failures and a power cut soon after
     /// them get here: a cleaning starts above the low-water mark and gives back what it
     /// takes). Make room for the victim's blocks before it is chosen:
-    /// [`Fms::recycle_full_active`]; then, if no stream's segment has a free slot, a
+    /// [`Fms::recycle_superseded_active`]; then, if no stream's segment has a free slot, a
     /// closed segment with erased slots (a mount closes the partly written segments the
     /// index log does not name) becomes stream 0's, so that the victim is another segment
     /// (the victim itself was the only place with room: torture --device nandsim-256m
@@ -50,7 +47,7 @@ impl Fms {
     #[cold]
     #[inline(never)]
     fn without_a_free_segment(&mut self) -> DevResult<()> {
-        self.recycle_full_active()?;
+        self.recycle_superseded_active()?;
         for st in 0..self.active.len() {
             let a = self.active[st];
             if a != NONE && self.room(a)? {
@@ -72,24 +69,29 @@ impl Fms {
         Ok(())
     }
 
-    /// No free segment left: a stream's segment that is full and whose blocks have all
-    /// been superseded since (say, the segment a cleaning was copying into when a program
-    /// failed and the power was cut) is erased and stays that stream's segment, empty. It is not a cleaning candidate
-    /// while active, and without a free segment no victim with a valid block could be
-    /// cleaned: every write would fail for want of space. It stays the stream's, rather
+    /// No free segment left: a stream's segment that is written (full or not) and whose
+    /// blocks have all been superseded since (say, the segment a cleaning was copying into
+    /// when a program failed and the power was cut, or whose copies power cuts tore) is
+    /// erased and stays that stream's segment, empty. It is not a cleaning candidate while
+    /// active, and without a free segment a victim's blocks fit only in the room left:
+    /// every write could fail for want of space. It stays the stream's, rather
     /// than going to the free list, because the index log names it so: a mount finds it
     /// free and named, and makes it the stream's segment again.
-    fn recycle_full_active(&mut self) -> DevResult<()> {
+    fn recycle_superseded_active(&mut self) -> DevResult<()> {
         // Reopened for writing as a free segment is (`take_free`; QA stop 28).
         self.check_seq_room()?;
-        let slots = self.lay.slots;
         for st in 0..self.active.len() {
             let a = self.active[st];
             if a == NONE {
                 continue;
             }
+            // Full, or (since stop 29) partly written: a cut in a cleaning whose copies
+            // were torn leaves the stream's segment with written slots and no valid block,
+            // and erasing it gives the cleaner a whole segment of room instead of its last
+            // slots (QA stop 29: one free slot left there, a victim with 2 valid blocks,
+            // and every write failing).
             let s = &self.segs[a as usize];
-            if s.next < slots || s.valid > 0 || self.nand.is_bad(a) {
+            if s.next == 0 || s.valid > 0 || self.nand.is_bad(a) {
                 continue;
             }
             if self.erase_and_header(a, 0)? {
@@ -99,6 +101,38 @@ impl Fms {
             }
         }
         Ok(())
+    }
+
+    /// The victim of a cleaning that finds no free segment. Its blocks can only go to the
+    /// streams' segments' last slots (and closed segments' erased ones,
+    /// [`Fms::reopen_closed`]): a victim with nothing to copy first, else the one with the
+    /// fewest valid blocks (the most garbage), whatever the policy or region, and only
+    /// when they fit that room. A cleaning that cannot finish would use the room up and
+    /// leave every segment full, so that no write could ever be made again (QA stop 29:
+    /// power cuts a few operations apart, each in a cleaning, used the free segments up
+    /// with torn copies; CAT then chose a victim with 4 valid blocks for 3 free slots
+    /// while another held 1, and the medium answered every write with "device full" for
+    /// good). `None` when no victim fits: the write fails for want of space, and the
+    /// medium is left as it was.
+    #[cold]
+    #[inline(never)]
+    fn victim_without_a_free_segment(&mut self) -> Option<u32> {
+        if let Some(v) = self.first_empty_candidate() {
+            return Some(v);
+        }
+        let v = self.scan_fewest(None)?;
+        let slots = self.lay.slots;
+        let room: u64 = (0..self.lay.segments)
+            .filter(|&g| {
+                let s = &self.segs[g as usize];
+                g != v
+                    && matches!(s.state, SegState::Active | SegState::Used)
+                    && s.next < slots
+                    && !self.nand.is_bad(g)
+            })
+            .map(|g| (slots - self.segs[g as usize].next) as u64)
+            .sum();
+        (self.segs[v as usize].valid as u64 <= room).then_some(v)
     }
 
     /// The first cleaning candidate with no valid block, if any (a scan: only when no
@@ -255,14 +289,15 @@ impl Fms {
 
     /// Clean one segment. Returns false when there is nothing to reclaim.
     pub(super) fn clean_one(&mut self) -> DevResult<bool> {
-        // Without a free segment a cleaning can only copy into the streams' segments'
-        // last slots: a victim with nothing to copy first, whatever the policy or region.
-        let empty = if self.free.is_empty() {
-            self.first_empty_candidate()
+        let victim = if self.free.is_empty() {
+            // At the start of a cleaning, or when the last one took the last free segment
+            // (a segment that went bad, say): make room first.
+            self.without_a_free_segment()?;
+            self.victim_without_a_free_segment()
         } else {
-            None
+            self.select_victim()
         };
-        let Some(victim) = empty.or_else(|| self.select_victim()) else {
+        let Some(victim) = victim else {
             return Ok(false);
         };
         self.stats.cleanings += 1;

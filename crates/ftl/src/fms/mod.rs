@@ -605,8 +605,9 @@ impl Fms {
         Ok((data * lay.slots as u64, lay.slots))
     }
 
-    /// Empty tables for `nand`. `recorded`: the medium's own capacity (mount, when the
-    /// configuration does not set `logical_blocks`), which the reserve does not limit.
+    /// Empty tables for `nand`. `recorded`: the medium's own capacity (mount), which the
+    /// reserve does not limit, taken when the configuration sets no `logical_blocks` or
+    /// the same.
     fn new_empty(nand: Nand, cfg: FmsConfig, recorded: Option<u64>) -> DevResult<Fms> {
         // The per-block tables of a device too large for this machine are an error.
         fn table<T: Clone>(n: usize, fill: T, what: &str) -> DevResult<Vec<T>> {
@@ -1892,20 +1893,8 @@ impl Fms {
         // slots, so it always completes; the reserve stays at the water marks however many
         // streams there are, and clustering bends only in that corner.
         if self.cleaning && self.free.is_empty() {
-            let n = self.active.len();
-            for d in 1..n {
-                for cand in [stream.checked_sub(d), Some(stream + d)]
-                    .into_iter()
-                    .flatten()
-                {
-                    if cand < n {
-                        let a = self.active[cand];
-                        if a != NONE && self.room(a)? {
-                            self.stats.borrowed_slots += 1;
-                            return Ok(a);
-                        }
-                    }
-                }
+            if let Some(a) = self.borrow_segment(stream)? {
+                return Ok(a);
             }
         }
         if cur != NONE {
@@ -1914,17 +1903,58 @@ impl Fms {
         }
         let seg = match self.take_free() {
             Ok(seg) => seg,
-            Err(e @ (DevError::NoSpace | DevError::WornOut { .. })) if self.cleaning => {
-                return match self.reopen_closed(stream)? {
+            Err(e) => {
+                // The closed segment is no longer the stream's: the stream has none until
+                // it gets one. (Left named, a cleaning could pick it as its victim, erase
+                // and free it while the stream went on writing into it, and the next stream
+                // to take it from the free list reset its row: QA stop 29, a flushed block
+                // lost after chained power cuts and failing erases.)
+                if cur != NONE && self.active[stream] == cur {
+                    self.active[stream] = NONE;
+                }
+                if !(self.cleaning && matches!(e, DevError::NoSpace | DevError::WornOut { .. })) {
+                    return Err(e);
+                }
+                // The free segments went bad as they were taken (QA stop 29): borrow as
+                // above, then reopen or reuse a closed segment.
+                if let Some(a) = self.borrow_segment(stream)? {
+                    return Ok(a);
+                }
+                if let Some(seg) = self.reopen_closed(stream)? {
+                    return Ok(seg);
+                }
+                return match self.reuse_superseded(stream)? {
                     Some(seg) => Ok(seg),
                     None => Err(e),
                 };
             }
-            Err(e) => return Err(e),
         };
         self.open_empty(seg, stream);
         self.log_active(stream as u8, seg)?;
         Ok(seg)
+    }
+
+    /// The nearest other stream's segment with room (`active_slot_segment`), counted as
+    /// borrowed. Out of line: only cleanings without a free segment get here.
+    #[cold]
+    #[inline(never)]
+    fn borrow_segment(&mut self, stream: usize) -> DevResult<Option<u32>> {
+        let n = self.active.len();
+        for d in 1..n {
+            for cand in [stream.checked_sub(d), Some(stream + d)]
+                .into_iter()
+                .flatten()
+            {
+                if cand < n {
+                    let a = self.active[cand];
+                    if a != NONE && self.room(a)? {
+                        self.stats.borrowed_slots += 1;
+                        return Ok(Some(a));
+                    }
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// Make the erased segment `seg` `stream`'s segment, written from slot 0.
@@ -1976,6 +2006,36 @@ impl Fms {
         self.active[stream] = seg;
         self.log_active(stream as u8, seg)?;
         Ok(Some(seg))
+    }
+
+    /// A cleaning that finds no free segment (the last went bad when it was taken, say),
+    /// no stream's segment and no closed segment with room erases a closed segment whose
+    /// blocks have all been superseded, as it would clean it, and writes on there: the
+    /// victim's copies would otherwise stop half-way with such a segment at hand (QA stop
+    /// 29: power cuts and failing erases, every segment full, one of them holding nothing
+    /// valid). Never the victim, nor a bad segment.
+    #[cold]
+    #[inline(never)]
+    fn reuse_superseded(&mut self, stream: usize) -> DevResult<Option<u32>> {
+        self.check_seq_room()?;
+        let mut from = 0;
+        loop {
+            let Some(g) = (from..self.lay.segments).find(|&g| {
+                let s = &self.segs[g as usize];
+                s.state == SegState::Used
+                    && s.valid == 0
+                    && g != self.victim
+                    && !self.nand.is_bad(g)
+            }) else {
+                return Ok(None);
+            };
+            from = g + 1;
+            if self.erase_and_header(g, 0)? {
+                self.open_empty(g, stream);
+                self.log_active(stream as u8, g)?;
+                return Ok(Some(g));
+            }
+        }
     }
 
     /// Pop a free segment, erasing it first if its state is unknown.

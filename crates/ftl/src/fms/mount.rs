@@ -283,12 +283,12 @@ fn mount_from(
     // loop below takes the scan's reads that are final).
     let (mut early, newest) = scan_headers(&mut nand, min_format)?;
     let min_format = newest.map_or(min_format, |h| h.format_id.max(min_format));
+    // The capacity the medium records (taken as the caller's too when it names the same:
+    // `Sizing`).
     let mut recorded = None;
-    if cfg.logical_blocks.is_none() {
-        if let Some(h) = newest {
-            if h.logical_blocks > 0 && h.block_size == cfg.block_size {
-                recorded = Some(h.logical_blocks as u64);
-            }
+    if let Some(h) = newest {
+        if h.logical_blocks > 0 && h.block_size == cfg.block_size {
+            recorded = Some(h.logical_blocks as u64);
         }
     }
     // Whether pages carry ECC codes is the medium's (its headers' features), not the

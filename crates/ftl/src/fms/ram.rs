@@ -94,7 +94,11 @@ impl Sizing {
         }
         let reserve = cfg.reserve_segments();
         let auto = good.saturating_sub(reserve) * lay.slots as u64;
-        let recorded = recorded.filter(|_| cfg.logical_blocks.is_none());
+        // A caller naming the capacity the medium records mounts it as a caller naming
+        // none does (QA stop 29: a medium formatted with an explicit `logical_blocks` was
+        // refused by a mount with the same configuration once a segment had gone bad and
+        // eaten into the reserve); another capacity is checked as a new one.
+        let recorded = recorded.filter(|&r| cfg.logical_blocks.is_none_or(|n| n == r));
         if let Some(n) = recorded {
             // The capacity the medium was formatted to: segments gone bad since (worn out)
             // may have eaten into the reserve, but the data on it must stay readable (writes

@@ -1786,3 +1786,39 @@ fn a_results_file_in_use_is_refused() {
     ]));
     assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 1);
 }
+
+/// A results file holding a job the grid now folds into another (`paper` beside the
+/// redistribution it pairs with the policy: one job since stop 29, two before) resumes:
+/// the folded job's result is the kept job's (QA stop 29: refused as "not in this
+/// sweep's grid").
+#[test]
+fn a_folded_job_in_a_results_file_counts_as_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let m1 = dir.path().join("m1.toml");
+    std::fs::write(
+        &m1,
+        "policy = \"greedy\"\nredistribution = \"m1\"\nwritten = \"256KiB\"\n",
+    )
+    .unwrap();
+    let out = dir.path().join("r.jsonl");
+    ok(flashkit(["sweep", path_str(&m1), "--out", path_str(&out)]));
+    let before = std::fs::read(&out).unwrap();
+    let both = dir.path().join("both.toml");
+    std::fs::write(
+        &both,
+        "policy = \"greedy\"\nredistribution = [\"paper\", \"m1\"]\nwritten = \"256KiB\"\n",
+    )
+    .unwrap();
+    let o = ok(flashkit([
+        "sweep",
+        path_str(&both),
+        "--out",
+        path_str(&out),
+    ]));
+    assert!(
+        text(&o.stderr).contains("1 of 1 jobs already done"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(std::fs::read(&out).unwrap(), before);
+}

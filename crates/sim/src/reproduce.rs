@@ -324,12 +324,17 @@ fn runs_note(name: &str, o: &Options, all: &[Run]) -> String {
     } else {
         "the DAC paper does not say how many runs it averages; the 1999 paper averages four"
     };
+    let last = o.seed.wrapping_add(per as u64 - 1);
+    let wraps = if last < o.seed {
+        ", wrapping past 2^64 - 1"
+    } else {
+        ""
+    };
     format!(
-        "each of our figures is the mean of {per} runs, seeds {} to {} ({whose}; `results` \
-         holds every run); erasures differed between one configuration's runs by up to \
-         {spread:.1}% of their mean",
-        o.seed,
-        o.seed.wrapping_add(per as u64 - 1)
+        "each of our figures is the mean of {per} runs, seeds {} to {last}{wraps} ({whose}; \
+         `results` holds every run); erasures differed between one configuration's runs by \
+         up to {spread:.1}% of their mean",
+        o.seed
     )
 }
 

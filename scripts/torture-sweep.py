@@ -10,6 +10,7 @@ fill writes and injected program/erase failures.
     scripts/torture-sweep.py --seed 14 --runs 100 --flips    # half the runs with ECC and bit flips
     scripts/torture-sweep.py --seed 15 --runs 100 --traces   # half the runs replay a block trace
     scripts/torture-sweep.py --seed 16 --runs 100 --formats  # a quarter cut the format instead
+    scripts/torture-sweep.py --seed 17 --runs 100 --chains   # half cut again after recoveries
 
 Each run prints one line: `ok CUTS VIOLATIONS ARGS`, `refused ARGS | ERROR` (the one-line
 refusal of an impossible configuration: an FMS configuration error, or more failures than
@@ -37,6 +38,11 @@ With `--formats`, a quarter of the runs cut power in the format over the medium 
 workload left instead (`torture --target fms-format`, stop 25): their failures are the
 format's (stop 28; dropped before, when the target refused them), and they are not
 cross-checked (their cuts never replay a workload).
+
+With `--chains`, half the workload runs cut power again after each recovery (`torture
+--chain N --chain-within W`, stop 30): N of 2, 4 or 8 more cuts, each among the first W of
+1, 3, 5 or 10 programs/erases after the recovery before it. The last line also counts the
+chained cuts made.
 
 This is the sweep behind the figures in the session notes (docs/fms.md, "Torture"); the
 test suite runs fixed configurations (crates/sim/tests/torture.rs) and, from
@@ -71,7 +77,7 @@ TRACE_WORKLOADS = ["rootdisk", "multimedia", "hotcold:80/20", "random", "sequent
 TRACE_FORMATS = ["msr", "spc", "blkparse", "disksim", "fio"]
 
 
-def configs(seed, runs, long, flips=False, traces=False, formats=False):
+def configs(seed, runs, long, flips=False, traces=False, formats=False, chains=False):
     rng = random.Random(seed)
     # Drawn apart, so that --flips leaves every other choice of a seed as it was.
     frng = random.Random(seed ^ 0xECC)
@@ -80,6 +86,8 @@ def configs(seed, runs, long, flips=False, traces=False, formats=False):
     irng = random.Random(seed ^ 0x1DE5)
     # Format cuts (stop 25), drawn apart too.
     grng = random.Random(seed ^ 0xF0A7)
+    # Chained cuts (stop 30), drawn apart too.
+    crng = random.Random(seed ^ 0xC4A1)
     ops = [200, 400, 600] + ([1000] if long else [])
     segments = [10, 12, 16, 20, 24] + ([32] if long else [])
     for _ in range(runs):
@@ -148,6 +156,9 @@ def configs(seed, runs, long, flips=False, traces=False, formats=False):
                     i = args.index(opt)
                     del args[i:i + 2]
             args[1:1] = ["--target", "fms-format"]
+        if chains and crng.random() < 0.5 and "fms-format" not in args:
+            args += ["--chain", crng.choice(["2", "4", "8"]),
+                     "--chain-within", crng.choice(["1", "3", "5", "10"])]
         yield args
 
 
@@ -225,6 +236,7 @@ def run(flashkit, args, cross=False):
         rec = dict(v.get("recovery") or {})
         for k, m in (v.get("reads") or {}).items():
             rec[k] = m
+        rec["chained_cuts"] = v.get("chained_cuts") or 0
         return kind, c, n, f"{'ok' if kind == 'ok' else 'FAIL'} {c} {n} {shown}", rec
     # Only a refusal of the configuration itself counts as refused. Any other error (a
     # fault-free run that cannot finish, say) is a failure: nothing in this space should
@@ -246,6 +258,8 @@ def main():
     ap.add_argument("--traces", action="store_true", help="half the runs replay a generated block trace (torture --trace)")
     ap.add_argument("--formats", action="store_true",
                     help="a quarter of the runs cut the format instead (torture --target fms-format)")
+    ap.add_argument("--chains", action="store_true",
+                    help="half the workload runs cut again after each recovery (torture --chain)")
     ap.add_argument("--cross-check", action="store_true",
                     help="also run each configuration without failures at 100 sampled cuts "
                          "forked and replayed (torture --replay) and fail it if the reports differ")
@@ -261,7 +275,7 @@ def main():
     # Cut points whose mount met each recovery path (`flashkit torture`'s `recovery`).
     recovery = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
-        for kind, c, v, line, rec in pool.map(lambda args: run(a.flashkit, args, a.cross_check), configs(a.seed, a.runs, a.long, a.flips, a.traces, a.formats)):
+        for kind, c, v, line, rec in pool.map(lambda args: run(a.flashkit, args, a.cross_check), configs(a.seed, a.runs, a.long, a.flips, a.traces, a.formats, a.chains)):
             print(line, flush=True)
             counts[kind] += 1
             cuts += c

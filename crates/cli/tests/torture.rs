@@ -41,6 +41,40 @@ fn every_cut_point_on_a_tiny_intel_device_as_json() {
     assert!(v["ops"].as_u64().unwrap() > 1000);
 }
 
+/// `--chain N`: N more cuts after each recovery, each within `--chain-within` programs
+/// and erases; the table and the JSON say how many were made and what their mounts found.
+#[test]
+fn chained_cuts_are_reported() {
+    let args =
+        "torture --device nandsim-256m --cuts 30 --ops 120 --seed 2 --chain 3 --chain-within 4";
+    let o = flashkit(args.split(' ').chain(["--json"]));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    assert_eq!(v["violations"], 0, "{v}");
+    assert_eq!(v["chain"], 3);
+    assert_eq!(v["chain_within"], 4);
+    assert_eq!(
+        v["chained_cuts"], 90,
+        "three after each of 30 cut points: {v}"
+    );
+    assert!(
+        v["chain_recovery"]["dirty_segments"].as_u64().unwrap() > 0,
+        "{v}"
+    );
+    let o = flashkit(args.split(' '));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.lines().any(|l| l.starts_with("chained cuts")
+            && l.contains("90 (3 after each recovery, within 4 programs/erases)")),
+        "{out}"
+    );
+    assert!(out.contains("chained mounts that found"), "{out}");
+    // Without --chain, neither line.
+    let o = flashkit("torture --device nandsim-256m --cuts 5 --ops 60".split(' '));
+    assert!(!text(&o.stdout).contains("chained"), "{}", text(&o.stdout));
+}
+
 #[test]
 fn sampled_cut_points_table() {
     let o = flashkit([
@@ -490,6 +524,12 @@ fn options_a_torture_would_ignore_are_refused() {
             "--redistribution",
         ),
         (vec!["--target", "fms-format", "--replay"], "--replay"),
+        (vec!["--target", "fms-format", "--chain", "2"], "--chain"),
+        (vec!["--chain-within", "3"], "--chain-within"),
+        (
+            vec!["--chain", "2", "--chain-within", "0"],
+            "--chain-within",
+        ),
     ] {
         let mut args = vec!["torture", "--device", "nandsim-256m", "--ops", "50"];
         args.extend(&extra);

@@ -160,6 +160,8 @@ pub struct Nand {
     /// `ops` when the fault plan was installed; plan indices count from here.
     fault_base: u64,
     dead: bool,
+    /// The block whose erase a power cut stopped after the erase had begun (counted).
+    cut_erase: Option<u32>,
     faults: FaultPlan,
     /// The fault plan can cut or fail a program or erase.
     faults_armed: bool,
@@ -227,6 +229,7 @@ impl Nand {
             ops: 0,
             fault_base: 0,
             dead: false,
+            cut_erase: None,
             faults: FaultPlan::default(),
             faults_armed: false,
             rng: Xoshiro256PlusPlus::seed_from_u64(0),
@@ -283,6 +286,7 @@ impl Nand {
             ops: self.ops,
             fault_base: self.fault_base,
             dead: self.dead,
+            cut_erase: self.cut_erase,
             faults: self.faults.clone(),
             faults_armed: self.faults_armed,
             rng: self.rng.clone(),
@@ -366,6 +370,14 @@ impl Nand {
     /// True once power has been cut: every operation fails until the store is reopened.
     pub fn is_dead(&self) -> bool {
         self.dead
+    }
+    /// The block whose erase the power cut stopped, when the erase had begun (torn
+    /// `Partial` or `Complete`): the device counted it in the block's erase count, and its
+    /// owner may never learn of it (a partial erase can leave the block's first page, and
+    /// the count recorded there, as it was). `None` before a cut, or when the cut fell on a
+    /// program or on an erase torn `Nothing`.
+    pub fn cut_erase(&self) -> Option<u32> {
+        self.cut_erase
     }
     pub fn store(&self) -> &dyn Store {
         &*self.store
@@ -1113,11 +1125,13 @@ impl Nand {
                     }
                     info.erase_count += 1;
                     self.store.set_block_info(block, info)?;
+                    self.cut_erase = Some(block);
                 }
                 _ => {
                     self.store.erase(block)?;
                     info.erase_count += 1;
                     self.store.set_block_info(block, info)?;
+                    self.cut_erase = Some(block);
                 }
             }
             self.reset_write_ptr(block);

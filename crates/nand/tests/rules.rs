@@ -973,6 +973,7 @@ fn power_cut_at_a_program_tears_exactly_that_program() {
         let new = and(&old[5], &pattern(500, 528));
         n.set_faults(cut(mode));
         assert_err!(program_raw(&mut n, 5, &new), NandError::PowerLoss);
+        assert_eq!(n.cut_erase(), None, "a cut program is not an erase");
         assert_dead(&mut n);
 
         let mut n = reopen(n);
@@ -1014,9 +1015,15 @@ fn power_cut_at_an_erase_tears_exactly_that_erase() {
     for mode in [TornMode::Nothing, TornMode::Partial, TornMode::Complete] {
         let mut n = ram(&spec);
         let old = fill_block0(&mut n);
+        assert_eq!(n.cut_erase(), None);
         n.set_faults(cut(mode));
         assert_err!(n.erase(0), NandError::PowerLoss);
         assert_dead(&mut n);
+        // The device names the erase it counted (a torn erase that did nothing, it did
+        // not count).
+        let counted = (mode != TornMode::Nothing).then_some(0);
+        assert_eq!(n.cut_erase(), counted, "{mode:?}");
+        assert_eq!(n.try_clone().unwrap().cut_erase(), counted);
 
         let mut n = reopen(n);
         let (mut erased, mut intact) = (0, 0);

@@ -46,6 +46,28 @@
 //!       (`MountReport::lost_blocks`, stop 25): power cuts alone lose nothing
 //!       acknowledged.
 //!
+//! ## Chained cuts
+//!
+//! With [`TortureConfig::chain`] = N > 0 (`--chain N`), a cut point does not end at its
+//! first recovery: once checks 1-4 pass, power is cut again at a seeded program/erase
+//! among the next [`TortureConfig::chain_within`] (`--chain-within W`, default 5) while
+//! the FMS goes on with seeded writes, trims and a flush every eighth operation
+//! (`chain_cut`); the medium is recovered and checked again (checks 1-4, violations
+//! prefixed "chained cut c"), N times, and check 5 follows the last recovery. A recovery
+//! leaves work to the first write (erasing dirty segments, padding torn slots,
+//! `Fms::repair`) and often starts a cleaning: these cuts fall in that work, and cut it
+//! again before it finishes — the schedule that found stop 29's wedged medium and lost
+//! block. The mount itself is not cut (it programs only when the index log is lost).
+//! Check 4 allows the FMS's count of a segment to fall behind the device's by one per
+//! erase that cuts stopped once begun ([`nand::Nand::cut_erase`]): an erase torn part
+//! way may leave the header, and the count it records, as it was, and two such erases
+//! of one segment (a repair cut, then the repair again) put it two behind — nothing
+//! on flash tells the FMS of them. A refused write (a medium that chained cuts filled) is
+//! a violation. The report counts the chained cuts made (`chained_cuts`) and the
+//! recovery paths their mounts met (`chain_recovery`). Chains run in the worker, after
+//! the fork or the replay alike, seeded from the cut point, so the report does not depend
+//! on either.
+//!
 //! `--target fms-format` ([`TortureConfig::format`]) cuts power in a format over the
 //! medium the workload left instead: see `torture/format.rs`.
 //!
@@ -225,6 +247,14 @@ pub struct TortureConfig {
     /// `torture/format.rs`); with `failures`, the format's programs/erases fail.
     /// Default: false.
     pub format: bool,
+    /// Chained cuts: after the recovery from each cut point's cut (and its checks), cut
+    /// power this many times more, each at a seeded program/erase among the next
+    /// `chain_within` ones, recovering and checking after each (see "Chained cuts" in the
+    /// module doc). Not with `format`. Default: 0.
+    pub chain: u32,
+    /// The window of a chained cut, in programs and erases after the recovery (at least
+    /// 1). Default: 5.
+    pub chain_within: u64,
 }
 
 impl TortureConfig {
@@ -251,6 +281,8 @@ impl TortureConfig {
             flush_every: 8,
             replay: false,
             format: false,
+            chain: 0,
+            chain_within: 5,
             device,
         }
     }
@@ -292,6 +324,12 @@ pub struct TortureReport {
     pub ops: u64,
     /// Cut points run.
     pub cut_points: u64,
+    /// Chained cuts asked for after each cut point's recovery, their window in programs
+    /// and erases ([`TortureConfig::chain`], `chain_within`), and the chained cuts made
+    /// over all cut points (a run stopped by a violation makes fewer).
+    pub chain: u32,
+    pub chain_within: u64,
+    pub chained_cuts: u64,
     /// Program/erase failures requested ([`TortureConfig::failures`]), the operations
     /// (1-based, counted like the cut points) chosen to fail, and the program and erase
     /// failures the fault-free run actually saw (an index beyond its operations fails
@@ -319,6 +357,9 @@ pub struct TortureReport {
     /// of) each thing it repairs or skips (`ftl::fms::MountReport`). A path at 0 was not
     /// tested by this run.
     pub recovery: RecoveryCounts,
+    /// With `chain`: the recovery paths of the mounts after chained cuts (each counted
+    /// once per cut point whose chain met it); null without.
+    pub chain_recovery: Option<RecoveryCounts>,
     /// Target `fms-format`: cut points by what the mount after the cut found (the new
     /// medium, the old one, or a refusal); null for target `fms`.
     pub format_mounts: Option<FormatMounts>,
@@ -410,14 +451,20 @@ pub struct RecoveryCounts {
 
 impl RecoveryCounts {
     fn add(&mut self, r: &MountReport) {
-        self.summaries_read += (r.summaries_read() > 0) as u64;
-        self.torn_records += (r.torn_records > 0) as u64;
-        self.stale_live_copies += (r.stale_live_copies > 0) as u64;
-        self.dirty_segments += (r.dirty_segments > 0) as u64;
-        self.unreadable_trim_lists += (r.unreadable_trim_lists > 0) as u64;
-        self.grown_bad_read += (r.grown_bad_read > 0) as u64;
-        self.index_lost += r.index_lost as u64;
-        self.earlier_format += (!r.earlier_format.is_empty()) as u64;
+        self.add_any(std::slice::from_ref(r));
+    }
+
+    /// Count one cut point for each path that at least one of its mounts `rs` met.
+    fn add_any(&mut self, rs: &[MountReport]) {
+        let any = |p: fn(&MountReport) -> bool| rs.iter().any(p) as u64;
+        self.summaries_read += any(|r| r.summaries_read() > 0);
+        self.torn_records += any(|r| r.torn_records > 0);
+        self.stale_live_copies += any(|r| r.stale_live_copies > 0);
+        self.dirty_segments += any(|r| r.dirty_segments > 0);
+        self.unreadable_trim_lists += any(|r| r.unreadable_trim_lists > 0);
+        self.grown_bad_read += any(|r| r.grown_bad_read > 0);
+        self.index_lost += any(|r| r.index_lost);
+        self.earlier_format += any(|r| !r.earlier_format.is_empty());
     }
 
     /// The counts in the order of [`MountReport::PATHS`].
@@ -910,6 +957,9 @@ struct Ctx {
     /// erased part of the old medium before its first header leaves the old medium with
     /// blocks lost, as the user asked.
     lost_ok: bool,
+    /// [`TortureConfig::chain`] and [`TortureConfig::chain_within`].
+    chain: u32,
+    chain_within: u64,
 }
 
 /// Outcome of one run (fault-free or cut).
@@ -934,6 +984,9 @@ struct RunOutcome {
     index_moves: u64,
     /// Cut run: what the mount after the cut found to repair or skip.
     recovered: Option<MountReport>,
+    /// Chained cuts made after the first recovery, and what the mount after each found.
+    chained_cuts: u64,
+    chain_recovered: Vec<MountReport>,
     /// Format cut: what the mount after the cut found.
     format_found: Option<format::Found>,
     reads: ReadCounts,
@@ -1114,18 +1167,59 @@ fn lost_headers(nand: &mut Nand) -> Result<Vec<bool>, String> {
         .collect()
 }
 
-/// Check (4): erase counts of segments that are neither dirty nor bad.
-/// Segments in `lost` had no readable header after the cut: their count was lost and mount
-/// estimates it (as the largest count known), so they are not checked, then or later.
-fn check_erase_counts(fms: &Fms, lost: &[bool], what: &str, problems: &mut Vec<String>) {
+/// What the cuts of a run left that the FMS cannot know, for check (4): segments whose
+/// header no cut left readable, and erases that cuts stopped once begun.
+#[derive(Default)]
+struct Lost {
+    /// Segments with no readable header after a cut: their count was lost and mount
+    /// estimates it (as the largest count known), so they are not checked, then or later.
+    headers: Vec<bool>,
+    /// Per segment, erases stopped by a cut after they began
+    /// ([`nand::Nand::cut_erase`]): the device counted each, and a header the erase did
+    /// not reach still carries the count before it, so the FMS's count may fall behind
+    /// the device's by one for each (and by one in any case: a single cut, as check 4
+    /// always allowed). Only chained cuts ([`TortureConfig::chain`]) stop two erases of
+    /// one segment.
+    torn_erases: Vec<u32>,
+}
+
+impl Lost {
+    /// Note what the cut that stopped `nand` left: call before the mount reuses anything.
+    fn add_cut(&mut self, nand: &mut Nand, cut_erase: Option<u32>) -> Result<(), String> {
+        let now = lost_headers(nand)?;
+        if self.headers.is_empty() {
+            self.headers = now;
+            self.torn_erases = vec![0; self.headers.len()];
+        } else {
+            for (l, n) in self.headers.iter_mut().zip(now) {
+                *l |= n;
+            }
+        }
+        if let Some(b) = cut_erase {
+            self.torn_erases[b as usize] += 1;
+        }
+        Ok(())
+    }
+
+    /// How far the FMS's erase count of segment `s` may fall behind the device's.
+    fn slack(&self, s: usize) -> u32 {
+        self.torn_erases.get(s).copied().unwrap_or(0).max(1)
+    }
+}
+
+/// Check (4): erase counts of segments that are neither dirty nor bad, nor in
+/// `lost.headers`; the FMS's count may fall behind the device's by [`Lost::slack`].
+fn check_erase_counts(fms: &Fms, lost: &Lost, what: &str, problems: &mut Vec<String>) {
     let counts = fms.erase_counts();
     for (s, seg) in fms.segments().iter().enumerate() {
-        if matches!(seg.state, SegState::Dirty | SegState::Bad) || lost.get(s) == Some(&true) {
+        if matches!(seg.state, SegState::Dirty | SegState::Bad)
+            || lost.headers.get(s) == Some(&true)
+        {
             continue;
         }
         let dev = fms.nand().erase_count(s as u32);
         let c = counts[s];
-        if c > dev || c + 1 < dev {
+        if c > dev || c + lost.slack(s) < dev {
             problems.push(format!(
                 "{what}: segment {s} ({:?}): FMS erase count {c}, device erase count {dev}",
                 seg.state
@@ -1195,6 +1289,8 @@ impl RunOutcome {
             wear_swaps: 0,
             index_moves: 0,
             recovered: None,
+            chained_cuts: 0,
+            chain_recovered: Vec::new(),
             format_found: None,
             reads: ReadCounts::default(),
         }
@@ -1388,8 +1484,8 @@ fn after_workload(
     cut: Option<u64>,
     was_cut: bool,
     fms: Fms,
-    mut model: Model,
-    buf: Vec<u8>,
+    model: Model,
+    mut buf: Vec<u8>,
     out: &mut RunOutcome,
 ) -> Result<(), String> {
     out.device_ops = fms.nand().op_count();
@@ -1409,36 +1505,81 @@ fn after_workload(
         }
     }
 
+    let salt = cut.unwrap_or(0);
+    let mut lost = Lost::default();
+    let Some((mut f2, mut model)) = recover(ctx, salt ^ 0x5EED, fms, model, &mut lost, "", out)?
+    else {
+        return Ok(());
+    };
+    let mut extra = Extra::new(ctx, salt);
+    for c in 1..=ctx.chain {
+        let (k, cut_fms) = chain_cut(ctx, c, f2, &mut model, &mut extra, &mut buf, out)?;
+        out.chained_cuts += 1;
+        let prefix = format!(
+            "chained cut {c} (program/erase {k} after recovery {}): ",
+            c - 1
+        );
+        let salt = salt ^ 0x5EED ^ (c as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
+        match recover(ctx, salt, cut_fms, model, &mut lost, &prefix, out)? {
+            Some((f, m)) => (f2, model) = (f, m),
+            None => return Ok(()),
+        }
+    }
+    keeps_working(ctx, f2, model, buf, &lost, &mut extra, out)
+}
+
+/// Checks (1)-(4) after a cut: reopen the medium `fms` was cut on, mount it, read every
+/// sector back against `model`, compare the tables with a second mount (and, with segment
+/// summaries, with a mount reading every record). Returns the FMS of the last mount and
+/// the model settled to what was read, or `None` when a check failed (its problems, each
+/// starting with `prefix`, are in `out`). `lost` gathers the segments whose header the
+/// cut left unreadable (over a chain of cuts: check 4 skips them from then on); `salt`
+/// seeds the mount's bit flips.
+fn recover(
+    ctx: &Ctx,
+    salt: u64,
+    fms: Fms,
+    mut model: Model,
+    lost: &mut Lost,
+    prefix: &str,
+    out: &mut RunOutcome,
+) -> Result<Option<(Fms, Model)>, String> {
     // Mount after the cut (or the clean shutdown). Segments without a readable header
     // lost their erase count (mount estimates it); note them before mount reuses any
     // (read without flips: what the cut left, not what a read made of it).
     out.reads.add_fms(&fms);
+    let after = format!("{prefix}after the cut");
+    let cut_erase = fms.nand().cut_erase();
     let mut nand = Nand::open(ctx.spec.clone(), fms.into_nand().into_store())
-        .map_err(|e| format!("after the cut: reopen: {e}"))?;
-    let lost = lost_headers(&mut nand)?;
-    flip_reads(ctx, &mut nand, cut.unwrap_or(0) ^ 0x5EED);
+        .map_err(|e| format!("{after}: reopen: {e}"))?;
+    lost.add_cut(&mut nand, cut_erase)?;
+    flip_reads(ctx, &mut nand, salt);
     let mut f1 =
-        Fms::mount(nand, ctx.cfg.clone()).map_err(|e| dev_err("after the cut: mount", e))?;
-    out.recovered = Some(f1.mount_report().clone());
-    if let Err(e) = lost_is_none(&f1, "after the cut") {
+        Fms::mount(nand, ctx.cfg.clone()).map_err(|e| dev_err(&format!("{after}: mount"), e))?;
+    if out.recovered.is_none() {
+        out.recovered = Some(f1.mount_report().clone());
+    } else {
+        out.chain_recovered.push(f1.mount_report().clone());
+    }
+    if let Err(e) = lost_is_none(&f1, &after) {
         out.problems.push(e);
     }
     let d1 = f1.tables_digest();
     let t1 = Tables::of(&f1);
-    check_erase_counts(&f1, &lost, "after the cut", &mut out.problems);
+    check_erase_counts(&f1, lost, &after, &mut out.problems);
     // An FMS's read counts are added when it is remounted, and here before any return
     // that drops it: a violation must carry the note of the reads that caused it.
-    let seen = read_all(ctx, &mut f1, "after the cut").inspect_err(|_| out.reads.add_fms(&f1))?;
-    verify(&model, &seen, "", &mut out.problems);
+    let seen = read_all(ctx, &mut f1, &after).inspect_err(|_| out.reads.add_fms(&f1))?;
+    verify(&model, &seen, prefix, &mut out.problems);
 
     // Check (3): a second mount of the same medium rebuilds the same tables.
     let reads = &mut out.reads;
     let problems = &mut out.problems;
-    let mut f2 = remount(ctx, f1, "second mount", reads)?;
+    let mut f2 = remount(ctx, f1, &format!("{prefix}second mount"), reads)?;
     let d2 = f2.tables_digest();
     if d1 != d2 {
         problems.push(format!(
-            "tables rebuilt after the cut ({d1:016x}) differ from a clean remount ({d2:016x}): {}",
+            "{prefix}tables rebuilt after the cut ({d1:016x}) differ from a clean remount ({d2:016x}): {}",
             t1.diff(&Tables::of(&f2))
         ));
     }
@@ -1452,51 +1593,52 @@ fn after_workload(
         };
         let t2 = Tables::of(&f2);
         let slots = f2.layout().slots;
-        let f3 = remount_with(ctx, records, f2, "mount reading every record", reads)?;
+        let what = format!("{prefix}mount reading every record");
+        let f3 = remount_with(ctx, records, f2, &what, reads)?;
         let diff = t2.diff_from(&Tables::of(&f3), Some(slots));
         if !diff.is_empty() {
             problems.push(format!(
-                "tables rebuilt from the segment summaries differ from those rebuilt from every record: {diff}"
+                "{prefix}tables rebuilt from the segment summaries differ from those rebuilt from every record: {diff}"
             ));
         }
-        f2 = remount(ctx, f3, "mount after the records", reads)?;
+        f2 = remount(ctx, f3, &format!("{prefix}mount after the records"), reads)?;
         let d4 = f2.tables_digest();
         if d4 != d2 {
             problems.push(format!(
-                "tables rebuilt from the segment summaries ({d2:016x}) differ after a mount reading every record ({d4:016x}): {}",
+                "{prefix}tables rebuilt from the segment summaries ({d2:016x}) differ after a mount reading every record ({d4:016x}): {}",
                 t2.diff(&Tables::of(&f2))
             ));
         }
     }
     if !problems.is_empty() {
         reads.add_fms(&f2);
-        return Ok(());
+        return Ok(None);
     }
-
     model.settle(&seen);
-    keeps_working(ctx, cut.unwrap_or(0), f2, model, buf, &lost, out)
+    Ok(Some((f2, model)))
 }
 
-/// Check (5): the FMS `f2`, mounted after a cut and checked, keeps working. First a few
-/// writes, a flush and a clean remount, which must rebuild exactly the tables the running
-/// FMS had and read back every sector; then writes and trims enough to make the cleaner
-/// run, and another remount. `model` holds what `f2` read back; `salt` seeds the writes;
-/// `lost`: the segments whose header the cut left unreadable (check 4 skips them).
-fn keeps_working(
-    ctx: &Ctx,
-    salt: u64,
-    mut f2: Fms,
-    mut model: Model,
-    mut buf: Vec<u8>,
-    lost: &[bool],
-    out: &mut RunOutcome,
-) -> Result<(), String> {
-    let reads = &mut out.reads;
-    let problems = &mut out.problems;
-    let salt = salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(ctx.seed ^ salt ^ 0xC0FFEE);
-    let mut tag = ctx.next_tag;
-    let mut more = |rng: &mut Xoshiro256PlusPlus, trims: bool| {
+/// The writes, trims and flushes a run makes after a recovery ([`chain_cut`],
+/// [`keeps_working`]): seeded from the run's seed and a salt (its cut point), with tags
+/// from [`Ctx::next_tag`] on, so that no two writes of a run share one.
+struct Extra {
+    rng: Xoshiro256PlusPlus,
+    tag: u64,
+}
+
+impl Extra {
+    fn new(ctx: &Ctx, salt: u64) -> Extra {
+        let salt = salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        Extra {
+            rng: Xoshiro256PlusPlus::seed_from_u64(ctx.seed ^ salt ^ 0xC0FFEE),
+            tag: ctx.next_tag,
+        }
+    }
+
+    /// A write of one sector to two blocks' worth at a random sector or, with `trims`, in
+    /// three cases out of ten a trim of a whole block or of part of one.
+    fn op(&mut self, ctx: &Ctx, trims: bool) -> Op {
+        let rng = &mut self.rng;
         let lba = rng.gen_range(0..ctx.sectors);
         if trims && rng.gen_bool(0.3) {
             let (lba, count) = if rng.gen_bool(0.5) {
@@ -1515,13 +1657,91 @@ fn keeps_working(
         let op = Op::Write {
             lba,
             count: count as u32,
-            tag,
+            tag: self.tag,
         };
-        tag += count;
+        self.tag += count;
         op
-    };
+    }
+}
+
+/// A chained cut ([`TortureConfig::chain`]): on the FMS `f` just recovered (and checked),
+/// arm a power cut at a seeded program/erase among the next [`TortureConfig::chain_within`]
+/// and go on with writes, trims and a flush every eighth operation until it falls; the
+/// recovery, the repairs the mount left to the first write (`Fms::repair`) and the
+/// cleanings it starts are cut in turn. Returns the cut's operation number (from the
+/// recovery) and the FMS it stopped. A write refused (the medium full, say) is an error,
+/// and a violation.
+fn chain_cut(
+    ctx: &Ctx,
+    c: u32,
+    mut f: Fms,
+    model: &mut Model,
+    extra: &mut Extra,
+    buf: &mut Vec<u8>,
+    out: &mut RunOutcome,
+) -> Result<(u64, Fms), String> {
+    let k = extra.rng.gen_range(1..=ctx.chain_within);
+    f.nand_mut().set_faults(FaultPlan {
+        power_cut_at: Some(k),
+        torn: TornMode::Random,
+        bitflip_rate: ctx.bitflip_rate,
+        seed: extra.rng.gen(),
+        ..FaultPlan::default()
+    });
+    // Every eighth operation flushes, which programs what the others left in RAM.
+    let limit = 64 + 16 * ctx.chain_within;
+    for i in 0..limit {
+        let op = if i % 8 == 7 {
+            Op::Flush
+        } else {
+            extra.op(ctx, true)
+        };
+        model.start(&op);
+        match apply(&mut f, ctx, &op, buf) {
+            Ok(()) => {
+                if matches!(op, Op::Flush) {
+                    model.flushed();
+                }
+            }
+            Err(DevError::PowerLoss) => return Ok((k, f)),
+            Err(e) => {
+                out.reads.add_fms(&f);
+                return Err(dev_err(
+                    &format!(
+                        "chained cut {c} (armed at program/erase {k} after recovery {}): {op:?}",
+                        c - 1
+                    ),
+                    e,
+                ));
+            }
+        }
+    }
+    out.reads.add_fms(&f);
+    Err(format!(
+        "chained cut {c}: armed at program/erase {k} after recovery {}, but {limit} operations did only {} programs/erases",
+        c - 1,
+        f.nand().op_count()
+    ))
+}
+
+/// Check (5): the FMS `f2`, mounted after a cut and checked, keeps working. First a few
+/// writes, a flush and a clean remount, which must rebuild exactly the tables the running
+/// FMS had and read back every sector; then writes and trims enough to make the cleaner
+/// run, and another remount. `model` holds what `f2` read back; `extra` makes the writes;
+/// `lost`: the segments whose header a cut left unreadable (check 4 skips them).
+fn keeps_working(
+    ctx: &Ctx,
+    mut f2: Fms,
+    mut model: Model,
+    mut buf: Vec<u8>,
+    lost: &Lost,
+    extra: &mut Extra,
+    out: &mut RunOutcome,
+) -> Result<(), String> {
+    let reads = &mut out.reads;
+    let problems = &mut out.problems;
     for _ in 0..6 {
-        let op = more(&mut rng, false);
+        let op = extra.op(ctx, false);
         model.start(&op);
         apply(&mut f2, ctx, &op, &mut buf)
             .map_err(|e| dev_err(&format!("after recovery: {op:?}"), e))
@@ -1552,7 +1772,7 @@ fn keeps_working(
         let op = if i % 8 == 7 {
             Op::Flush
         } else {
-            more(&mut rng, true)
+            extra.op(ctx, true)
         };
         model.start(&op);
         apply(&mut f3, ctx, &op, &mut buf)
@@ -1603,6 +1823,16 @@ pub fn run_with_progress(
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<TortureReport, String> {
     let t0 = Instant::now();
+    if cfg.chain > 0 && cfg.format {
+        return Err(
+            "chain: not with a format torture (chained cuts follow a workload's recovery)".into(),
+        );
+    }
+    if cfg.chain_within == 0 {
+        return Err(
+            "chain-within: a chained cut needs a window of at least 1 program/erase".into(),
+        );
+    }
     let spec = cfg.test_device();
     spec.validate().map_err(|e| format!("device: {e}"))?;
     // Every worker replays on its own copy of the device in RAM: refuse before the first
@@ -1681,6 +1911,8 @@ pub fn run_with_progress(
         fail_ops: Vec::new(),
         bitflip_rate: cfg.bitflip_rate,
         lost_ok: cfg.format,
+        chain: cfg.chain,
+        chain_within: cfg.chain_within,
     };
 
     let cannot_run = |r: &RunOutcome| {
@@ -1795,6 +2027,8 @@ pub fn run_with_progress(
     let done = AtomicUsize::new(0);
     let results: Mutex<Vec<(u64, Vec<String>)>> = Mutex::new(Vec::new());
     let recovery: Mutex<RecoveryCounts> = Mutex::new(RecoveryCounts::default());
+    let chain_recovery: Mutex<RecoveryCounts> = Mutex::new(RecoveryCounts::default());
+    let chained = AtomicUsize::new(0);
     let found: Mutex<FormatMounts> = Mutex::new(FormatMounts::default());
     let reads: Mutex<ReadCounts> = Mutex::new(base.reads.clone());
     // "cut k/n": with failures, also how far the cut fell after the last one before it.
@@ -1824,6 +2058,10 @@ pub fn run_with_progress(
         if let Some(m) = &r.recovered {
             recovery.lock().unwrap().add(m);
         }
+        if !r.chain_recovered.is_empty() {
+            chain_recovery.lock().unwrap().add_any(&r.chain_recovered);
+        }
+        chained.fetch_add(r.chained_cuts as usize, Ordering::Relaxed);
         if let Some(f) = r.format_found {
             found.lock().unwrap().add(f);
         }
@@ -1908,6 +2146,9 @@ pub fn run_with_progress(
         fill_writes: cfg.fill_writes,
         ops: total_ops,
         cut_points: total,
+        chain: cfg.chain,
+        chain_within: cfg.chain_within,
+        chained_cuts: chained.into_inner() as u64,
         failures_requested: cfg.failures,
         fail_ops: ctx.fail_ops.clone(),
         program_failures,
@@ -1920,6 +2161,7 @@ pub fn run_with_progress(
         wear_swaps: base.wear_swaps,
         index_moves: base.index_moves,
         recovery: recovery.into_inner().unwrap(),
+        chain_recovery: (cfg.chain > 0).then(|| chain_recovery.into_inner().unwrap()),
         format_mounts,
         ecc: lay.ecc(),
         ecc_code: ftl::fms::layout::ecc_name(lay.ecc_t),

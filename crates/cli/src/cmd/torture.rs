@@ -101,6 +101,16 @@ pub struct TortureArgs {
     /// the block bad).
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub failures: u64,
+    /// Chained cuts: after the recovery from each cut point's cut, cut power N times more,
+    /// each at a seeded program/erase among the next --chain-within, recovering and
+    /// checking after each (cuts in the repairs and cleanings a recovery starts). Not with
+    /// --target fms-format.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub chain: u32,
+    /// The window of a chained cut: it falls at one of the first OPS programs/erases after
+    /// the recovery (needs --chain).
+    #[arg(long, value_name = "OPS")]
+    pub chain_within: Option<u64>,
     /// Format the FMS with ECC codes in the data pages' spare areas (`fms format --ecc`).
     #[arg(long)]
     pub ecc: bool,
@@ -241,6 +251,18 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
     }
     if let Some(f) = a.fill_writes {
         c.fill_writes = f;
+    }
+    if a.chain > 0 && c.format {
+        bail!("--chain: not with --target fms-format (chained cuts follow the recovery from a workload's cut)");
+    }
+    c.chain = a.chain;
+    match a.chain_within {
+        Some(0) => bail!("--chain-within: must be at least 1 (program/erase after the recovery)"),
+        Some(_) if a.chain == 0 => {
+            bail!("--chain-within: has no effect without --chain N (N > 0)")
+        }
+        Some(w) => c.chain_within = w,
+        None => {}
     }
     c.failures = a.failures;
     if !(0.0..=1.0).contains(&a.bitflip_rate) {
@@ -432,7 +454,19 @@ fn print_table(r: &TortureReport) -> Result<()> {
         .add("blocks copied", output::count(r.blocks_copied))
         .add("wear swaps", output::count(r.wear_swaps))
         .add("cuts", &r.cuts)
-        .add("cut points", output::count(r.cut_points))
+        .add("cut points", output::count(r.cut_points));
+    if r.chain > 0 {
+        f.add(
+            "chained cuts",
+            format!(
+                "{} ({} after each recovery, within {} programs/erases)",
+                output::count(r.chained_cuts),
+                r.chain,
+                r.chain_within
+            ),
+        );
+    }
+    f
         .add("failures requested", output::count(r.failures_requested))
         .add("program failures", output::count(r.program_failures))
         .add("erase failures", output::count(r.erase_failures))
@@ -462,6 +496,12 @@ fn print_table(r: &TortureReport) -> Result<()> {
             "mounts that found",
             super::fms::recovery_paths(&r.recovery.counts(), true),
         );
+    if let Some(c) = &r.chain_recovery {
+        f.add(
+            "chained mounts that found",
+            super::fms::recovery_paths(&c.counts(), true),
+        );
+    }
     if let Some(m) = &r.format_mounts {
         f.add(
             "after a format cut",

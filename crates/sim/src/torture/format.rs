@@ -172,9 +172,11 @@ fn run_cut_inner(
         (Err((e, _)), _) => return Err(dev_err("format", e)),
     };
     out.device_ops = left.op_count();
+    let cut_erase = left.cut_erase();
     let mut nand = Nand::open(ctx.spec.clone(), left.into_store())
         .map_err(|e| format!("after the cut: reopen: {e}"))?;
-    let lost = lost_headers(&mut nand)?;
+    let mut cut_left = Lost::default();
+    cut_left.add_cut(&mut nand, cut_erase)?;
     let again = copy(&nand)?;
     flip_reads(ctx, &mut nand, cut.unwrap_or(0) ^ 0xF0A7);
 
@@ -235,7 +237,7 @@ fn run_cut_inner(
         // (3) Tables and erase counts.
         let d1 = f1.tables_digest();
         let t1 = Tables::of(&f1);
-        check_erase_counts(&f1, &lost, "after the cut", &mut out.problems);
+        check_erase_counts(&f1, &cut_left, "after the cut", &mut out.problems);
         let f2 = remount(ctx, f1, "second mount", &mut out.reads)?;
         let d2 = f2.tables_digest();
         if d1 != d2 {
@@ -251,7 +253,8 @@ fn run_cut_inner(
         // (4) It keeps working.
         let mut model = Model::new(ctx.sectors, ctx.spb);
         model.settle(&seen);
-        keeps_working(ctx, cut.unwrap_or(0), f2, model, Vec::new(), &lost, out)?;
+        let mut extra = Extra::new(ctx, cut.unwrap_or(0));
+        keeps_working(ctx, f2, model, Vec::new(), &cut_left, &mut extra, out)?;
         if !out.problems.is_empty() {
             return Ok(());
         }
@@ -274,25 +277,29 @@ fn run_cut_inner(
                 seen_text(seen[lba])
             ));
         }
-        check_erase_counts(&f, &lost, "formatted again", &mut out.problems);
+        check_erase_counts(&f, &cut_left, "formatted again", &mut out.problems);
         // A count the cut lost cannot be read back: the format takes the largest on the
         // medium, at least the largest of those that survived.
         let counts = f.erase_counts();
         let segs = f.segments();
         let kept = (0..counts.len())
-            .filter(|&s| !lost[s])
+            .filter(|&s| !cut_left.headers[s])
             .map(|s| old.erase_counts[s])
             .max()
             .unwrap_or(0);
         let lower = (0..counts.len()).find_map(|s| {
-            let want = if lost[s] { kept } else { old.erase_counts[s] };
+            let want = if cut_left.headers[s] {
+                kept
+            } else {
+                old.erase_counts[s]
+            };
             (segs[s].state != SegState::Bad && counts[s] < want).then_some((s, want))
         });
         if let Some((s, want)) = lower {
             out.problems.push(format!(
                 "formatted again: segment {s}'s erase count is {}, below {want}, {}",
                 counts[s],
-                if lost[s] {
+                if cut_left.headers[s] {
                     "the largest the old medium's other segments had (the cut left its header unreadable)"
                 } else {
                     "its count on the old medium"

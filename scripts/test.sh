@@ -79,11 +79,12 @@ cargo test --workspace --release
 
 # The randomised power-cut sweep (docs/fms.md, "Torture"), a few seconds of it: keeps the
 # script working as the CLI changes (seed 6: 6 runs, 2 one-line refusals, ~16 000 cuts;
-# with --formats, some of them cut the format instead), and cross-checks forked cuts
-# against replayed ones on its runs without failures.
-step "scripts/torture-sweep.py --seed 6 --runs 8 --cross-check --formats"
+# with --formats, some of them cut the format instead; with --chains, half the others cut
+# again after each recovery), and cross-checks forked cuts against replayed ones on its
+# runs without failures.
+step "scripts/torture-sweep.py --seed 6 --runs 8 --cross-check --formats --chains"
 cargo build --release --quiet --bin flashkit
-python3 scripts/torture-sweep.py --seed 6 --runs 8 --jobs 2 --cross-check --formats
+python3 scripts/torture-sweep.py --seed 6 --runs 8 --jobs 2 --cross-check --formats --chains
 
 # The on-flash format docs against the binary (docs/format/fms.md, nand-image.md): an
 # independent reader written from the docs alone must read every image the FMS writes

@@ -50,23 +50,32 @@
 //!
 //! With [`TortureConfig::chain`] = N > 0 (`--chain N`), a cut point does not end at its
 //! first recovery: once checks 1-4 pass, power is cut again at a seeded program/erase
-//! among the next [`TortureConfig::chain_within`] (`--chain-within W`, default 5) while
-//! the FMS goes on with seeded writes, trims and a flush every eighth operation
-//! (`chain_cut`); the medium is recovered and checked again (checks 1-4, violations
-//! prefixed "chained cut c"), N times, and check 5 follows the last recovery. A recovery
-//! leaves work to the first write (erasing dirty segments, padding torn slots,
-//! `Fms::repair`) and often starts a cleaning: these cuts fall in that work, and cut it
-//! again before it finishes — the schedule that found stop 29's wedged medium and lost
-//! block. The mount itself is not cut (it programs only when the index log is lost).
+//! among the next [`TortureConfig::chain_within`] (`--chain-within W`, default 5, at most
+//! [`MAX_CHAIN_WITHIN`]) while the FMS goes on with seeded writes, trims and a flush every
+//! eighth operation (`chain_cut`); the medium is recovered and checked again (checks 1-4,
+//! violations prefixed "chained cut c"), N times, and check 5 follows the last recovery.
+//! (The fault-free run has no cut, so no chain.) A recovery leaves work to the first write
+//! (erasing dirty segments, padding torn slots, `Fms::repair`) and often starts a
+//! cleaning: these cuts fall in that work, and cut it again before it finishes — the
+//! schedule that found stop 29's wedged medium and lost block. The mount itself is not
+//! cut (it programs only when the index log is lost).
+//!
 //! Check 4 allows the FMS's count of a segment to fall behind the device's by one per
-//! erase that cuts stopped once begun ([`nand::Nand::cut_erase`]): an erase torn part
-//! way may leave the header, and the count it records, as it was, and two such erases
-//! of one segment (a repair cut, then the repair again) put it two behind — nothing
-//! on flash tells the FMS of them. A refused write (a medium that chained cuts filled) is
-//! a violation. The report counts the chained cuts made (`chained_cuts`) and the
-//! recovery paths their mounts met (`chain_recovery`). Chains run in the worker, after
-//! the fork or the replay alike, seeded from the cut point, so the report does not depend
-//! on either.
+//! erase that cuts stopped once begun ([`nand::Nand::cut_erase`]): an erase torn part way
+//! may leave the header, and the count it records, as it was, and a chain can stop two
+//! erases of one segment (a repair cut, then the repair again) — nothing on flash tells the
+//! FMS of them. With no such erase the counts must agree exactly (until stop 30 every
+//! segment could be one behind, which hid an erase the FMS failed to count).
+//!
+//! Each cut in a cleaning's first operations tears the slot a copy was going to, so a
+//! chain can use a small medium's erased slots up (docs/fms.md, "Power cuts a few
+//! operations apart"). A write or trim refused for want of space when, before it, no
+//! segment was free and no cleaning could finish ([`no_cleaning_can_finish`]) ends the
+//! chain: the medium is recovered and checked as after a cut, and the cut point counts in
+//! `chains_full`, not as a violation; any other refusal is one. The report counts the
+//! chained cuts made (`chained_cuts`) and the recovery paths their mounts met
+//! (`chain_recovery`). Chains run in the worker, after the fork or the replay alike,
+//! seeded from the cut point, so the report does not depend on either.
 //!
 //! `--target fms-format` ([`TortureConfig::format`]) cuts power in a format over the
 //! medium the workload left instead: see `torture/format.rs`.
@@ -297,6 +306,11 @@ impl TortureConfig {
     }
 }
 
+/// The widest window of a chained cut ([`TortureConfig::chain_within`]): a cut is meant
+/// to fall in the work a recovery starts, and a wider window only makes the run longer
+/// (its writes wear the small device out).
+pub const MAX_CHAIN_WITHIN: u64 = 10_000;
+
 /// What a torture run found.
 #[derive(Clone, Debug, Serialize)]
 pub struct TortureReport {
@@ -330,6 +344,11 @@ pub struct TortureReport {
     pub chain: u32,
     pub chain_within: u64,
     pub chained_cuts: u64,
+    /// Cut points whose chain ended with the medium full: a write refused for want of
+    /// space when no cleaning could finish, the erased slots used up by copies that cuts
+    /// tore (the documented limit, docs/fms.md "Power cuts a few operations apart"; not a
+    /// violation; what was read back after it was still checked).
+    pub chains_full: u64,
     /// Program/erase failures requested ([`TortureConfig::failures`]), the operations
     /// (1-based, counted like the cut points) chosen to fail, and the program and erase
     /// failures the fault-free run actually saw (an index beyond its operations fails
@@ -987,6 +1006,8 @@ struct RunOutcome {
     /// Chained cuts made after the first recovery, and what the mount after each found.
     chained_cuts: u64,
     chain_recovered: Vec<MountReport>,
+    /// The chain ended with the medium full ([`full_by_torn_slots`]).
+    chain_full: bool,
     /// Format cut: what the mount after the cut found.
     format_found: Option<format::Found>,
     reads: ReadCounts,
@@ -1169,7 +1190,7 @@ fn lost_headers(nand: &mut Nand) -> Result<Vec<bool>, String> {
 
 /// What the cuts of a run left that the FMS cannot know, for check (4): segments whose
 /// header no cut left readable, and erases that cuts stopped once begun.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Lost {
     /// Segments with no readable header after a cut: their count was lost and mount
     /// estimates it (as the largest count known), so they are not checked, then or later.
@@ -1177,9 +1198,9 @@ struct Lost {
     /// Per segment, erases stopped by a cut after they began
     /// ([`nand::Nand::cut_erase`]): the device counted each, and a header the erase did
     /// not reach still carries the count before it, so the FMS's count may fall behind
-    /// the device's by one for each (and by one in any case: a single cut, as check 4
-    /// always allowed). Only chained cuts ([`TortureConfig::chain`]) stop two erases of
-    /// one segment.
+    /// the device's by one for each. Only chained cuts ([`TortureConfig::chain`]) stop two
+    /// erases of one segment. (Until stop 30 check 4 let every segment fall one behind,
+    /// cut or not: an erase the FMS forgot to count went unseen.)
     torn_erases: Vec<u32>,
 }
 
@@ -1203,7 +1224,7 @@ impl Lost {
 
     /// How far the FMS's erase count of segment `s` may fall behind the device's.
     fn slack(&self, s: usize) -> u32 {
-        self.torn_erases.get(s).copied().unwrap_or(0).max(1)
+        self.torn_erases.get(s).copied().unwrap_or(0)
     }
 }
 
@@ -1291,6 +1312,7 @@ impl RunOutcome {
             recovered: None,
             chained_cuts: 0,
             chain_recovered: Vec::new(),
+            chain_full: false,
             format_found: None,
             reads: ReadCounts::default(),
         }
@@ -1512,8 +1534,17 @@ fn after_workload(
         return Ok(());
     };
     let mut extra = Extra::new(ctx, salt);
-    for c in 1..=ctx.chain {
-        let (k, cut_fms) = chain_cut(ctx, c, f2, &mut model, &mut extra, &mut buf, out)?;
+    // (The fault-free run has no cut to chain after.)
+    let chain = if cut.is_some() { ctx.chain } else { 0 };
+    for c in 1..=chain {
+        let (k, cut_fms) = match chain_cut(ctx, c, f2, &mut model, &mut extra, &mut buf, out)? {
+            Chained::Cut(k, f) => (k, f),
+            Chained::Full(f) => {
+                let prefix = format!("chained cut {c}, the medium full: ");
+                recover(ctx, salt ^ 0xF11, f, model, &mut lost, &prefix, out)?;
+                return Ok(());
+            }
+        };
         out.chained_cuts += 1;
         let prefix = format!(
             "chained cut {c} (program/erase {k} after recovery {}): ",
@@ -1671,6 +1702,54 @@ impl Extra {
 /// cleanings it starts are cut in turn. Returns the cut's operation number (from the
 /// recovery) and the FMS it stopped. A write refused (the medium full, say) is an error,
 /// and a violation.
+/// How a link of a chain ended: cut at the given program/erase after the recovery, or
+/// with the medium full (a write or trim refused for want of space when nothing could be
+/// cleaned: [`full_by_torn_slots`]).
+enum Chained {
+    Cut(u64, Fms),
+    Full(Fms),
+}
+
+/// Whether no cleaning can finish on `f`: no segment is free, and no closed segment that
+/// is not bad has valid blocks that fit the erased slots left in the other segments (stop
+/// 29's rule, `Fms::victim_without_a_free_segment`). Then a write or trim that needs room
+/// fails, and rightly: every cut in a cleaning's first operations tears the slot a copy
+/// was going to, so cuts a few operations apart can use the last erased slots up
+/// (docs/fms.md, "Power cuts a few operations apart"). Taken on the state *before* the
+/// operation that failed: a refusal when a cleaning could have finished is the wedge that
+/// rule fixed (stop 28's cleaner copied a victim that did not fit and left no room at
+/// all), and a violation.
+fn no_cleaning_can_finish(f: &Fms) -> bool {
+    if f.free_segments() > 0 {
+        return false;
+    }
+    let slots = f.layout().slots;
+    let segs = f.segments();
+    let open = |g: usize| {
+        let s = &segs[g];
+        matches!(s.state, SegState::Active | SegState::Used)
+            && s.next < slots
+            && !f.nand().is_bad(g as u32)
+    };
+    let room: u64 = (0..segs.len())
+        .filter(|&g| open(g))
+        .map(|g| (slots - segs[g].next) as u64)
+        .sum();
+    !segs.iter().enumerate().any(|(g, s)| {
+        let own = if open(g) { (slots - s.next) as u64 } else { 0 };
+        s.candidate(slots) && !f.nand().is_bad(g as u32) && s.valid as u64 <= room - own
+    })
+}
+
+/// Whether the operation that failed with `e` on `f` ran out of the room chained cuts
+/// used up: a refusal for want of space (`NoSpace`, `WornOut`) when no cleaning could
+/// finish before it (`stuck`, [`no_cleaning_can_finish`] taken before the operation). The
+/// chain then ends: the medium is recovered and checked as after a cut, and counted
+/// ([`TortureReport::chains_full`]).
+fn full_by_torn_slots(stuck: bool, e: &DevError) -> bool {
+    stuck && matches!(e, DevError::NoSpace | DevError::WornOut { .. })
+}
+
 fn chain_cut(
     ctx: &Ctx,
     c: u32,
@@ -1679,7 +1758,7 @@ fn chain_cut(
     extra: &mut Extra,
     buf: &mut Vec<u8>,
     out: &mut RunOutcome,
-) -> Result<(u64, Fms), String> {
+) -> Result<Chained, String> {
     let k = extra.rng.gen_range(1..=ctx.chain_within);
     f.nand_mut().set_faults(FaultPlan {
         power_cut_at: Some(k),
@@ -1689,7 +1768,7 @@ fn chain_cut(
         ..FaultPlan::default()
     });
     // Every eighth operation flushes, which programs what the others left in RAM.
-    let limit = 64 + 16 * ctx.chain_within;
+    let limit = ctx.chain_within.saturating_mul(16).saturating_add(64);
     for i in 0..limit {
         let op = if i % 8 == 7 {
             Op::Flush
@@ -1697,13 +1776,19 @@ fn chain_cut(
             extra.op(ctx, true)
         };
         model.start(&op);
+        let stuck = no_cleaning_can_finish(&f);
         match apply(&mut f, ctx, &op, buf) {
             Ok(()) => {
                 if matches!(op, Op::Flush) {
                     model.flushed();
                 }
             }
-            Err(DevError::PowerLoss) => return Ok((k, f)),
+            Err(DevError::PowerLoss) => return Ok(Chained::Cut(k, f)),
+            Err(e) if full_by_torn_slots(stuck, &e) => {
+                out.chain_full = true;
+                // (The cut armed never fell: the recovery reopens the medium without it.)
+                return Ok(Chained::Full(f));
+            }
             Err(e) => {
                 out.reads.add_fms(&f);
                 return Err(dev_err(
@@ -1743,9 +1828,25 @@ fn keeps_working(
     for _ in 0..6 {
         let op = extra.op(ctx, false);
         model.start(&op);
-        apply(&mut f2, ctx, &op, &mut buf)
-            .map_err(|e| dev_err(&format!("after recovery: {op:?}"), e))
-            .inspect_err(|_| reads.add_fms(&f2))?;
+        let stuck = out.chained_cuts > 0 && no_cleaning_can_finish(&f2);
+        if let Err(e) = apply(&mut f2, ctx, &op, &mut buf) {
+            if full_by_torn_slots(stuck, &e) {
+                out.chain_full = true;
+                let mut lost = lost.clone();
+                recover(
+                    ctx,
+                    0xF11,
+                    f2,
+                    model,
+                    &mut lost,
+                    "after recovery, the medium full: ",
+                    out,
+                )?;
+                return Ok(());
+            }
+            reads.add_fms(&f2);
+            return Err(dev_err(&format!("after recovery: {op:?}"), e));
+        }
     }
     f2.flush()
         .map_err(|e| dev_err("after recovery: flush", e))
@@ -1775,9 +1876,18 @@ fn keeps_working(
             extra.op(ctx, true)
         };
         model.start(&op);
-        apply(&mut f3, ctx, &op, &mut buf)
-            .map_err(|e| dev_err(&format!("after recovery, phase 2: {op:?}"), e))
-            .inspect_err(|_| reads.add_fms(&f3))?;
+        let stuck = out.chained_cuts > 0 && no_cleaning_can_finish(&f3);
+        if let Err(e) = apply(&mut f3, ctx, &op, &mut buf) {
+            if full_by_torn_slots(stuck, &e) {
+                out.chain_full = true;
+                let mut lost = lost.clone();
+                let prefix = "after recovery, phase 2, the medium full: ";
+                recover(ctx, 0xF12, f3, model, &mut lost, prefix, out)?;
+                return Ok(());
+            }
+            out.reads.add_fms(&f3);
+            return Err(dev_err(&format!("after recovery, phase 2: {op:?}"), e));
+        }
         if matches!(op, Op::Flush) {
             model.flushed();
         }
@@ -2029,6 +2139,7 @@ pub fn run_with_progress(
     let recovery: Mutex<RecoveryCounts> = Mutex::new(RecoveryCounts::default());
     let chain_recovery: Mutex<RecoveryCounts> = Mutex::new(RecoveryCounts::default());
     let chained = AtomicUsize::new(0);
+    let chains_full = AtomicUsize::new(0);
     let found: Mutex<FormatMounts> = Mutex::new(FormatMounts::default());
     let reads: Mutex<ReadCounts> = Mutex::new(base.reads.clone());
     // "cut k/n": with failures, also how far the cut fell after the last one before it.
@@ -2062,6 +2173,7 @@ pub fn run_with_progress(
             chain_recovery.lock().unwrap().add_any(&r.chain_recovered);
         }
         chained.fetch_add(r.chained_cuts as usize, Ordering::Relaxed);
+        chains_full.fetch_add(r.chain_full as usize, Ordering::Relaxed);
         if let Some(f) = r.format_found {
             found.lock().unwrap().add(f);
         }
@@ -2149,6 +2261,7 @@ pub fn run_with_progress(
         chain: cfg.chain,
         chain_within: cfg.chain_within,
         chained_cuts: chained.into_inner() as u64,
+        chains_full: chains_full.into_inner() as u64,
         failures_requested: cfg.failures,
         fail_ops: ctx.fail_ops.clone(),
         program_failures,

@@ -108,7 +108,9 @@ pub struct TortureArgs {
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub chain: u32,
     /// The window of a chained cut: it falls at one of the first OPS programs/erases after
-    /// the recovery (needs --chain).
+    /// the recovery (needs --chain; 1 to 10000) [default: 5]. A chain that uses the medium's
+    /// erased slots up (each cut tearing a cleaning's copy) ends with the medium full: counted
+    /// in `chains_full`, not a violation, when no cleaning could finish.
     #[arg(long, value_name = "OPS")]
     pub chain_within: Option<u64>,
     /// Format the FMS with ECC codes in the data pages' spare areas (`fms format --ecc`).
@@ -257,7 +259,10 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
     }
     c.chain = a.chain;
     match a.chain_within {
-        Some(0) => bail!("--chain-within: must be at least 1 (program/erase after the recovery)"),
+        Some(w) if !(1..=torture::MAX_CHAIN_WITHIN).contains(&w) => bail!(
+            "--chain-within: {w} is not 1 to {} (programs/erases after the recovery)",
+            torture::MAX_CHAIN_WITHIN
+        ),
         Some(_) if a.chain == 0 => {
             bail!("--chain-within: has no effect without --chain N (N > 0)")
         }
@@ -459,10 +464,11 @@ fn print_table(r: &TortureReport) -> Result<()> {
         f.add(
             "chained cuts",
             format!(
-                "{} ({} after each recovery, within {} programs/erases)",
+                "{} ({} after each recovery, within {} programs/erases); {} chain(s) ended with the medium full",
                 output::count(r.chained_cuts),
                 r.chain,
-                r.chain_within
+                r.chain_within,
+                output::count(r.chains_full)
             ),
         );
     }

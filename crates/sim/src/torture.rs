@@ -70,7 +70,7 @@
 //! Each cut in a cleaning's first operations tears the slot a copy was going to, so a
 //! chain can use a small medium's erased slots up (docs/fms.md, "Power cuts a few
 //! operations apart"). A write or trim refused for want of space when, before it, no
-//! segment was free and no cleaning could finish ([`no_cleaning_can_finish`]) ends the
+//! segment was free and no cleaning could finish (`no_cleaning_can_finish`) ends the
 //! chain: the medium is recovered and checked as after a cut, and the cut point counts in
 //! `chains_full`, not as a violation; any other refusal is one. The report counts the
 //! chained cuts made (`chained_cuts`) and the recovery paths their mounts met

@@ -1666,6 +1666,16 @@ impl Extra {
         }
     }
 
+    /// Operation `i` of a run of writes and trims ([`Extra::op`]) with a flush every
+    /// eighth, which programs what the others left in RAM.
+    fn nth(&mut self, ctx: &Ctx, i: u64) -> Op {
+        if i % 8 == 7 {
+            Op::Flush
+        } else {
+            self.op(ctx, true)
+        }
+    }
+
     /// A write of one sector to two blocks' worth at a random sector or, with `trims`, in
     /// three cases out of ten a trim of a whole block or of part of one.
     fn op(&mut self, ctx: &Ctx, trims: bool) -> Op {
@@ -1767,14 +1777,9 @@ fn chain_cut(
         seed: extra.rng.gen(),
         ..FaultPlan::default()
     });
-    // Every eighth operation flushes, which programs what the others left in RAM.
     let limit = ctx.chain_within.saturating_mul(16).saturating_add(64);
     for i in 0..limit {
-        let op = if i % 8 == 7 {
-            Op::Flush
-        } else {
-            extra.op(ctx, true)
-        };
+        let op = extra.nth(ctx, i);
         model.start(&op);
         let stuck = no_cleaning_can_finish(&f);
         match apply(&mut f, ctx, &op, buf) {
@@ -1870,11 +1875,7 @@ fn keeps_working(
 
     let n = (ctx.sectors / ctx.spb / 2).max(16);
     for i in 0..n {
-        let op = if i % 8 == 7 {
-            Op::Flush
-        } else {
-            extra.op(ctx, true)
-        };
+        let op = extra.nth(ctx, i);
         model.start(&op);
         let stuck = out.chained_cuts > 0 && no_cleaning_can_finish(&f3);
         if let Err(e) = apply(&mut f3, ctx, &op, &mut buf) {

@@ -1705,13 +1705,6 @@ impl Extra {
     }
 }
 
-/// A chained cut ([`TortureConfig::chain`]): on the FMS `f` just recovered (and checked),
-/// arm a power cut at a seeded program/erase among the next [`TortureConfig::chain_within`]
-/// and go on with writes, trims and a flush every eighth operation until it falls; the
-/// recovery, the repairs the mount left to the first write (`Fms::repair`) and the
-/// cleanings it starts are cut in turn. Returns the cut's operation number (from the
-/// recovery) and the FMS it stopped. A write refused (the medium full, say) is an error,
-/// and a violation.
 /// How a link of a chain ended: cut at the given program/erase after the recovery, or
 /// with the medium full (a write or trim refused for want of space when nothing could be
 /// cleaned: [`full_by_torn_slots`]).
@@ -1760,6 +1753,13 @@ fn full_by_torn_slots(stuck: bool, e: &DevError) -> bool {
     stuck && matches!(e, DevError::NoSpace | DevError::WornOut { .. })
 }
 
+/// A chained cut ([`TortureConfig::chain`]): on the FMS `f` just recovered (and checked),
+/// arm a power cut at a seeded program/erase among the next [`TortureConfig::chain_within`]
+/// and go on with writes, trims and a flush every eighth operation until it falls; the
+/// recovery, the repairs the mount left to the first write (`Fms::repair`) and the
+/// cleanings it starts are cut in turn. Returns the cut's operation number (from the
+/// recovery) and the FMS it stopped, or the FMS with the medium full
+/// ([`full_by_torn_slots`]); any other refusal is an error, and a violation.
 fn chain_cut(
     ctx: &Ctx,
     c: u32,
@@ -1814,6 +1814,22 @@ fn chain_cut(
     ))
 }
 
+/// Check (5) after a chain, cut short by a medium the chain left full
+/// ([`full_by_torn_slots`]): counted, then recovered and checked as after a cut.
+fn ended_full(
+    ctx: &Ctx,
+    salt: u64,
+    f: Fms,
+    model: Model,
+    lost: &Lost,
+    prefix: &str,
+    out: &mut RunOutcome,
+) -> Result<(), String> {
+    out.chain_full = true;
+    recover(ctx, salt, f, model, &mut lost.clone(), prefix, out)?;
+    Ok(())
+}
+
 /// Check (5): the FMS `f2`, mounted after a cut and checked, keeps working. First a few
 /// writes, a flush and a clean remount, which must rebuild exactly the tables the running
 /// FMS had and read back every sector; then writes and trims enough to make the cleaner
@@ -1836,18 +1852,8 @@ fn keeps_working(
         let stuck = out.chained_cuts > 0 && no_cleaning_can_finish(&f2);
         if let Err(e) = apply(&mut f2, ctx, &op, &mut buf) {
             if full_by_torn_slots(stuck, &e) {
-                out.chain_full = true;
-                let mut lost = lost.clone();
-                recover(
-                    ctx,
-                    0xF11,
-                    f2,
-                    model,
-                    &mut lost,
-                    "after recovery, the medium full: ",
-                    out,
-                )?;
-                return Ok(());
+                let prefix = "after recovery, the medium full: ";
+                return ended_full(ctx, 0xF11, f2, model, lost, prefix, out);
             }
             reads.add_fms(&f2);
             return Err(dev_err(&format!("after recovery: {op:?}"), e));
@@ -1880,11 +1886,8 @@ fn keeps_working(
         let stuck = out.chained_cuts > 0 && no_cleaning_can_finish(&f3);
         if let Err(e) = apply(&mut f3, ctx, &op, &mut buf) {
             if full_by_torn_slots(stuck, &e) {
-                out.chain_full = true;
-                let mut lost = lost.clone();
                 let prefix = "after recovery, phase 2, the medium full: ";
-                recover(ctx, 0xF12, f3, model, &mut lost, prefix, out)?;
-                return Ok(());
+                return ended_full(ctx, 0xF12, f3, model, lost, prefix, out);
             }
             out.reads.add_fms(&f3);
             return Err(dev_err(&format!("after recovery, phase 2: {op:?}"), e));
@@ -1939,10 +1942,11 @@ pub fn run_with_progress(
             "chain: not with a format torture (chained cuts follow a workload's recovery)".into(),
         );
     }
-    if cfg.chain_within == 0 {
-        return Err(
-            "chain-within: a chained cut needs a window of at least 1 program/erase".into(),
-        );
+    if !(1..=MAX_CHAIN_WITHIN).contains(&cfg.chain_within) {
+        return Err(format!(
+            "chain-within: {} is not a window of 1 to {MAX_CHAIN_WITHIN} programs/erases after a recovery",
+            cfg.chain_within
+        ));
     }
     let spec = cfg.test_device();
     spec.validate().map_err(|e| format!("device: {e}"))?;

@@ -552,6 +552,14 @@ fn chained_cuts_cut_the_recoveries_and_lose_nothing() {
             "{preset}: {found:?}"
         );
     }
+    // The library refuses a window the CLI refuses (the op limit of a link grows with it).
+    let mut c = cfg("nandsim-256m", Cuts::Sample(5), 1);
+    c.chain = 1;
+    for w in [0, torture::MAX_CHAIN_WITHIN + 1, u64::MAX] {
+        c.chain_within = w;
+        let e = torture::run(&c).unwrap_err();
+        assert!(e.starts_with("chain-within:"), "{w}: {e}");
+    }
 }
 
 /// The index log moves to a free segment when its own has worn ahead

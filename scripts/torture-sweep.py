@@ -41,10 +41,11 @@ cross-checked (their cuts never replay a workload).
 
 With `--chains`, half the workload runs cut power again after each recovery (`torture
 --chain N --chain-within W`, stop 30): N of 2, 4 or 8 more cuts, each among the first W of
-1, 3, 5 or 10 programs/erases after the recovery before it. The last line then also counts
-the chained cuts made and the chains that ended with the medium full (`chains_full`: the
-erased slots used up by copies the cuts tore, when no cleaning could finish; not a
-violation, docs/fms.md "Power cuts a few operations apart").
+1, 3, 5 or 10 programs/erases after the recovery before it; their mounts are cut too where
+they program (stop 31). The last line then also counts the chained cuts made, the mounts
+cut, and the chains that ended with the medium full (`chains_full`: the erased slots used
+up by copies the cuts tore, when no cleaning could finish; not a violation, docs/fms.md
+"Power cuts a few operations apart").
 
 This is the sweep behind the figures in the session notes (docs/fms.md, "Torture"); the
 test suite runs fixed configurations (crates/sim/tests/torture.rs) and, from
@@ -238,7 +239,7 @@ def run(flashkit, args, cross=False):
         rec = dict(v.get("recovery") or {})
         for k, m in (v.get("reads") or {}).items():
             rec[k] = m
-        for k in ("chained_cuts", "chains_full"):
+        for k in ("chained_cuts", "mount_cuts", "chains_full"):
             if v.get(k):
                 rec[k] = v[k]
         return kind, c, n, f"{'ok' if kind == 'ok' else 'FAIL'} {c} {n} {shown}", rec
@@ -278,7 +279,7 @@ def main():
     cuts = violations = 0
     # Cut points whose mount met each recovery path (`flashkit torture`'s `recovery`).
     recovery = {}
-    chained = {"chained_cuts": 0, "chains_full": 0}
+    chained = {"chained_cuts": 0, "mount_cuts": 0, "chains_full": 0}
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
         for kind, c, v, line, rec in pool.map(lambda args: run(a.flashkit, args, a.cross_check), configs(a.seed, a.runs, a.long, a.flips, a.traces, a.formats, a.chains)):
             print(line, flush=True)
@@ -294,8 +295,8 @@ def main():
           + ", ".join(f"{k.replace('_', ' ')} {n}" for k, n in recovery.items()))
     print(f"total: {a.runs} runs, {counts['ok']} ran, {counts['refused']} refused, "
           f"{cuts} cut points, {violations} violations, {counts['fail']} failed"
-          + (f", {chained['chained_cuts']} chained cuts, {chained['chains_full']} chains ended "
-             "with the medium full" if a.chains else "")
+          + (f", {chained['chained_cuts']} chained cuts, {chained['mount_cuts']} mounts cut, "
+             f"{chained['chains_full']} chains ended with the medium full" if a.chains else "")
           + (f", {counts['ecc-limit']} beyond the ECC's strength" if counts["ecc-limit"] else ""))
     sys.exit(1 if counts["fail"] else 0)
 

@@ -42,11 +42,11 @@ fn every_cut_point_on_a_tiny_intel_device_as_json() {
 }
 
 /// `--chain N`: N more cuts after each recovery, each within `--chain-within` programs
-/// and erases; the table and the JSON say how many were made and what their mounts found.
+/// and erases, and cuts in the mounts' repairs; the table and the JSON say how many were
+/// made and what their mounts found. (Intel, header mode: mounts clear live bits.)
 #[test]
 fn chained_cuts_are_reported() {
-    let args =
-        "torture --device nandsim-256m --cuts 30 --ops 120 --seed 2 --chain 3 --chain-within 4";
+    let args = "torture --device intel-series2plus-24m --cuts 30 --ops 120 --seed 2 --chain 3 --chain-within 4";
     let o = flashkit(args.split(' ').chain(["--json"]));
     assert!(o.status.success(), "{}", text(&o.stderr));
     let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
@@ -61,12 +61,15 @@ fn chained_cuts_are_reported() {
         v["chain_recovery"]["dirty_segments"].as_u64().unwrap() > 0,
         "{v}"
     );
+    let mount_cuts = v["mount_cuts"].as_u64().unwrap();
+    assert!(mount_cuts > 0, "{v}");
     let o = flashkit(args.split(' '));
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
     assert!(
         out.lines().any(|l| l.starts_with("chained cuts")
-            && l.contains("90 (3 after each recovery, within 4 programs/erases)")),
+            && l.contains("90 (3 after each recovery, within 4 programs/erases)")
+            && l.contains(&format!("; {mount_cuts} mount(s) cut in their repairs;"))),
         "{out}"
     );
     assert!(out.contains("chained mounts that found"), "{out}");

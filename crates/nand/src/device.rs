@@ -70,6 +70,14 @@ pub struct FaultPlan {
     pub seed: u64,
 }
 
+impl FaultPlan {
+    /// Whether programs or erases may report status-fail ([`FaultPlan::fail_ops`], the
+    /// failure rates).
+    fn fails(&self) -> bool {
+        !self.fail_ops.is_empty() || self.program_fail_rate > 0.0 || self.erase_fail_rate > 0.0
+    }
+}
+
 /// Operation counters. `bytes_*` count data and spare bytes moved.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Counters {
@@ -262,11 +270,8 @@ impl Nand {
         self.fault_base = self.ops;
         // Without a cut, failing operations or failure rates, programs skip the fault
         // checks (bit flips only touch reads).
-        self.faults_armed = plan.power_cut_at.is_some()
-            || !plan.fail_ops.is_empty()
-            || plan.program_fail_rate > 0.0
-            || plan.erase_fail_rate > 0.0;
         self.faults = plan;
+        self.faults_armed = self.faults.power_cut_at.is_some() || self.faults.fails();
         self.flip_countdown = self.next_flip_gap();
     }
 
@@ -314,6 +319,15 @@ impl Nand {
         self.faults.power_cut_at = Some(at);
         self.faults.torn = torn;
         self.faults_armed = true;
+    }
+
+    /// Take back a power cut armed ([`FaultPlan::power_cut_at`], [`Nand::arm_power_cut`])
+    /// that has not fallen, keeping the rest of the plan and the generator's state (the
+    /// bit flips to come are those the plan would have made without the cut). A cut that
+    /// has fallen stays: the device is dead until its store is reopened.
+    pub fn disarm_power_cut(&mut self) {
+        self.faults.power_cut_at = None;
+        self.faults_armed = self.faults.fails();
     }
 
     pub fn spec(&self) -> &DeviceSpec {

@@ -57,8 +57,16 @@
 //! (The fault-free run has no cut, so no chain.) A recovery leaves work to the first write
 //! (erasing dirty segments, padding torn slots, `Fms::repair`) and often starts a
 //! cleaning: these cuts fall in that work, and cut it again before it finishes — the
-//! schedule that found stop 29's wedged medium and lost block. The mount itself is not
-//! cut (it programs only when the index log is lost).
+//! schedule that found stop 29's wedged medium and lost block.
+//!
+//! In a chained run every mount after a cut is cut too, at a seeded program/erase among
+//! its first W (`mount_after_cut`): a mount programs to repair (it clears the live flags
+//! of superseded copies and, when the index log is lost, makes a new index segment), and a
+//! cut there leaves a medium the next mount must take as it takes any other (before stop
+//! 31 the mount was never cut: `Fms::mount` kept the device on an error). Most mounts
+//! program less than the cut's place, and then the cut is taken back before the checks
+//! read anything. Up to [`MAX_MOUNT_CUTS`] mounts in a row are cut; the report counts them
+//! (`mount_cuts`).
 //!
 //! Check 4 allows the FMS's count of a segment to fall behind the device's by one per
 //! erase that cuts stopped once begun ([`nand::Nand::cut_erase`]): an erase torn part way
@@ -344,6 +352,9 @@ pub struct TortureReport {
     pub chain: u32,
     pub chain_within: u64,
     pub chained_cuts: u64,
+    /// Mounts after a cut that a chained run cut in turn (the cut fell in their repairs:
+    /// `mount_after_cut`); 0 without a chain.
+    pub mount_cuts: u64,
     /// Cut points whose chain ended with the medium full: a write refused for want of
     /// space when no cleaning could finish, the erased slots used up by copies that cuts
     /// tore (the documented limit, docs/fms.md "Power cuts a few operations apart"; not a
@@ -423,12 +434,18 @@ pub struct ReadCounts {
 
 impl ReadCounts {
     fn add_fms(&mut self, f: &Fms) {
-        self.bitflips += f.nand().counters().bitflips;
+        self.add_nand(f.nand());
         self.ecc_corrected_bits += f.stats().ecc_corrected_bits;
         self.read_retries += f.stats().read_retries;
         self.uncorrectable_reads += f.stats().uncorrectable_reads;
-        self.overflipped_chunks += f.nand().counters().overflipped_chunks;
         self.scrubbed += f.stats().scrubbed;
+    }
+
+    /// The device's part alone: a mount a cut stopped gives back its device, not its
+    /// FMS's counts.
+    fn add_nand(&mut self, n: &Nand) {
+        self.bitflips += n.counters().bitflips;
+        self.overflipped_chunks += n.counters().overflipped_chunks;
     }
 
     fn add(&mut self, o: &ReadCounts) {
@@ -1006,6 +1023,10 @@ struct RunOutcome {
     /// Chained cuts made after the first recovery, and what the mount after each found.
     chained_cuts: u64,
     chain_recovered: Vec<MountReport>,
+    /// A chained run ([`TortureConfig::chain`], a cut run): its mounts after a cut are cut
+    /// in turn (`mount_after_cut`), and counted.
+    cut_mounts: bool,
+    mount_cuts: u64,
     /// The chain ended with the medium full ([`full_by_torn_slots`]).
     chain_full: bool,
     /// Format cut: what the mount after the cut found.
@@ -1028,8 +1049,16 @@ fn formatted(ctx: &Ctx) -> Result<Nand, String> {
 /// Reads of `nand` flip bits at the torture's rate from now on (a reopened device has
 /// no fault plan), seeded from the run's seed and `salt`.
 fn flip_reads(ctx: &Ctx, nand: &mut Nand, salt: u64) {
-    if ctx.bitflip_rate > 0.0 {
+    flip_reads_and_cut(ctx, nand, salt, None);
+}
+
+/// [`flip_reads`], and power cut at the `cut`-th program/erase from now (torn as the
+/// seeded generator picks; the flips are those [`flip_reads`] makes until the cut).
+fn flip_reads_and_cut(ctx: &Ctx, nand: &mut Nand, salt: u64, cut: Option<u64>) {
+    if ctx.bitflip_rate > 0.0 || cut.is_some() {
         nand.set_faults(FaultPlan {
+            power_cut_at: cut,
+            torn: TornMode::Random,
             bitflip_rate: ctx.bitflip_rate,
             seed: ctx.seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15),
             ..FaultPlan::default()
@@ -1312,6 +1341,8 @@ impl RunOutcome {
             recovered: None,
             chained_cuts: 0,
             chain_recovered: Vec::new(),
+            cut_mounts: false,
+            mount_cuts: 0,
             chain_full: false,
             format_found: None,
             reads: ReadCounts::default(),
@@ -1529,13 +1560,14 @@ fn after_workload(
 
     let salt = cut.unwrap_or(0);
     let mut lost = Lost::default();
-    let Some((mut f2, mut model)) = recover(ctx, salt ^ 0x5EED, fms, model, &mut lost, "", out)?
-    else {
+    // (The fault-free run has no cut to chain after.)
+    let chain = if cut.is_some() { ctx.chain } else { 0 };
+    out.cut_mounts = chain > 0;
+    let first = recover(ctx, salt ^ 0x5EED, fms, model, &mut lost, "", out)?;
+    let Some((mut f2, mut model)) = first else {
         return Ok(());
     };
     let mut extra = Extra::new(ctx, salt);
-    // (The fault-free run has no cut to chain after.)
-    let chain = if cut.is_some() { ctx.chain } else { 0 };
     for c in 1..=chain {
         let (k, cut_fms) = match chain_cut(ctx, c, f2, &mut model, &mut extra, &mut buf, out)? {
             Chained::Cut(k, f) => (k, f),
@@ -1565,7 +1597,8 @@ fn after_workload(
 /// the model settled to what was read, or `None` when a check failed (its problems, each
 /// starting with `prefix`, are in `out`). `lost` gathers the segments whose header the
 /// cut left unreadable (over a chain of cuts: check 4 skips them from then on); `salt`
-/// seeds the mount's bit flips.
+/// seeds the mount's bit flips. In a chained run the mount is cut too
+/// ([`mount_after_cut`]).
 fn recover(
     ctx: &Ctx,
     salt: u64,
@@ -1580,13 +1613,7 @@ fn recover(
     // (read without flips: what the cut left, not what a read made of it).
     out.reads.add_fms(&fms);
     let after = format!("{prefix}after the cut");
-    let cut_erase = fms.nand().cut_erase();
-    let mut nand = Nand::open(ctx.spec.clone(), fms.into_nand().into_store())
-        .map_err(|e| format!("{after}: reopen: {e}"))?;
-    lost.add_cut(&mut nand, cut_erase)?;
-    flip_reads(ctx, &mut nand, salt);
-    let mut f1 =
-        Fms::mount(nand, ctx.cfg.clone()).map_err(|e| dev_err(&format!("{after}: mount"), e))?;
+    let mut f1 = mount_after_cut(ctx, salt, fms.into_nand(), lost, &after, out)?;
     if out.recovered.is_none() {
         out.recovered = Some(f1.mount_report().clone());
     } else {
@@ -1647,6 +1674,69 @@ fn recover(
     }
     model.settle(&seen);
     Ok(Some((f2, model)))
+}
+
+/// Mounts after a cut that a chained run cuts in a row, at most: then the mount runs to
+/// its end (each cut mount leaves its repairs part done, and the last one finishes them).
+pub const MAX_MOUNT_CUTS: u32 = 4;
+
+/// Reopen the medium of `nand`, which a cut stopped, and mount it. `lost` notes what each
+/// cut left (before a mount reuses anything). In a chained run (`out.cut_mounts`) the mount
+/// is armed with a power cut at a seeded program/erase among its first
+/// [`TortureConfig::chain_within`]: when the mount's repairs reach it, the mount stops
+/// with its device (`Fms::mount_or_return`), which is reopened and mounted again, cut
+/// again up to [`MAX_MOUNT_CUTS`] times in a row ([`RunOutcome::mount_cuts`]); a cut the
+/// mount did not reach is taken back before anything else runs.
+fn mount_after_cut(
+    ctx: &Ctx,
+    salt: u64,
+    nand: Nand,
+    lost: &mut Lost,
+    after: &str,
+    out: &mut RunOutcome,
+) -> Result<Fms, String> {
+    let mut cut_erase = nand.cut_erase();
+    let mut store = nand.into_store();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(ctx.seed ^ salt ^ 0x0A7C_0075);
+    for attempt in 0u32.. {
+        let mut nand =
+            Nand::open(ctx.spec.clone(), store).map_err(|e| format!("{after}: reopen: {e}"))?;
+        lost.add_cut(&mut nand, cut_erase)?;
+        let cut = (out.cut_mounts && attempt < MAX_MOUNT_CUTS)
+            .then(|| rng.gen_range(1..=ctx.chain_within));
+        // (The first attempt's flips are those of a mount that is not cut.)
+        let flips = salt ^ (attempt as u64).wrapping_mul(0xA24B_AED4_963E_E407);
+        flip_reads_and_cut(ctx, &mut nand, flips, cut);
+        match Fms::mount_or_return(nand, ctx.cfg.clone()) {
+            Ok(mut f) => {
+                if cut.is_some() {
+                    f.nand_mut().disarm_power_cut();
+                }
+                return Ok(f);
+            }
+            Err((DevError::PowerLoss, Some(n))) if cut.is_some() => {
+                out.mount_cuts += 1;
+                out.reads.add_nand(&n);
+                cut_erase = n.cut_erase();
+                store = n.into_store();
+            }
+            Err((e, n)) => {
+                if let Some(n) = n {
+                    out.reads.add_nand(&n);
+                }
+                let cut = match cut {
+                    Some(k) => format!(" (cut at its program/erase {k})"),
+                    None => String::new(),
+                };
+                let what = match attempt {
+                    0 => format!("{after}: mount{cut}"),
+                    a => format!("{after}: mount after {a} cut mount(s){cut}"),
+                };
+                return Err(dev_err(&what, e));
+            }
+        }
+    }
+    unreachable!("the mounts after a cut end in a mount or an error")
 }
 
 /// The writes, trims and flushes a run makes after a recovery ([`chain_cut`],
@@ -1849,7 +1939,7 @@ fn keeps_working(
     for _ in 0..6 {
         let op = extra.op(ctx, false);
         model.start(&op);
-        let stuck = out.chained_cuts > 0 && no_cleaning_can_finish(&f2);
+        let stuck = out.chained_cuts + out.mount_cuts > 0 && no_cleaning_can_finish(&f2);
         if let Err(e) = apply(&mut f2, ctx, &op, &mut buf) {
             if full_by_torn_slots(stuck, &e) {
                 let prefix = "after recovery, the medium full: ";
@@ -1883,7 +1973,7 @@ fn keeps_working(
     for i in 0..n {
         let op = extra.nth(ctx, i);
         model.start(&op);
-        let stuck = out.chained_cuts > 0 && no_cleaning_can_finish(&f3);
+        let stuck = out.chained_cuts + out.mount_cuts > 0 && no_cleaning_can_finish(&f3);
         if let Err(e) = apply(&mut f3, ctx, &op, &mut buf) {
             if full_by_torn_slots(stuck, &e) {
                 let prefix = "after recovery, phase 2, the medium full: ";
@@ -2144,6 +2234,7 @@ pub fn run_with_progress(
     let recovery: Mutex<RecoveryCounts> = Mutex::new(RecoveryCounts::default());
     let chain_recovery: Mutex<RecoveryCounts> = Mutex::new(RecoveryCounts::default());
     let chained = AtomicUsize::new(0);
+    let mount_cuts = AtomicUsize::new(0);
     let chains_full = AtomicUsize::new(0);
     let found: Mutex<FormatMounts> = Mutex::new(FormatMounts::default());
     let reads: Mutex<ReadCounts> = Mutex::new(base.reads.clone());
@@ -2178,6 +2269,7 @@ pub fn run_with_progress(
             chain_recovery.lock().unwrap().add_any(&r.chain_recovered);
         }
         chained.fetch_add(r.chained_cuts as usize, Ordering::Relaxed);
+        mount_cuts.fetch_add(r.mount_cuts as usize, Ordering::Relaxed);
         chains_full.fetch_add(r.chain_full as usize, Ordering::Relaxed);
         if let Some(f) = r.format_found {
             found.lock().unwrap().add(f);
@@ -2266,6 +2358,7 @@ pub fn run_with_progress(
         chain: cfg.chain,
         chain_within: cfg.chain_within,
         chained_cuts: chained.into_inner() as u64,
+        mount_cuts: mount_cuts.into_inner() as u64,
         chains_full: chains_full.into_inner() as u64,
         failures_requested: cfg.failures,
         fail_ops: ctx.fail_ops.clone(),

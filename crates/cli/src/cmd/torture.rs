@@ -103,8 +103,9 @@ pub struct TortureArgs {
     pub failures: u64,
     /// Chained cuts: after the recovery from each cut point's cut, cut power N times more,
     /// each at a seeded program/erase among the next --chain-within, recovering and
-    /// checking after each (cuts in the repairs and cleanings a recovery starts). Not with
-    /// --target fms-format.
+    /// checking after each (cuts in the repairs and cleanings a recovery starts). Each mount
+    /// after a cut is cut too, at one of its first --chain-within programs/erases, when its
+    /// repairs get that far (`mount_cuts`). Not with --target fms-format.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub chain: u32,
     /// The window of a chained cut: it falls at one of the first OPS programs/erases after
@@ -464,10 +465,11 @@ fn print_table(r: &TortureReport) -> Result<()> {
         f.add(
             "chained cuts",
             format!(
-                "{} ({} after each recovery, within {} programs/erases); {} chain(s) ended with the medium full",
+                "{} ({} after each recovery, within {} programs/erases); {} mount(s) cut in their repairs; {} chain(s) ended with the medium full",
                 output::count(r.chained_cuts),
                 r.chain,
                 r.chain_within,
+                output::count(r.mount_cuts),
                 output::count(r.chains_full)
             ),
         );

@@ -895,6 +895,18 @@ impl Fms {
     /// Mount a formatted device, rebuilding every table from flash. Unless the
     /// configuration sets `logical_blocks`, the capacity recorded at format is used.
     pub fn mount(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
+        mount::mount(nand, cfg).map_err(|(e, _)| e)
+    }
+
+    /// [`Fms::mount`], giving the device back with the error when the mount stops part
+    /// way. A mount programs only to repair (clearing the live flags of superseded copies,
+    /// a new index segment when the index log is lost), so only a power cut there stops it
+    /// part way; `flashkit torture --chain` cuts there and mounts what the cut left. The
+    /// device is `None` when the configuration was refused before it was touched.
+    pub fn mount_or_return(
+        nand: Nand,
+        cfg: FmsConfig,
+    ) -> Result<Fms, (DevError, Option<Box<Nand>>)> {
         mount::mount(nand, cfg)
     }
 

@@ -258,7 +258,7 @@ fn scan_headers(
 /// which need not be the first good one, `Fms::format_medium`). Should a read of the
 /// mount itself find a newer one than the scan (a header the scan's read could not
 /// decode, read whole again), it mounts again from the newest.
-pub(super) fn mount(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
+pub(super) fn mount(nand: Nand, cfg: FmsConfig) -> Result<Fms, (DevError, Option<Box<Nand>>)> {
     let clock0 = nand.clock_ps();
     let (mut nand, mut min_format) = (nand, 0);
     loop {
@@ -269,19 +269,26 @@ pub(super) fn mount(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
     }
 }
 
+/// What [`mount_from`] did: mounted, or met a header of a newer format number than the
+/// medium's so far (the device given back to mount again from it).
+type MountFrom = Result<Fms, (Box<Nand>, u64)>;
+
 /// A mount that takes headers of format numbers below `min_format` for segments of an
 /// earlier format; gives the device back with the format number of a newer header it
-/// met.
-#[allow(clippy::type_complexity)]
+/// met. On an error the device comes back too (`None` when the configuration was refused
+/// before the device was touched), for [`super::Fms::mount_or_return`].
 fn mount_from(
     mut nand: Nand,
     cfg: FmsConfig,
     clock0: u64,
     min_format: u64,
-) -> DevResult<Result<Fms, (Box<Nand>, u64)>> {
+) -> Result<MountFrom, (DevError, Option<Box<Nand>>)> {
     // The headers, and the medium's format number: the mount reads each header once (the
     // loop below takes the scan's reads that are final).
-    let (mut early, newest) = scan_headers(&mut nand, min_format)?;
+    let (early, newest) = match scan_headers(&mut nand, min_format) {
+        Ok(found) => found,
+        Err(e) => return Err((e, Some(Box::new(nand)))),
+    };
     let min_format = newest.map_or(min_format, |h| h.format_id.max(min_format));
     // The capacity the medium records (taken as the caller's too when it names the same:
     // `Sizing`).
@@ -294,7 +301,23 @@ fn mount_from(
     // Whether pages carry ECC codes is the medium's (its headers' features), not the
     // caller's.
     let cfg = FmsConfig { ecc: false, ..cfg };
-    let mut f = Fms::new_empty(nand, cfg, recorded)?;
+    let mut f = Fms::new_empty(nand, cfg, recorded).map_err(|e| (e, None))?;
+    match rebuild(&mut f, early, min_format, clock0) {
+        Ok(None) => Ok(Ok(f)),
+        Ok(Some(newer)) => Ok(Err((Box::new(f.into_nand()), newer))),
+        Err(e) => Err((e, Some(Box::new(f.into_nand())))),
+    }
+}
+
+/// The body of [`mount_from`] on the empty FMS `f`: rebuild every table from the medium
+/// (`early`: the scan's reads of the headers).
+/// `Some(n)` when it met a header of a newer format number `n` (mount again from it).
+fn rebuild(
+    f: &mut Fms,
+    mut early: Vec<Option<Early>>,
+    min_format: u64,
+    clock0: u64,
+) -> DevResult<Option<u64>> {
     let mut lay = f.lay.clone();
     let geo = f.nand.geometry().clone();
     let slots = lay.slots;
@@ -347,7 +370,7 @@ fn mount_from(
             f.segs[si].state = SegState::Bad;
             f.segs[si].next = slots;
             if f.nand.block_info(seg).bad == BadState::Grown {
-                match read_header(&mut f, seg, code)? {
+                match read_header(f, seg, code)? {
                     HeaderRead::Valid(h) => {
                         f.segs[si].erase_count = h.erase_count;
                         grown.push((seg, h));
@@ -362,22 +385,22 @@ fn mount_from(
         let mut read = match early[si].take() {
             Some(Early::Final(r)) => r,
             // The scan's read, which did not decode, is the first of `read_header`'s.
-            Some(Early::Undecoded(b)) => read_header_after(&mut f, seg, code, Some(b))?,
-            None => read_header(&mut f, seg, code)?,
+            Some(Early::Undecoded(b)) => read_header_after(f, seg, code, Some(b))?,
+            None => read_header(f, seg, code)?,
         };
         if read == HeaderRead::Unreadable && medium.is_none() && !looked_ahead {
             // The medium's header code is not known yet: look ahead for its first header
             // that decodes, and read this one again with the code it says.
             looked_ahead = true;
-            medium = first_valid_after(&mut f, seg, min_format)?;
+            medium = first_valid_after(f, seg, min_format)?;
             if let Some(t) = medium.and_then(|m| header_code_of(m.features)) {
-                read = read_header(&mut f, seg, Some(t))?;
+                read = read_header(f, seg, Some(t))?;
             }
         }
         let h = match read {
             // A newer format than the medium's so far: mount again, from it.
             HeaderRead::Valid(h) if format_id.is_some_and(|m| h.format_id > m) => {
-                return Ok(Err((Box::new(f.into_nand()), h.format_id)));
+                return Ok(Some(h.format_id));
             }
             HeaderRead::Valid(h) => {
                 if h.format_id >= min_format {
@@ -391,7 +414,7 @@ fn mount_from(
             HeaderRead::Corrected(h) => {
                 if medium.is_none() && !looked_ahead {
                     looked_ahead = true;
-                    medium = first_valid_after(&mut f, seg, min_format)?;
+                    medium = first_valid_after(f, seg, min_format)?;
                 }
                 let m = medium.map(|m| (m.format_id, m.features));
                 if !header_fits(&h, &lay, m) {
@@ -512,9 +535,9 @@ fn mount_from(
             }
             continue;
         }
-        let (last_used, stop) = read_records(&mut f, seg, &mut found, (h.erase_seq, h.format_id))?;
+        let (last_used, stop) = read_records(f, seg, &mut found, (h.erase_seq, h.format_id))?;
         opened_ms(&mut hdr_ps[si], found.oldest_ms);
-        let (next, torn) = first_free(&mut f, seg, last_used, stop)?;
+        let (next, torn) = first_free(f, seg, last_used, stop)?;
         f.segs[si].next = next;
         // Slots from `next` on are taken for erased unread; the first write into them
         // reads them first (`Fms::check_tail`): a torn erase may have kept old pages. On
@@ -539,7 +562,7 @@ fn mount_from(
     // Grown-bad segments read before the medium's header code was known: again, with it.
     if let Some(t) = lay.header_code_t() {
         for seg in grown_unread {
-            if let HeaderRead::Corrected(h) = read_header(&mut f, seg, Some(t))? {
+            if let HeaderRead::Corrected(h) = read_header(f, seg, Some(t))? {
                 grown_corrected.push((seg, h));
             }
         }
@@ -574,7 +597,7 @@ fn mount_from(
         let newest = index_seg.is_none_or(|(_, q)| h.erase_seq > q)
             && bad_log.as_ref().is_none_or(|&(_, q, _)| h.erase_seq > q);
         if newest && lay.mode == RecordMode::Header {
-            let log = read_index(&mut f, seg)?;
+            let log = read_index(f, seg)?;
             if !log.retired.is_empty() {
                 bad_log = Some((seg, h.erase_seq, log));
             }
@@ -596,7 +619,7 @@ fn mount_from(
     // The index log: active segments (used below) and retired ones.
     let log = match (index_seg, bad_log) {
         (_, Some((_, _, log))) => Some(log),
-        (Some(ix), None) => Some(read_index(&mut f, ix)?),
+        (Some(ix), None) => Some(read_index(f, ix)?),
         (None, None) => None,
     };
 
@@ -625,7 +648,7 @@ fn mount_from(
         if let Some(s) = &mut f.segsum {
             s.set_header(seg, h.erase_seq);
         }
-        read_records(&mut f, seg, &mut found, (h.erase_seq, h.format_id))?;
+        read_records(f, seg, &mut found, (h.erase_seq, h.format_id))?;
         opened_ms(&mut hdr_ps[seg as usize], found.oldest_ms);
         read_grown.push(seg);
     }
@@ -660,7 +683,7 @@ fn mount_from(
     // records are not this medium's, and sequence numbers do not tell them apart. Nothing
     // is read behind such headers while those segments are left.)
     let behind = if f.mount_report.earlier_format.is_empty() {
-        records_behind(&mut f, &unreadable)
+        records_behind(f, &unreadable)
     } else {
         Vec::new()
     };
@@ -670,9 +693,9 @@ fn mount_from(
         .map(|(at, r)| (f.phys(at.segment, at.slot), r.seq))
         .chain(flipped_lists)
         .collect();
-    let rescued = read_trim_lists(&mut f, &lists, &rescue, &best)?;
+    let rescued = read_trim_lists(f, &lists, &rescue, &best)?;
     if !behind.is_empty() || !rescued.is_empty() {
-        let (lost, newest) = lost_blocks(&f, &behind, &best);
+        let (lost, newest) = lost_blocks(f, &behind, &best);
         // A write or trim of a lost block must beat its lost record here and at every
         // later mount: numbers go on above the newest such record. Their segments are
         // held back from reuse while they hold one (`lost.rs`), as are those whose
@@ -905,7 +928,7 @@ fn mount_from(
     // opened, the jump aside: the mount's reads count, as they did before the clock
     // resumed from the medium.
     f.epoch_ps = clock0.saturating_add(jump);
-    Ok(Ok(f))
+    Ok(None)
 }
 
 /// Spare mode: read the trim lists (`lists`: slot, record number) and keep, for each

@@ -105,9 +105,12 @@ impl Fms {
 
     /// The victim of a cleaning that finds no free segment. Its blocks can only go to the
     /// streams' segments' last slots (and closed segments' erased ones,
-    /// [`Fms::reopen_closed`]): a victim with nothing to copy first, else the one with the
-    /// fewest valid blocks (the most garbage), whatever the policy or region, and only
-    /// when they fit that room. A cleaning that cannot finish would use the room up and
+    /// [`Fms::reopen_closed`]): the first good candidate with the fewest valid blocks (one
+    /// with nothing to copy first), whatever the policy or region, and only when they fit
+    /// that room. Never a segment whose erase block went bad (still `Used` until its
+    /// blocks are moved, `retiring`): cleaning it frees no segment and spends the room a
+    /// good one needs to free one (until stop 31 `scan_fewest` could take it; the torture's
+    /// rule for a medium left full, `no_cleaning_can_finish`, already left it out). A cleaning that cannot finish would use the room up and
     /// leave every segment full, so that no write could ever be made again (QA stop 29:
     /// power cuts a few operations apart, each in a cleaning, used the free segments up
     /// with torn copies; CAT then chose a victim with 4 valid blocks for 3 free slots
@@ -116,11 +119,10 @@ impl Fms {
     /// medium is left as it was.
     #[cold]
     #[inline(never)]
-    fn victim_without_a_free_segment(&mut self) -> Option<u32> {
-        if let Some(v) = self.first_empty_candidate() {
-            return Some(v);
-        }
-        let v = self.scan_fewest(None)?;
+    pub(super) fn victim_without_a_free_segment(&self) -> Option<u32> {
+        let v = (0..self.lay.segments)
+            .filter(|&g| self.reclaimable(g))
+            .min_by_key(|&g| self.segs[g as usize].valid)?;
         let slots = self.lay.slots;
         let room: u64 = (0..self.lay.segments)
             .filter(|&g| {
@@ -135,16 +137,19 @@ impl Fms {
         (self.segs[v as usize].valid as u64 <= room).then_some(v)
     }
 
-    /// The first cleaning candidate with no valid block, if any (a scan: only when no
-    /// segment is free).
+    /// Whether cleaning segment `g` would free a segment: a cleaning candidate (closed,
+    /// with garbage) whose erase block is good.
+    pub(super) fn reclaimable(&self, g: u32) -> bool {
+        self.segs[g as usize].candidate(self.lay.slots) && !self.nand.is_bad(g)
+    }
+
+    /// The first reclaimable segment with no valid block, other than `except`, if any (a
+    /// scan: only when no segment is free).
     #[cold]
     #[inline(never)]
-    pub(super) fn first_empty_candidate(&self) -> Option<u32> {
-        let slots = self.lay.slots;
-        (0..self.lay.segments).find(|&g| {
-            let s = &self.segs[g as usize];
-            s.candidate(slots) && s.valid == 0 && !self.nand.is_bad(g)
-        })
+    pub(super) fn first_empty_candidate(&self, except: u32) -> Option<u32> {
+        (0..self.lay.segments)
+            .find(|&g| g != except && self.segs[g as usize].valid == 0 && self.reclaimable(g))
     }
 
     pub(super) fn no_space(&self) -> DevError {

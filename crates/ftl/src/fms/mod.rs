@@ -2030,18 +2030,11 @@ impl Fms {
     #[inline(never)]
     fn reuse_superseded(&mut self, stream: usize) -> DevResult<Option<u32>> {
         self.check_seq_room()?;
-        let mut from = 0;
         loop {
-            let Some(g) = (from..self.lay.segments).find(|&g| {
-                let s = &self.segs[g as usize];
-                s.state == SegState::Used
-                    && s.valid == 0
-                    && g != self.victim
-                    && !self.nand.is_bad(g)
-            }) else {
+            // (One whose erase or header failed went bad, or is free: the next is another.)
+            let Some(g) = self.first_empty_candidate(self.victim) else {
                 return Ok(None);
             };
-            from = g + 1;
             if self.erase_and_header(g, 0)? {
                 self.open_empty(g, stream);
                 self.log_active(stream as u8, g)?;

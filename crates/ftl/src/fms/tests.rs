@@ -3310,7 +3310,7 @@ fn failures_that_use_up_the_free_segments_inside_a_write_make_it_clean() {
             Err(e) => {
                 // Only when nothing could be cleaned.
                 assert!(
-                    f.first_empty_candidate().is_none(),
+                    f.first_empty_candidate(NONE).is_none(),
                     "{n} failures: {e} with an empty segment left to clean"
                 );
                 continue;
@@ -4584,6 +4584,51 @@ fn power_cuts_a_few_operations_apart_never_fill_the_medium() {
         wedged <= 3,
         "{wedged} of 750 runs used every erased slot up"
     );
+}
+
+/// A cleaning without a free segment (`Fms::victim_without_a_free_segment`, hand-built
+/// tables) takes the good segment with the fewest valid blocks that fit the erased slots
+/// left, never one whose erase block went bad and still holds valid blocks (queued to
+/// retire): cleaning that one frees no segment and spends the room the good one needs.
+/// Until stop 31 it was taken whenever it had the fewest (`scan_fewest`): with room for
+/// two blocks, a bad segment with one and a good one with two, the cleaning moved the
+/// bad one's block and left one slot, too few for the good one, and no free segment for
+/// good.
+#[test]
+fn a_cleaning_without_a_free_segment_takes_no_bad_segment() {
+    let (_, _, mut f) = formatted_shrunk("intel-series2plus-24m", 12, 8, 1024);
+    let slots = f.lay.slots;
+    assert!(slots >= 4, "{slots} slots");
+    let data: Vec<u32> = (0..f.lay.segments)
+        .filter(|&g| f.segs[g as usize].state == SegState::Free)
+        .collect();
+    let [bad, two, three, active, rest @ ..] = &data[..] else {
+        panic!("{} data segments", data.len());
+    };
+    let set = |f: &mut Fms, g: u32, state: SegState, valid: u32, next: u32| {
+        let s = &mut f.segs[g as usize];
+        (s.state, s.valid, s.next) = (state, valid, next);
+    };
+    for &g in rest {
+        set(&mut f, g, SegState::Used, slots, slots);
+    }
+    set(&mut f, *bad, SegState::Used, 1, slots);
+    set(&mut f, *two, SegState::Used, 2, slots);
+    set(&mut f, *three, SegState::Used, 3, slots);
+    f.nand.mark_factory_bad(&[*bad]).unwrap();
+    // Room for two blocks: the good segment with two.
+    set(&mut f, *active, SegState::Active, 0, slots - 2);
+    assert_eq!(f.victim_without_a_free_segment(), Some(*two));
+    // Room for one: none (the bad one would fit, and free nothing).
+    set(&mut f, *active, SegState::Active, 0, slots - 1);
+    assert_eq!(f.victim_without_a_free_segment(), None);
+    // A good segment with nothing valid comes first, whatever the room; a bad one never.
+    set(&mut f, *bad, SegState::Used, 0, slots);
+    assert_eq!(f.victim_without_a_free_segment(), None);
+    set(&mut f, *three, SegState::Used, 0, slots);
+    assert_eq!(f.victim_without_a_free_segment(), Some(*three));
+    assert_eq!(f.first_empty_candidate(NONE), Some(*three));
+    assert_eq!(f.first_empty_candidate(*three), None);
 }
 
 /// No segment could be cleaned: none holds nothing valid, and the one with the fewest

@@ -298,6 +298,29 @@ pub(crate) enum Access {
     Inspect,
 }
 
+/// The error for an image with no FMS segment header that decodes (`nand` opened on it).
+fn no_fms(path: &Path, nand: &nand::Nand) -> anyhow::Error {
+    // Nothing good to read a header from is not "not an FMS": say so, and do not send
+    // the user to the one command that would wipe what the bad blocks still hold.
+    let blocks = nand.geometry().blocks;
+    if (0..blocks).all(|b| nand.is_bad(b)) {
+        let repaired = nand.open_repairs().len();
+        return anyhow!(
+            "{}: every erase block is bad ({blocks} of {blocks}{}): no segment to mount",
+            path.display(),
+            if repaired > 0 {
+                format!(", {repaired} of them because their block-table entries are corrupt")
+            } else {
+                String::new()
+            }
+        );
+    }
+    anyhow!(
+        "{}: no FMS segment header: not an FMS medium (run `flashkit fms format` first)",
+        path.display()
+    )
+}
+
 /// Open the image and mount the FMS on it, with the block size recorded on flash.
 pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
     // Options that act only while the FMS writes are refused where it only reads, as
@@ -312,33 +335,32 @@ pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
             bail!("{flag}: has no effect: this command only reads the image (give it to the commands that write)");
         }
     }
-    let mut nand = match access {
+    let nand = match access {
         Access::Write => open_image(path, true)?,
         Access::Inspect => open_image(path, false)?,
     };
-    let Some(h) = Fms::probe(&mut nand)? else {
-        // Nothing good to read a header from is not "not an FMS": say so, and do not send
-        // the user to the one command that would wipe what the bad blocks still hold.
-        let blocks = nand.geometry().blocks;
-        if (0..blocks).all(|b| nand.is_bad(b)) {
-            let repaired = nand.open_repairs().len();
-            bail!(
-                "{}: every erase block is bad ({blocks} of {blocks}{}): no segment to mount",
-                path.display(),
-                if repaired > 0 {
-                    format!(", {repaired} of them because their block-table entries are corrupt")
-                } else {
-                    String::new()
-                }
-            );
+    // The configuration is the user's, with the block size the medium records (its first
+    // header's, which the mount reads anyway: one read of every header, not a probe's
+    // and then the mount's).
+    let base = m.apply(config(m.policy.as_deref().unwrap_or("cat"), 0)?)?;
+    let no_header = std::cell::Cell::new(false);
+    let make = |h: Option<&ftl::fms::layout::SegHeader>| match h {
+        Some(h) => Ok(FmsConfig {
+            block_size: h.block_size,
+            ..base.clone()
+        }),
+        None => {
+            no_header.set(true);
+            Err(ftl::DevError::corrupt("no FMS segment header"))
         }
-        bail!(
-            "{}: no FMS segment header: not an FMS medium (run `flashkit fms format` first)",
-            path.display()
-        );
     };
-    let cfg = m.apply(config(m.policy.as_deref().unwrap_or("cat"), h.block_size)?)?;
-    let fms = Fms::mount(nand, cfg).with_context(|| format!("{}: mount", path.display()))?;
+    let fms = match Fms::mount_with(nand, &make) {
+        Ok(fms) => fms,
+        Err((_, Some(nand))) if no_header.get() => return Err(no_fms(path, &nand)),
+        Err((e, _)) => {
+            return Err(anyhow::Error::new(e).context(format!("{}: mount", path.display())))
+        }
+    };
     // Spare records one bit from valid (not corrected, `spare_flip`): the blocks they
     // name may read older data; said at every mount, as lost blocks are (QA stop 26:
     // only `fms info` said it).

@@ -895,7 +895,7 @@ impl Fms {
     /// Mount a formatted device, rebuilding every table from flash. Unless the
     /// configuration sets `logical_blocks`, the capacity recorded at format is used.
     pub fn mount(nand: Nand, cfg: FmsConfig) -> DevResult<Fms> {
-        mount::mount(nand, cfg).map_err(|(e, _)| e)
+        Fms::mount_or_return(nand, cfg).map_err(|(e, _)| e)
     }
 
     /// [`Fms::mount`], giving the device back with the error when the mount stops part
@@ -907,7 +907,20 @@ impl Fms {
         nand: Nand,
         cfg: FmsConfig,
     ) -> Result<Fms, (DevError, Option<Box<Nand>>)> {
-        mount::mount(nand, cfg)
+        mount::mount(nand, &|_| Ok(cfg.clone()))
+    }
+
+    /// [`Fms::mount_or_return`] with the configuration `make` gives for the medium's first
+    /// header (of the newest format number on it; `None` when no segment header decodes):
+    /// what a tool needs to mount a medium without knowing how it was formatted (its
+    /// block size), reading every header once, where [`Fms::probe`] and then
+    /// [`Fms::mount`] read each twice. An error of `make` is the mount's, the device given
+    /// back.
+    pub fn mount_with(
+        nand: Nand,
+        make: &dyn Fn(Option<&SegHeader>) -> DevResult<FmsConfig>,
+    ) -> Result<Fms, (DevError, Option<Box<Nand>>)> {
+        mount::mount(nand, make)
     }
 
     /// The medium's first valid segment header (block size, slots, recorded capacity):

@@ -258,11 +258,14 @@ fn scan_headers(
 /// which need not be the first good one, `Fms::format_medium`). Should a read of the
 /// mount itself find a newer one than the scan (a header the scan's read could not
 /// decode, read whole again), it mounts again from the newest.
-pub(super) fn mount(nand: Nand, cfg: FmsConfig) -> Result<Fms, (DevError, Option<Box<Nand>>)> {
+pub(super) fn mount(
+    nand: Nand,
+    make: MakeConfig<'_>,
+) -> Result<Fms, (DevError, Option<Box<Nand>>)> {
     let clock0 = nand.clock_ps();
     let (mut nand, mut min_format) = (nand, 0);
     loop {
-        match mount_from(nand, cfg.clone(), clock0, min_format)? {
+        match mount_from(nand, make, clock0, min_format)? {
             Ok(f) => return Ok(f),
             Err((n, newer)) => (nand, min_format) = (*n, newer),
         }
@@ -273,13 +276,17 @@ pub(super) fn mount(nand: Nand, cfg: FmsConfig) -> Result<Fms, (DevError, Option
 /// medium's so far (the device given back to mount again from it).
 type MountFrom = Result<Fms, (Box<Nand>, u64)>;
 
+/// The configuration a mount runs with, made from the medium's first header (`None`: no
+/// segment header decodes): [`super::Fms::mount_with`].
+pub(super) type MakeConfig<'a> = &'a dyn Fn(Option<&SegHeader>) -> DevResult<FmsConfig>;
+
 /// A mount that takes headers of format numbers below `min_format` for segments of an
 /// earlier format; gives the device back with the format number of a newer header it
 /// met. On an error the device comes back too (`None` when the configuration was refused
 /// before the device was touched), for [`super::Fms::mount_or_return`].
 fn mount_from(
     mut nand: Nand,
-    cfg: FmsConfig,
+    make: MakeConfig<'_>,
     clock0: u64,
     min_format: u64,
 ) -> Result<MountFrom, (DevError, Option<Box<Nand>>)> {
@@ -287,6 +294,10 @@ fn mount_from(
     // loop below takes the scan's reads that are final).
     let (early, newest) = match scan_headers(&mut nand, min_format) {
         Ok(found) => found,
+        Err(e) => return Err((e, Some(Box::new(nand)))),
+    };
+    let cfg = match make(newest.as_ref()) {
+        Ok(cfg) => cfg,
         Err(e) => return Err((e, Some(Box::new(nand)))),
     };
     let min_format = newest.map_or(min_format, |h| h.format_id.max(min_format));

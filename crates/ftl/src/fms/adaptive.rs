@@ -14,13 +14,27 @@
 //!   least `window` writes (default N/4, so m ≥ 0.25); until then the previous verdict
 //!   stands. The first verdict, before any window completes, is "non-uniform" (CAT).
 //!
-//! Counters are reset lazily with an epoch stamp, so a reset costs O(1).
+//! Counters are reset lazily with an epoch stamp, so a reset costs O(1). The monitor keeps
+//! 4 bytes a block, as the paper's block reference table does ("4 bytes per blocks", DAC
+//! paper, Section 5): the window's count in the low 24 bits, its window's stamp (8 bits,
+//! 1 to 255) in the high 8. Every 255th window, when the stamp comes round again, the
+//! table is cleared (one pass, so no stale count passes for the new window's). A count
+//! stops at 2^24 − 1 writes of one block in one window (16.7 M; the default window is a
+//! quarter of the blocks' count in writes); from there on each write of the block adds to
+//! the sum of squares as if the count had stopped. (Until stop 31 a 4-byte stamp and a
+//! 4-byte count: 8 bytes a block.)
+
+/// The bits of a monitor cell holding the count ([`Adaptive`]).
+const COUNT_BITS: u32 = 24;
+const COUNT_MAX: u32 = (1 << COUNT_BITS) - 1;
 
 #[derive(Clone)]
 pub struct Adaptive {
-    epoch: u32,
-    stamp: Vec<u32>,
-    count: Vec<u32>,
+    /// The window's stamp, 1 to 255 (0 is no window's: a cell never written).
+    epoch: u8,
+    /// Per block: the stamp of the window it was last written in (high 8 bits) and its
+    /// writes in that window (low 24).
+    cells: Vec<u32>,
     writes: u64,
     sum_sq: u64,
     pub window: u64,
@@ -36,8 +50,7 @@ impl Adaptive {
     pub fn new(logical_blocks: usize, window: Option<u64>, threshold: f64) -> Adaptive {
         Adaptive {
             epoch: 1,
-            stamp: vec![0; logical_blocks],
-            count: vec![0; logical_blocks],
+            cells: vec![0; logical_blocks],
             writes: 0,
             sum_sq: 0,
             window: window.unwrap_or((logical_blocks as u64 / 4).max(16)),
@@ -55,7 +68,7 @@ impl Adaptive {
     /// writes, each block once, made the first verdict "uniform", and greedy ran for the
     /// workload's first window; the paper monitors the writes between cleanings).
     pub fn restart(&mut self) {
-        self.epoch = self.epoch.wrapping_add(1).max(1);
+        self.next_window();
         self.writes = 0;
         self.sum_sq = 0;
         self.uniform = false;
@@ -67,27 +80,50 @@ impl Adaptive {
     /// The write monitor: one user write of `lbn`.
     #[inline]
     pub fn on_write(&mut self, lbn: u32) {
-        let i = lbn as usize;
-        if self.stamp[i] != self.epoch {
-            self.stamp[i] = self.epoch;
-            self.count[i] = 0;
-        }
-        let c = self.count[i] as u64;
-        self.sum_sq += 2 * c + 1;
-        self.count[i] += 1;
+        let stamp = (self.epoch as u32) << COUNT_BITS;
+        let cell = &mut self.cells[lbn as usize];
+        let c = if *cell & !COUNT_MAX == stamp {
+            *cell & COUNT_MAX
+        } else {
+            0
+        };
+        self.sum_sq += 2 * c as u64 + 1;
+        *cell = stamp | (c + 1).min(COUNT_MAX);
         self.writes += 1;
+    }
+
+    /// The window's writes of `lbn` so far.
+    pub fn count(&self, lbn: u32) -> u32 {
+        let cell = self.cells[lbn as usize];
+        if cell >> COUNT_BITS == self.epoch as u32 {
+            cell & COUNT_MAX
+        } else {
+            0
+        }
+    }
+
+    /// A new window: the next stamp, every count 0. When the stamp comes round to 1 again,
+    /// the cells are cleared: a cell last written 255 windows ago carries it.
+    fn next_window(&mut self) {
+        self.epoch = match self.epoch {
+            u8::MAX => {
+                self.cells.fill(0);
+                1
+            }
+            e => e + 1,
+        };
     }
 
     /// The analyser, at cleaning time: true when greedy should be used. Counts the choice.
     pub fn choose_greedy(&mut self) -> bool {
         if self.writes >= self.window {
-            let n = self.count.len() as f64;
+            let n = self.cells.len() as f64;
             let m = self.writes as f64 / n;
             let var = self.sum_sq as f64 / n - m * m;
             let uniform_var = m * (1.0 - 1.0 / n);
             self.last_ratio = var / uniform_var;
             self.uniform = self.last_ratio <= self.threshold;
-            self.epoch = self.epoch.wrapping_add(1).max(1);
+            self.next_window();
             self.writes = 0;
             self.sum_sq = 0;
         }
@@ -108,12 +144,12 @@ impl Adaptive {
     }
 
     pub fn ram_bytes(&self) -> u64 {
-        (self.stamp.len() * 8) as u64
+        Adaptive::ram_bytes_for(self.cells.len() as u64)
     }
-    /// [`Adaptive::ram_bytes`] for `logical_blocks` blocks, without the tables: a stamp
-    /// and a count per block.
+    /// [`Adaptive::ram_bytes`] for `logical_blocks` blocks, without the tables: a cell
+    /// (stamp and count) per block.
     pub fn ram_bytes_for(logical_blocks: u64) -> u64 {
-        logical_blocks.saturating_mul(2 * std::mem::size_of::<u32>() as u64)
+        logical_blocks.saturating_mul(std::mem::size_of::<u32>() as u64)
     }
 }
 
@@ -159,6 +195,52 @@ mod tests {
         assert_eq!(a.greedy_choices, 1);
         assert_eq!(a.cat_choices, 3);
         assert!((a.greedy_share().unwrap() - 0.25).abs() < 1e-12);
+    }
+
+    /// The packed monitor (4 bytes a block) counts as an unpacked one would: the variance
+    /// ratio of every window equals the one computed from plain counts, across more than
+    /// 255 windows (the stamp comes round, and the table is cleared), with blocks left
+    /// unwritten for hundreds of windows in between; and a count stops at 2^24 − 1.
+    #[test]
+    fn the_packed_monitor_counts_as_plain_counters_do() {
+        let n = 64usize;
+        let mut a = Adaptive::new(n, Some(40), 1.5);
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
+        for window in 0..700 {
+            let mut plain = vec![0u64; n];
+            // Blocks 0 and 1 only in the first window (stamp 1) and block 0 again in
+            // window 255, whose stamp is 1 again: both would carry the first window's
+            // counts there but for the clearing.
+            let range = match window {
+                0 => 0..n,
+                255 => 0..1,
+                _ => 2..n,
+            };
+            for _ in 0..40 {
+                let lbn = rng.gen_range(range.clone());
+                a.on_write(lbn as u32);
+                plain[lbn] += 1;
+            }
+            for (lbn, &c) in plain.iter().enumerate() {
+                assert_eq!(
+                    a.count(lbn as u32) as u64,
+                    c,
+                    "window {window}, block {lbn}"
+                );
+            }
+            let m = 40.0 / n as f64;
+            let var = plain.iter().map(|&c| (c * c) as f64).sum::<f64>() / n as f64 - m * m;
+            let want = var / (m * (1.0 - 1.0 / n as f64));
+            a.choose_greedy();
+            assert!((a.last_ratio - want).abs() < 1e-9, "window {window}");
+        }
+        assert_eq!(a.ram_bytes(), 4 * n as u64);
+        let mut a = Adaptive::new(2, Some(u64::MAX), 1.5);
+        for _ in 0..COUNT_MAX as u64 + 5 {
+            a.on_write(1);
+        }
+        assert_eq!(a.count(1), COUNT_MAX);
+        assert_eq!(a.count(0), 0);
     }
 
     /// Before its first cleaning the policy has made no choice: no share, not 0 %.

@@ -39,8 +39,8 @@ workload left instead (`torture --target fms-format`, stop 25): their failures a
 format's (stop 28; dropped before, when the target refused them), and they are not
 cross-checked (their cuts never replay a workload).
 
-With `--chains`, half the workload runs cut power again after each recovery (`torture
---chain N --chain-within W`, stop 30): N of 2, 4 or 8 more cuts, each among the first W of
+With `--chains`, half the runs cut power again after each recovery (`torture --chain N
+--chain-within W`, stop 30; the format runs too since stop 31): N of 2, 4 or 8 more cuts, each among the first W of
 1, 3, 5 or 10 programs/erases after the recovery before it; their mounts are cut too where
 they program (stop 31). The last line then also counts the chained cuts made, the mounts
 cut, and the chains that ended with the medium full (`chains_full`: the erased slots used
@@ -159,7 +159,7 @@ def configs(seed, runs, long, flips=False, traces=False, formats=False, chains=F
                     i = args.index(opt)
                     del args[i:i + 2]
             args[1:1] = ["--target", "fms-format"]
-        if chains and crng.random() < 0.5 and "fms-format" not in args:
+        if chains and crng.random() < 0.5:
             args += ["--chain", crng.choice(["2", "4", "8"]),
                      "--chain-within", crng.choice(["1", "3", "5", "10"])]
         yield args

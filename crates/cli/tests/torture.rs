@@ -76,6 +76,18 @@ fn chained_cuts_are_reported() {
     // Without --chain, neither line.
     let o = flashkit("torture --device nandsim-256m --cuts 5 --ops 60".split(' '));
     assert!(!text(&o.stdout).contains("chained"), "{}", text(&o.stdout));
+    // After the cuts in a format too (refused until stop 31).
+    let args = "torture --target fms-format --device nandsim-256m --ops 60 --chain 2 --json";
+    let o = flashkit(args.split(' '));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    assert_eq!(v["target"], "fms-format");
+    assert_eq!(v["violations"], 0, "{v}");
+    assert_eq!(
+        v["chained_cuts"].as_u64(),
+        v["cut_points"].as_u64().map(|n| 2 * n),
+        "{v}"
+    );
 }
 
 #[test]
@@ -527,7 +539,6 @@ fn options_a_torture_would_ignore_are_refused() {
             "--redistribution",
         ),
         (vec!["--target", "fms-format", "--replay"], "--replay"),
-        (vec!["--target", "fms-format", "--chain", "2"], "--chain"),
         (vec!["--chain-within", "3"], "--chain-within"),
         (
             vec!["--chain", "2", "--chain-within", "0"],

@@ -54,7 +54,9 @@
 //! [`MAX_CHAIN_WITHIN`]) while the FMS goes on with seeded writes, trims and a flush every
 //! eighth operation (`chain_cut`); the medium is recovered and checked again (checks 1-4,
 //! violations prefixed "chained cut c"), N times, and check 5 follows the last recovery.
-//! (The fault-free run has no cut, so no chain.) A recovery leaves work to the first write
+//! (The fault-free run has no cut, so no chain.) With `--target fms-format` a chain
+//! follows the recovery from each cut in the format (`torture/format.rs`, check 4; since
+//! stop 31). A recovery leaves work to the first write
 //! (erasing dirty segments, padding torn slots, `Fms::repair`) and often starts a
 //! cleaning: these cuts fall in that work, and cut it again before it finishes — the
 //! schedule that found stop 29's wedged medium and lost block.
@@ -1538,7 +1540,7 @@ fn after_workload(
     was_cut: bool,
     fms: Fms,
     model: Model,
-    mut buf: Vec<u8>,
+    buf: Vec<u8>,
     out: &mut RunOutcome,
 ) -> Result<(), String> {
     out.device_ops = fms.nand().op_count();
@@ -1568,13 +1570,39 @@ fn after_workload(
         return Ok(());
     };
     let mut extra = Extra::new(ctx, salt);
-    for c in 1..=chain {
-        let (k, cut_fms) = match chain_cut(ctx, c, f2, &mut model, &mut extra, &mut buf, out)? {
+    if chain > 0 {
+        match chained(ctx, salt, f2, model, &mut lost, &mut extra, out)? {
+            Some((f, m)) => (f2, model) = (f, m),
+            None => return Ok(()),
+        }
+    }
+    keeps_working(ctx, f2, model, buf, &lost, &mut extra, out)
+}
+
+/// The chained cuts of a cut point ([`TortureConfig::chain`]) after the recovery that
+/// left `f2` (checked) and `model`: each [`chain_cut`] and its recovery, checked; `salt`
+/// (the cut point's) seeds the recoveries' flips and mount cuts; `lost` gathers what the
+/// cuts left for check 4. Returns the FMS and model of the last recovery, for check 5, or
+/// `None` when a check failed or the chain left the medium full (recovered and checked:
+/// counted in `out`).
+fn chained(
+    ctx: &Ctx,
+    salt: u64,
+    mut f2: Fms,
+    mut model: Model,
+    lost: &mut Lost,
+    extra: &mut Extra,
+    out: &mut RunOutcome,
+) -> Result<Option<(Fms, Model)>, String> {
+    out.cut_mounts = true;
+    let mut buf = Vec::new();
+    for c in 1..=ctx.chain {
+        let (k, cut_fms) = match chain_cut(ctx, c, f2, &mut model, extra, &mut buf, out)? {
             Chained::Cut(k, f) => (k, f),
             Chained::Full(f) => {
                 let prefix = format!("chained cut {c}, the medium full: ");
-                recover(ctx, salt ^ 0xF11, f, model, &mut lost, &prefix, out)?;
-                return Ok(());
+                recover(ctx, salt ^ 0xF11, f, model, lost, &prefix, out)?;
+                return Ok(None);
             }
         };
         out.chained_cuts += 1;
@@ -1583,12 +1611,12 @@ fn after_workload(
             c - 1
         );
         let salt = salt ^ 0x5EED ^ (c as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
-        match recover(ctx, salt, cut_fms, model, &mut lost, &prefix, out)? {
+        match recover(ctx, salt, cut_fms, model, lost, &prefix, out)? {
             Some((f, m)) => (f2, model) = (f, m),
-            None => return Ok(()),
+            None => return Ok(None),
         }
     }
-    keeps_working(ctx, f2, model, buf, &lost, &mut extra, out)
+    Ok(Some((f2, model)))
 }
 
 /// Checks (1)-(4) after a cut: reopen the medium `fms` was cut on, mount it, read every
@@ -2027,11 +2055,6 @@ pub fn run_with_progress(
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<TortureReport, String> {
     let t0 = Instant::now();
-    if cfg.chain > 0 && cfg.format {
-        return Err(
-            "chain: not with a format torture (chained cuts follow a workload's recovery)".into(),
-        );
-    }
     if !(1..=MAX_CHAIN_WITHIN).contains(&cfg.chain_within) {
         return Err(format!(
             "chain-within: {} is not a window of 1 to {MAX_CHAIN_WITHIN} programs/erases after a recovery",

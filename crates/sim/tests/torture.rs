@@ -668,6 +668,41 @@ fn format_cut_at_every_program_and_erase() {
     assert!(r.reads.ecc_corrected_bits > 0, "{:?}", r.reads);
 }
 
+/// Chained cuts after a format cut (stop 31; refused before): after each cut point's
+/// recovery, 4 more cuts within 3 programs/erases of each recovery, in the erases of the
+/// segments the earlier format left (the mount takes them for dirty) and the cleanings
+/// that follow, and in the mounts' repairs. Every chain completes, each recovery is
+/// checked, and the chained mounts meet the earlier format's segments; with failures of
+/// the format too. Formatting again (check 5 of the format target) still starts from what
+/// the format's cut left.
+#[test]
+fn chained_cuts_follow_the_cuts_in_a_format() {
+    for (preset, failures) in [
+        ("intel-series2plus-24m", 0),
+        ("nandsim-256m", 2),
+        ("mlc2-2g", 0),
+    ] {
+        let mut c = cfg(preset, Cuts::Every, 5);
+        c.format = true;
+        c.failures = failures;
+        c.chain = 4;
+        c.chain_within = 3;
+        let r = run(&c);
+        assert_eq!(
+            r.violations,
+            0,
+            "{preset}: {}",
+            r.failures.first().map_or("", |s| s.as_str())
+        );
+        assert_eq!(r.chains_full, 0, "{preset}");
+        let m = r.format_mounts.clone().expect("format mounts");
+        assert_eq!(m.refused, 0, "{preset}: {m:?}");
+        assert_eq!(r.chained_cuts, 4 * r.cut_points, "{preset}");
+        let found = r.chain_recovery.clone().expect("chained mounts");
+        assert!(found.earlier_format > 0, "{preset}: {found:?}");
+    }
+}
+
 /// Format cuts with program/erase failures of the format (stop 28): at seed 5 the first
 /// erase of the format (the old index segment's) fails. Formatting the next segment in
 /// order erased old data before any new header was on flash, and a cut there brought

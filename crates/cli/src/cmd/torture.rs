@@ -105,7 +105,8 @@ pub struct TortureArgs {
     /// each at a seeded program/erase among the next --chain-within, recovering and
     /// checking after each (cuts in the repairs and cleanings a recovery starts). Each mount
     /// after a cut is cut too, at one of its first --chain-within programs/erases, when its
-    /// repairs get that far (`mount_cuts`). Not with --target fms-format.
+    /// repairs get that far (`mount_cuts`). With --target fms-format, after the recovery
+    /// from each cut in the format.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub chain: u32,
     /// The window of a chained cut: it falls at one of the first OPS programs/erases after
@@ -254,9 +255,6 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
     }
     if let Some(f) = a.fill_writes {
         c.fill_writes = f;
-    }
-    if a.chain > 0 && c.format {
-        bail!("--chain: not with --target fms-format (chained cuts follow the recovery from a workload's cut)");
     }
     c.chain = a.chain;
     match a.chain_within {

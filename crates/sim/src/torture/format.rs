@@ -20,7 +20,11 @@
 //!    counts are those the device counted or one fewer (check 4 of the workload target),
 //!    for every segment whose header the cut did not leave unreadable.
 //! 4. The FMS keeps working (check 5 of the workload target: writes, flushes, trims, the
-//!    cleaner, remounts).
+//!    cleaner, remounts). With [`TortureConfig::chain`] (stop 31) the chained cuts of the
+//!    workload target come first: power is cut again, N times, among the first W
+//!    programs/erases of the writes that follow (the erases of the earlier format's
+//!    segments, which the mount took for dirty, and the cleanings), and in the repairs of
+//!    each mount after them, each recovery checked as a workload cut's (checks 1-4 there).
 //! 5. Formatting again (a copy of what the cut left) completes, mounts to a medium of
 //!    zeros, and keeps every erase count that survived: each segment's count is at least
 //!    its count on the old medium, and is the device's count or one fewer — a segment
@@ -250,11 +254,22 @@ fn run_cut_inner(
             out.reads.add_fms(&f2);
             return Ok(());
         }
-        // (4) It keeps working.
+        // (4) It keeps working, after chained cuts when asked (from the format's cut: the
+        // fault-free format has none to chain after). Their cuts are not the format's:
+        // formatting again (5) starts from what the format's cut left.
         let mut model = Model::new(ctx.sectors, ctx.spb);
         model.settle(&seen);
         let mut extra = Extra::new(ctx, cut.unwrap_or(0));
-        keeps_working(ctx, f2, model, Vec::new(), &cut_left, &mut extra, out)?;
+        let mut lost = cut_left.clone();
+        let go_on = match cut {
+            Some(k) if ctx.chain > 0 => {
+                chained(ctx, k ^ 0xF0A7, f2, model, &mut lost, &mut extra, out)?
+            }
+            _ => Some((f2, model)),
+        };
+        if let Some((f2, model)) = go_on {
+            keeps_working(ctx, f2, model, Vec::new(), &lost, &mut extra, out)?;
+        }
         if !out.problems.is_empty() {
             return Ok(());
         }

@@ -89,8 +89,10 @@ def configs(seed, runs, long, flips=False, traces=False, formats=False, chains=F
     irng = random.Random(seed ^ 0x1DE5)
     # Format cuts (stop 25), drawn apart too.
     grng = random.Random(seed ^ 0xF0A7)
-    # Chained cuts (stop 30), drawn apart too.
+    # Chained cuts (stop 30), drawn apart too; those of format runs (stop 31) from their
+    # own generator, so that a seed's workload runs keep the chains they had.
     crng = random.Random(seed ^ 0xC4A1)
+    cfrng = random.Random(seed ^ 0xC4A2)
     ops = [200, 400, 600] + ([1000] if long else [])
     segments = [10, 12, 16, 20, 24] + ([32] if long else [])
     for _ in range(runs):
@@ -160,8 +162,9 @@ def configs(seed, runs, long, flips=False, traces=False, formats=False, chains=F
                     del args[i:i + 2]
             args[1:1] = ["--target", "fms-format"]
         if chains and crng.random() < 0.5:
-            args += ["--chain", crng.choice(["2", "4", "8"]),
-                     "--chain-within", crng.choice(["1", "3", "5", "10"])]
+            r = cfrng if "fms-format" in args else crng
+            args += ["--chain", r.choice(["2", "4", "8"]),
+                     "--chain-within", r.choice(["1", "3", "5", "10"])]
         yield args
 
 

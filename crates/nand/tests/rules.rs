@@ -1058,6 +1058,53 @@ fn power_cut_at_an_erase_tears_exactly_that_erase() {
     }
 }
 
+/// `Nand::disarm_power_cut` takes back a cut that has not fallen: programs and erases
+/// past its place then succeed; the plan's failures stay (an operation listed in
+/// `fail_ops` still fails), and so do its bit flips, drawn as they would have been without
+/// the cut. A cut that has fallen stays: the device is dead until reopened.
+#[test]
+fn a_power_cut_taken_back_never_falls() {
+    let spec = small("nandsim-256m", 8);
+    let mut n = ram(&spec);
+    n.set_faults(FaultPlan {
+        power_cut_at: Some(2),
+        fail_ops: vec![3],
+        ..Default::default()
+    });
+    n.program_page(0, Data::Opaque(512), None).unwrap();
+    n.disarm_power_cut();
+    n.program_page(1, Data::Opaque(512), None).unwrap();
+    assert_err!(
+        n.program_page(2, Data::Opaque(512), None),
+        NandError::ProgramFailed { .. }
+    );
+    n.erase(2).unwrap();
+    assert!(!n.is_dead());
+    // The flips of a plan whose cut was taken back are those of the plan without it.
+    let flips = |cut: Option<u64>| {
+        let mut n = ram(&spec);
+        fill_block0(&mut n);
+        n.set_faults(FaultPlan {
+            power_cut_at: cut,
+            bitflip_rate: 1e-3,
+            seed: 9,
+            ..Default::default()
+        });
+        n.disarm_power_cut();
+        (0..32).map(|p| raw_page(&mut n, p)).collect::<Vec<_>>()
+    };
+    assert_eq!(flips(Some(1)), flips(None));
+    // A cut that fell stays fallen.
+    let mut n = ram(&spec);
+    n.set_faults(cut(TornMode::Nothing));
+    assert_err!(
+        n.program_page(0, Data::Opaque(512), None),
+        NandError::PowerLoss
+    );
+    n.disarm_power_cut();
+    assert_dead(&mut n);
+}
+
 #[test]
 fn random_torn_mode_is_seeded() {
     let spec = small("nandsim-256m", 4);

@@ -65,7 +65,7 @@
 //! its first W (`mount_after_cut`): a mount programs to repair (it clears the live flags
 //! of superseded copies and, when the index log is lost, makes a new index segment), and a
 //! cut there leaves a medium the next mount must take as it takes any other (before stop
-//! 31 the mount was never cut: `Fms::mount` kept the device on an error). Most mounts
+//! 31 the mount was never cut: `Fms::mount` dropped the device on an error). Most mounts
 //! program less than the cut's place, and then the cut is taken back before the checks
 //! read anything. Up to [`MAX_MOUNT_CUTS`] mounts in a row are cut; the report counts them
 //! (`mount_cuts`).
@@ -1714,7 +1714,8 @@ pub const MAX_MOUNT_CUTS: u32 = 4;
 /// [`TortureConfig::chain_within`]: when the mount's repairs reach it, the mount stops
 /// with its device (`Fms::mount_or_return`), which is reopened and mounted again, cut
 /// again up to [`MAX_MOUNT_CUTS`] times in a row ([`RunOutcome::mount_cuts`]); a cut the
-/// mount did not reach is taken back before anything else runs.
+/// mount did not reach is taken back before anything else runs. A mount that fails is an
+/// error naming `after`.
 fn mount_after_cut(
     ctx: &Ctx,
     salt: u64,
@@ -1723,6 +1724,23 @@ fn mount_after_cut(
     after: &str,
     out: &mut RunOutcome,
 ) -> Result<Fms, String> {
+    match mount_cut(ctx, salt, nand, lost, after, out)? {
+        Ok(f) => Ok(f),
+        Err((e, what)) => Err(dev_err(&format!("{after}: {what}"), e)),
+    }
+}
+
+/// [`mount_after_cut`], a mount's refusal given back: its error and which mount it was
+/// ("mount", "mount after 2 cut mount(s) (armed at its program/erase 3)"). The format
+/// target takes a refusal after its cut for an outcome, not a violation.
+fn mount_cut(
+    ctx: &Ctx,
+    salt: u64,
+    nand: Nand,
+    lost: &mut Lost,
+    after: &str,
+    out: &mut RunOutcome,
+) -> Result<Result<Fms, (DevError, String)>, String> {
     let mut cut_erase = nand.cut_erase();
     let mut store = nand.into_store();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(ctx.seed ^ salt ^ 0x0A7C_0075);
@@ -1740,7 +1758,7 @@ fn mount_after_cut(
                 if cut.is_some() {
                     f.nand_mut().disarm_power_cut();
                 }
-                return Ok(f);
+                return Ok(Ok(f));
             }
             Err((DevError::PowerLoss, Some(n))) if cut.is_some() => {
                 out.mount_cuts += 1;
@@ -1752,15 +1770,16 @@ fn mount_after_cut(
                 if let Some(n) = n {
                     out.reads.add_nand(&n);
                 }
+                // (The cut armed may not have fallen: the mount failed before it.)
                 let cut = match cut {
-                    Some(k) => format!(" (cut at its program/erase {k})"),
+                    Some(k) => format!(" (armed at its program/erase {k})"),
                     None => String::new(),
                 };
                 let what = match attempt {
-                    0 => format!("{after}: mount{cut}"),
-                    a => format!("{after}: mount after {a} cut mount(s){cut}"),
+                    0 => format!("mount{cut}"),
+                    a => format!("mount after {a} cut mount(s){cut}"),
                 };
-                return Err(dev_err(&what, e));
+                return Ok(Err((e, what)));
             }
         }
     }

@@ -500,10 +500,15 @@ fn forked_cuts_report_what_replayed_cuts_report() {
     let mut c = cfg("nandsim-256m", Cuts::At(700), 4);
     c.ops = 200;
     cases.push(c);
-    // Chained cuts run in the worker after the fork or the replay alike.
+    // Chained cuts run in the worker after the fork or the replay alike; on Intel the
+    // mounts after them are cut too (they clear live bits).
     let mut c = cfg("mlc2-2g", Cuts::Sample(80), 6);
     c.chain = 3;
     c.chain_within = 4;
+    cases.push(c);
+    let mut c = cfg("intel-series2plus-24m", Cuts::Sample(120), 8);
+    c.chain = 3;
+    c.chain_within = 2;
     cases.push(c);
     for mut c in cases {
         c.threads = 2;
@@ -512,6 +517,9 @@ fn forked_cuts_report_what_replayed_cuts_report() {
         c.replay = true;
         let replayed = run(&c);
         assert!(forked.cut_points > 0 && forked.cleanings > 0, "{forked:?}");
+        if c.chain > 0 && c.device.name.starts_with("intel") {
+            assert!(forked.mount_cuts > 0, "{forked:?}");
+        }
         assert_eq!(report_json(&forked), report_json(&replayed), "{c:?}");
     }
 }
@@ -673,21 +681,28 @@ fn format_cut_at_every_program_and_erase() {
 /// segments the earlier format left (the mount takes them for dirty) and the cleanings
 /// that follow, and in the mounts' repairs. Every chain completes, each recovery is
 /// checked, and the chained mounts meet the earlier format's segments; with failures of
-/// the format too. Formatting again (check 5 of the format target) still starts from what
-/// the format's cut left.
+/// the format too. The mount after the format's cut is cut in its repairs as well (the
+/// lost index log's new segment). Formatting again (check 5 of the format target) still
+/// starts from what the format's cut left.
 #[test]
 fn chained_cuts_follow_the_cuts_in_a_format() {
-    for (preset, failures) in [
-        ("intel-series2plus-24m", 0),
-        ("nandsim-256m", 2),
-        ("mlc2-2g", 0),
+    // The last: the window, and whether the first mounts (index lost: the format erases the
+    // old index segment first) must be cut.
+    for (preset, failures, within, mounts_cut) in [
+        ("intel-series2plus-24m", 0, 3, false),
+        ("nandsim-256m", 2, 3, false),
+        ("mlc2-2g", 0, 3, false),
+        ("nandsim-256m", 0, 1, true),
     ] {
         let mut c = cfg(preset, Cuts::Every, 5);
         c.format = true;
         c.failures = failures;
         c.chain = 4;
-        c.chain_within = 3;
+        c.chain_within = within;
         let r = run(&c);
+        if mounts_cut {
+            assert!(r.mount_cuts > 0, "{preset}: {:?}", r.recovery);
+        }
         assert_eq!(
             r.violations,
             0,

@@ -20,8 +20,9 @@
 //! 1 to 255) in the high 8. Every 255th window, when the stamp comes round again, the
 //! table is cleared (one pass, so no stale count passes for the new window's). A count
 //! stops at 2^24 − 1 writes of one block in one window (16.7 M; the default window is a
-//! quarter of the blocks' count in writes); from there on each write of the block adds to
-//! the sum of squares as if the count had stopped. (Until stop 31 a 4-byte stamp and a
+//! quarter of the blocks' count in writes); from there on each write of the block adds
+//! 2·(2^24 − 1) + 1 to the sum of squares (the step at the count where it stopped), less
+//! than a count going on would. (Until stop 31 a 4-byte stamp and a
 //! 4-byte count: 8 bytes a block.)
 
 /// The bits of a monitor cell holding the count ([`Adaptive`]).

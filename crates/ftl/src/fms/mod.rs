@@ -898,11 +898,12 @@ impl Fms {
         Fms::mount_or_return(nand, cfg).map_err(|(e, _)| e)
     }
 
-    /// [`Fms::mount`], giving the device back with the error when the mount stops part
-    /// way. A mount programs only to repair (clearing the live flags of superseded copies,
-    /// a new index segment when the index log is lost), so only a power cut there stops it
-    /// part way; `flashkit torture --chain` cuts there and mounts what the cut left. The
-    /// device is `None` when the configuration was refused before it was touched.
+    /// [`Fms::mount`], giving the device back with the error: a read or medium error, or
+    /// a power cut in the mount's repairs (it programs only to repair: clearing the live
+    /// flags of superseded copies, a new index segment when the index log is lost), which
+    /// `flashkit torture --chain` makes, mounting what the cut left. The device is `None`
+    /// when the configuration was refused (after the mount's reads of the headers, before
+    /// any program).
     pub fn mount_or_return(
         nand: Nand,
         cfg: FmsConfig,

@@ -282,8 +282,9 @@ pub(super) type MakeConfig<'a> = &'a dyn Fn(Option<&SegHeader>) -> DevResult<Fms
 
 /// A mount that takes headers of format numbers below `min_format` for segments of an
 /// earlier format; gives the device back with the format number of a newer header it
-/// met. On an error the device comes back too (`None` when the configuration was refused
-/// before the device was touched), for [`super::Fms::mount_or_return`].
+/// met. On an error the device comes back too (`None` when `Fms::new_empty` refused the
+/// configuration, after the scan's reads, before any program), for
+/// [`super::Fms::mount_or_return`].
 fn mount_from(
     mut nand: Nand,
     make: MakeConfig<'_>,

@@ -2733,7 +2733,8 @@ fn a_mount_cut_in_its_repairs_gives_the_device_back() {
         let nd = Nand::open(spec.clone(), nd.expect("the device").into_store()).unwrap();
         let mut g = Fms::mount(nd, cfg.clone()).unwrap();
         // The cut clear did not reach the cells, went through, or cleared some of the
-        // flag's bits (read live while at least 4 of its 7 are set: `LiveFlag::Byte`).
+        // flag's bits (read live while at least 4 of its 7 are set: `LiveFlag::Byte`;
+        // either count is right then, and the reads below are what is checked).
         let left = g.mount_report().stale_live_copies;
         let want = match torn {
             TornMode::Nothing => 1..=1,

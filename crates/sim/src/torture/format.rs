@@ -10,7 +10,8 @@
 //!    one: the user formats again), counted as `refused`, not a violation. When it mounts,
 //!    the medium is either the new format (its first header carries the new format
 //!    number: `new_medium`) or still the old one (the cut fell before the format's first
-//!    header: `old_medium`).
+//!    header: `old_medium`). With [`TortureConfig::chain`] the mount is cut in its repairs
+//!    (a lost index log's new segment) as a chained run's mounts are (stop 31).
 //! 2. Every sector of a new medium reads zeros: no block of the old medium comes back
 //!    (until stop 24 up to 9 010 of 9 766 did). Every sector of an old medium reads what
 //!    the old medium held (its flushed content) or zeros: the format erased the segments
@@ -176,19 +177,21 @@ fn run_cut_inner(
         (Err((e, _)), _) => return Err(dev_err("format", e)),
     };
     out.device_ops = left.op_count();
-    let cut_erase = left.cut_erase();
-    let mut nand = Nand::open(ctx.spec.clone(), left.into_store())
+    // What the cut left, kept to format again (5), with the headers it lost.
+    let mut again = Nand::open(ctx.spec.clone(), copy(&left)?.into_store())
         .map_err(|e| format!("after the cut: reopen: {e}"))?;
     let mut cut_left = Lost::default();
-    cut_left.add_cut(&mut nand, cut_erase)?;
-    let again = copy(&nand)?;
-    flip_reads(ctx, &mut nand, cut.unwrap_or(0) ^ 0xF0A7);
+    cut_left.add_cut(&mut again, left.cut_erase())?;
 
-    // (1) Mount.
-    let f1 = match Fms::mount(nand, ctx.cfg.clone()) {
+    // (1) Mount: with chained cuts, cut in its repairs too (`mount_cut`); `lost` gathers
+    // what the mounts' cuts and the chain's leave besides the format's.
+    out.cut_mounts = cut.is_some() && ctx.chain > 0;
+    let mut lost = Lost::default();
+    let salt = cut.unwrap_or(0) ^ 0xF0A7;
+    let f1 = match mount_cut(ctx, salt, left, &mut lost, "after the cut", out)? {
         Ok(f) => Some(f),
         Err(_) if cut.is_some() => None,
-        Err(e) => return Err(dev_err("after the format: mount", e)),
+        Err((e, what)) => return Err(dev_err(&format!("after the format: {what}"), e)),
     };
     let mut found = Found::Refused;
     if let Some(mut f1) = f1 {
@@ -241,7 +244,7 @@ fn run_cut_inner(
         // (3) Tables and erase counts.
         let d1 = f1.tables_digest();
         let t1 = Tables::of(&f1);
-        check_erase_counts(&f1, &cut_left, "after the cut", &mut out.problems);
+        check_erase_counts(&f1, &lost, "after the cut", &mut out.problems);
         let f2 = remount(ctx, f1, "second mount", &mut out.reads)?;
         let d2 = f2.tables_digest();
         if d1 != d2 {
@@ -260,7 +263,6 @@ fn run_cut_inner(
         let mut model = Model::new(ctx.sectors, ctx.spb);
         model.settle(&seen);
         let mut extra = Extra::new(ctx, cut.unwrap_or(0));
-        let mut lost = cut_left.clone();
         let go_on = match cut {
             Some(k) if ctx.chain > 0 => {
                 chained(ctx, k ^ 0xF0A7, f2, model, &mut lost, &mut extra, out)?

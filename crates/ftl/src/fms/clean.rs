@@ -109,8 +109,9 @@ impl Fms {
     /// with nothing to copy first), whatever the policy or region, and only when they fit
     /// that room. Never a segment whose erase block went bad (still `Used` until its
     /// blocks are moved, `retiring`): cleaning it frees no segment and spends the room a
-    /// good one needs to free one (until stop 31 `scan_fewest` could take it; the torture's
-    /// rule for a medium left full, `no_cleaning_can_finish`, already left it out). A cleaning that cannot finish would use the room up and
+    /// good one needs to free one (until stop 31 `scan_fewest` could take it; the
+    /// torture's rule for a medium left full, `no_cleaning_can_finish`, already left it
+    /// out). A cleaning that cannot finish would use the room up and
     /// leave every segment full, so that no write could ever be made again (QA stop 29:
     /// power cuts a few operations apart, each in a cleaning, used the free segments up
     /// with torn copies; CAT then chose a victim with 4 valid blocks for 3 free slots

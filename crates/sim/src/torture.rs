@@ -62,7 +62,7 @@
 //! schedule that found stop 29's wedged medium and lost block.
 //!
 //! In a chained run every mount after a cut is cut too, at a seeded program/erase among
-//! its first W (`mount_after_cut`): a mount programs to repair (it clears the live flags
+//! its first W (`mount_cut`): a mount programs to repair (it clears the live flags
 //! of superseded copies and, when the index log is lost, makes a new index segment), and a
 //! cut there leaves a medium the next mount must take as it takes any other (before stop
 //! 31 the mount was never cut: `Fms::mount` dropped the device on an error). Most mounts
@@ -355,7 +355,7 @@ pub struct TortureReport {
     pub chain_within: u64,
     pub chained_cuts: u64,
     /// Mounts after a cut that a chained run cut in turn (the cut fell in their repairs:
-    /// `mount_after_cut`); 0 without a chain.
+    /// `mount_cut`); 0 without a chain.
     pub mount_cuts: u64,
     /// Cut points whose chain ended with the medium full: a write refused for want of
     /// space when no cleaning could finish, the erased slots used up by copies that cuts
@@ -1026,7 +1026,7 @@ struct RunOutcome {
     chained_cuts: u64,
     chain_recovered: Vec<MountReport>,
     /// A chained run ([`TortureConfig::chain`], a cut run): its mounts after a cut are cut
-    /// in turn (`mount_after_cut`), and counted.
+    /// in turn (`mount_cut`), and counted.
     cut_mounts: bool,
     mount_cuts: u64,
     /// The chain ended with the medium full ([`full_by_torn_slots`]).
@@ -1626,7 +1626,7 @@ fn chained(
 /// starting with `prefix`, are in `out`). `lost` gathers the segments whose header the
 /// cut left unreadable (over a chain of cuts: check 4 skips them from then on); `salt`
 /// seeds the mount's bit flips. In a chained run the mount is cut too
-/// ([`mount_after_cut`]).
+/// ([`mount_cut`]).
 fn recover(
     ctx: &Ctx,
     salt: u64,
@@ -1641,7 +1641,10 @@ fn recover(
     // (read without flips: what the cut left, not what a read made of it).
     out.reads.add_fms(&fms);
     let after = format!("{prefix}after the cut");
-    let mut f1 = mount_after_cut(ctx, salt, fms.into_nand(), lost, &after, out)?;
+    let mut f1 = match mount_cut(ctx, salt, fms.into_nand(), lost, &after, out)? {
+        Ok(f) => f,
+        Err((e, what)) => return Err(dev_err(&format!("{after}: {what}"), e)),
+    };
     if out.recovered.is_none() {
         out.recovered = Some(f1.mount_report().clone());
     } else {
@@ -1714,25 +1717,11 @@ pub const MAX_MOUNT_CUTS: u32 = 4;
 /// [`TortureConfig::chain_within`]: when the mount's repairs reach it, the mount stops
 /// with its device (`Fms::mount_or_return`), which is reopened and mounted again, cut
 /// again up to [`MAX_MOUNT_CUTS`] times in a row ([`RunOutcome::mount_cuts`]); a cut the
-/// mount did not reach is taken back before anything else runs. A mount that fails is an
-/// error naming `after`.
-fn mount_after_cut(
-    ctx: &Ctx,
-    salt: u64,
-    nand: Nand,
-    lost: &mut Lost,
-    after: &str,
-    out: &mut RunOutcome,
-) -> Result<Fms, String> {
-    match mount_cut(ctx, salt, nand, lost, after, out)? {
-        Ok(f) => Ok(f),
-        Err((e, what)) => Err(dev_err(&format!("{after}: {what}"), e)),
-    }
-}
-
-/// [`mount_after_cut`], a mount's refusal given back: its error and which mount it was
-/// ("mount", "mount after 2 cut mount(s) (armed at its program/erase 3)"). The format
-/// target takes a refusal after its cut for an outcome, not a violation.
+/// mount did not reach is taken back before anything else runs. A mount's refusal is
+/// given back, with which mount it was ("mount", "mount after 2 cut mount(s) (armed at
+/// its program/erase 3)"): an error after a workload's cut (`recover`), an outcome after
+/// a format's (`torture/format.rs`). `after` names the medium in the errors of the reopen
+/// and of `lost`.
 fn mount_cut(
     ctx: &Ctx,
     salt: u64,

@@ -313,35 +313,124 @@ pub fn write_csv<T: Serialize>(path: &Path, rows: &[T]) -> Result<()> {
 }
 
 /// The top-level fields of a struct in serialization order (serde_json's `Value` would
-/// sort them).
+/// sort them). A field holding an object, or a list holding lists or objects, comes as
+/// its compact JSON text (a string), its objects' keys in serialization order too
+/// ([`csv_cell`] writes it as it is; until stop 31 nested keys came sorted).
 pub fn ordered_fields<T: Serialize + ?Sized>(row: &T) -> Result<Vec<(String, serde_json::Value)>> {
-    struct Ordered(Vec<(String, serde_json::Value)>);
-    impl<'de> serde::Deserialize<'de> for Ordered {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct V;
-            impl<'de> serde::de::Visitor<'de> for V {
-                type Value = Ordered;
-                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                    f.write_str("an object")
-                }
-                fn visit_map<A: serde::de::MapAccess<'de>>(
-                    self,
-                    mut map: A,
-                ) -> Result<Ordered, A::Error> {
-                    let mut out = Vec::new();
-                    while let Some(kv) = map.next_entry()? {
-                        out.push(kv);
-                    }
-                    Ok(Ordered(out))
-                }
+    let text = serde_json::to_string(row)?;
+    match serde_json::from_str(&text)? {
+        Ordered::Object(fields) => Ok(fields
+            .into_iter()
+            .map(|(k, v)| (k, v.into_cell()))
+            .collect()),
+        _ => anyhow::bail!("a CSV row must serialize to an object"),
+    }
+}
+
+/// A JSON value whose objects keep their keys in the order they were written
+/// ([`ordered_fields`]).
+enum Ordered {
+    Scalar(serde_json::Value),
+    List(Vec<Ordered>),
+    Object(Vec<(String, Ordered)>),
+}
+
+impl Ordered {
+    /// A CSV field's value: a scalar, or a list of scalars, as it is ([`csv_cell`] joins
+    /// the list); anything holding an object or a list as its JSON text.
+    fn into_cell(self) -> serde_json::Value {
+        match self {
+            Ordered::Scalar(v) => v,
+            Ordered::List(items) if items.iter().all(|x| matches!(x, Ordered::Scalar(_))) => {
+                serde_json::Value::Array(items.into_iter().map(Ordered::into_cell).collect())
             }
-            d.deserialize_map(V)
+            other => {
+                let mut text = String::new();
+                other.write(&mut text);
+                serde_json::Value::String(text)
+            }
         }
     }
-    let text = serde_json::to_string(row)?;
-    let fields: Ordered =
-        serde_json::from_str(&text).context("a CSV row must serialize to an object")?;
-    Ok(fields.0)
+
+    /// Compact JSON text, keys in their order.
+    fn write(&self, out: &mut String) {
+        match self {
+            Ordered::Scalar(v) => out.push_str(&v.to_string()),
+            Ordered::List(items) => {
+                out.push('[');
+                for (i, x) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    x.write(out);
+                }
+                out.push(']');
+            }
+            Ordered::Object(fields) => {
+                out.push('{');
+                for (i, (k, v)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&serde_json::Value::from(k.as_str()).to_string());
+                    out.push(':');
+                    v.write(out);
+                }
+                out.push('}');
+            }
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Ordered {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Ordered;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_bool<E>(self, b: bool) -> Result<Ordered, E> {
+                Ok(Ordered::Scalar(b.into()))
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<Ordered, E> {
+                Ok(Ordered::Scalar(n.into()))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<Ordered, E> {
+                Ok(Ordered::Scalar(n.into()))
+            }
+            fn visit_f64<E>(self, x: f64) -> Result<Ordered, E> {
+                Ok(Ordered::Scalar(x.into()))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Ordered, E> {
+                Ok(Ordered::Scalar(s.into()))
+            }
+            fn visit_unit<E>(self) -> Result<Ordered, E> {
+                Ok(Ordered::Scalar(serde_json::Value::Null))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Ordered, A::Error> {
+                let mut items = Vec::new();
+                while let Some(x) = seq.next_element()? {
+                    items.push(x);
+                }
+                Ok(Ordered::List(items))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Ordered, A::Error> {
+                let mut fields = Vec::new();
+                while let Some(kv) = map.next_entry()? {
+                    fields.push(kv);
+                }
+                Ok(Ordered::Object(fields))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 fn csv_cell(v: &serde_json::Value) -> String {

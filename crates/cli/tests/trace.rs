@@ -1025,7 +1025,8 @@ fn generate_refuses_zero_requests() {
 }
 
 /// QA stop 24, F8: the structured keys of `trace stats --csv` are JSON in their cells
-/// (arrays were space-joined objects that no parser reads).
+/// (arrays were space-joined objects that no parser reads), their keys in the JSON's
+/// order.
 #[test]
 fn stats_csv_cells_holding_structures_are_json() {
     let dir = tempfile::tempdir().unwrap();
@@ -1068,6 +1069,18 @@ fn stats_csv_cells_holding_structures_are_json() {
     }
     assert!(j["size_histogram"].as_array().unwrap().len() > 1);
     assert_eq!(cell("requests"), "7");
+    // The structures' keys in the order `--json` prints them (stop 31: they came sorted,
+    // `max_sectors` before `min_sectors`, `large` before `small`).
+    assert!(
+        cell("size_histogram").starts_with(r#"[{"min_sectors":1,"max_sectors":1,"#),
+        "{}",
+        cell("size_histogram")
+    );
+    assert!(
+        cell("write_classes").starts_with(r#"{"small":{"count":"#),
+        "{}",
+        cell("write_classes")
+    );
 }
 
 /// QA stop 24, F10: `--space` takes the units docs/traces.md uses (8 EiB) and refuses a

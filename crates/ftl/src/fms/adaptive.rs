@@ -22,8 +22,8 @@
 //! stops at 2^24 − 1 writes of one block in one window (16.7 M; the default window is a
 //! quarter of the blocks' count in writes); from there on each write of the block adds
 //! 2·(2^24 − 1) + 1 to the sum of squares (the step at the count where it stopped), less
-//! than a count going on would. (Until stop 31 a 4-byte stamp and a
-//! 4-byte count: 8 bytes a block.)
+//! than a count going on would. (Until stop 31 a 4-byte stamp and a 4-byte count: 8
+//! bytes a block.)
 
 /// The bits of a monitor cell holding the count ([`Adaptive`]).
 const COUNT_BITS: u32 = 24;
@@ -81,15 +81,9 @@ impl Adaptive {
     /// The write monitor: one user write of `lbn`.
     #[inline]
     pub fn on_write(&mut self, lbn: u32) {
-        let stamp = (self.epoch as u32) << COUNT_BITS;
-        let cell = &mut self.cells[lbn as usize];
-        let c = if *cell & !COUNT_MAX == stamp {
-            *cell & COUNT_MAX
-        } else {
-            0
-        };
+        let c = self.count(lbn);
         self.sum_sq += 2 * c as u64 + 1;
-        *cell = stamp | (c + 1).min(COUNT_MAX);
+        self.cells[lbn as usize] = (self.epoch as u32) << COUNT_BITS | (c + 1).min(COUNT_MAX);
         self.writes += 1;
     }
 

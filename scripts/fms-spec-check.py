@@ -28,8 +28,9 @@
    codes (2..t bits of a data and of the index segment's header, or of header and code;
    t + 1 bits; code bits only), segment summaries (a bit flipped, another erase
    sequence, segment, format number or slot count, magic erased, a copy unlike its
-   record; bit 3 cleared, or set without room), ...): reader and flashkit must agree, or
-   both refuse; `fms info`/`fms read` must leave the file unchanged.  Then --fuzz N randomly
+   record; bit 3 cleared, or set without room), record correction (bit 8: a record one
+   bit from valid before a later one, the last one, the bit cleared, toggled, or in
+   header mode), ...): reader and flashkit must agree, or both refuse; `fms info`/`fms read` must leave the file unchanged.  Then --fuzz N randomly
    damaged copies (default 10).
 3. The docs' example tables, refused configurations, invalid inputs.
 
@@ -180,7 +181,7 @@ def checkpoint(binary, img, model, scratch, tag, stop="", unknown=(), same_summa
             diffs.append("%s: info %s, reader %s" % (ik, fi[ik], rep[rk]))
     # Bits flipped for good (fms.md, Mount steps 1 and 2): `fms info --json` lists them,
     # and leaves a key out when its list is empty.
-    for key in ("corrected_headers", "corrected_entries", "flipped_records"):
+    for key in ("corrected_headers", "corrected_entries", "corrected_records", "flipped_records"):
         if len(fi.get(key, [])) != rep[key]:
             diffs.append("%s: info %s, reader %s" % (key, fi.get(key, []), rep[key]))
     # Lost blocks (fms.md, "Lost blocks"): `fms info --json` names them (key present only
@@ -822,6 +823,69 @@ def mutations(m, rng):
                 m.header(g, logical=0)
     out.append(("capacity word 0 in every header", no_capacity))
     out += summary_mutations(f, data_segs, recs, closed, rng)
+    out += correction_mutations(f, data_segs, recs)
+    return out
+
+
+def correction_mutations(f, data_segs, recs):
+    """fms.md, Mount steps 2 and 4, record correction (features bit 8): (what, mutate,
+    expect), as `summary_mutations`.  A spare record one bit from valid that a later
+    record follows is corrected; the segment's last one is reported (and closes the
+    segment); media without the bit report both; the bit is refused in header mode and
+    when one header differs."""
+    img = f.img
+    out = []
+
+    def every_header(change):
+        def mutate(m):
+            for h in range(img.blocks):
+                if isinstance(f.hdrs[h], dict):
+                    m.header(h, features=change(f.hdrs[h]["features"]))
+        return mutate
+    if f.mode != "spare":
+        out.append(("record-correction bit in every header (header mode)",
+                    every_header(lambda x: x | reader.RECORD_CORRECTION), r"segment \d+.*record correction"))
+        return out
+    if not f.record_correction:
+        return out
+    used_segs = [g for g in data_segs if recs[g]]
+    if used_segs:
+        g = used_segs[0]
+        out.append(("header of used seg %d: record-correction bit toggled, valid crc (unlike the others)" % g,
+                    lambda m, g=g: m.header(g, features=f.hdrs[g]["features"] ^ reader.RECORD_CORRECTION),
+                    r"segment \d+"))
+    # a segment whose records are read from the spare areas (no summary), holding two
+    # block records or more
+    read = [g for g in data_segs if not f.segment_records(g)[1]
+            and sum(1 for _, kind, _ in recs[g] if kind == "block") >= 2]
+    if not read:
+        return out
+    g = read[0]
+    blocks = [k for k, kind, _ in recs[g] if kind == "block"]
+    first, last = blocks[0], recs[g][-1][0]
+
+    def flip(m, k, g=g):
+        p = spare_rec_page(f, g, k)
+        m.put(p, 2, bytes([m.get(p, 2, 1, True)[0] ^ 0x04]), True)
+
+    def counts(corrected, flipped):
+        def expect(rep, fi, base):
+            got = (len(fi.get("corrected_records", [])), len(fi.get("flipped_records", [])))
+            if got != (corrected, flipped):
+                raise Fail("fms info: %d corrected and %d flipped record(s), expected %d and %d"
+                           % (got + (corrected, flipped)))
+        return expect
+    out.append(("spare: seg %d slot %d's record, a block-number bit flipped, a later record after it (corrected)"
+                % (g, first), lambda m: flip(m, first), counts(1, 0)))
+    if recs[g][-1][1] == "block":
+        out.append(("spare: seg %d's last record (slot %d), a block-number bit flipped (reported; closes the segment)"
+                    % (g, last), lambda m: flip(m, last), counts(0, 1)))
+
+    def old_medium(m):
+        every_header(lambda x: x & ~reader.RECORD_CORRECTION)(m)
+        flip(m, first)
+    out.append(("record-correction bit cleared in every header, seg %d slot %d's record flipped (reported)"
+                % (g, first), old_medium, counts(0, 1)))
     return out
 
 

@@ -24,7 +24,10 @@ segment summaries (features bit 3), a full segment's records come from its summa
 it is valid for the segment's header ("summaries_read"); the records of such a segment
 are read too, and a slot whose record decodes but differs from the summary's copy is
 counted in "summary_mismatches" (listed in "summary_mismatch_slots"; --no-summary-check
-skips this cross-check: "summary_mismatches" is then null).
+skips this cross-check: "summary_mismatches" is then null).  With record correction
+(features bit 8), a spare record one bit from valid that a later record of its segment
+follows is read corrected ("corrected_records"), and a segment whose last record is one
+bit from valid is full.
 Any invalid input gives a one-line error on stderr and exit status 1.
 
 The mount is read-only: the repairs mount would make (clearing stale live bits,
@@ -425,11 +428,12 @@ TRIM_MAGIC = 0x544D5346
 INDEX_MAGIC = 0x1DE5
 
 
-FEATURES_KNOWN = 0xFF  # bit 0 ECC, bit 1 live byte, bit 2 header code, bit 3 segment
-#                        summaries, bits 4-7 BCH strength
+FEATURES_KNOWN = 0x1FF  # bit 0 ECC, bit 1 live byte, bit 2 header code, bit 3 segment
+#                         summaries, bits 4-7 BCH strength, bit 8 record correction
 LIVE_BYTE = 0x02  # features bit 1 (fms.md, "Header-mode entry")
 HEADER_CODE = 0x04  # features bit 2 (fms.md, "Segment header")
 SUMMARY = 0x08  # features bit 3 (fms.md, "Segment summary (spare mode, features bit 3)")
+RECORD_CORRECTION = 0x100  # features bit 8 (fms.md, Mount steps 2 and 4)
 SUMMARY_MAGIC = 0x53534D46  # bytes 46 4D 53 53, "FMSS"
 PAD_RECORD = bytes(15)
 
@@ -437,7 +441,8 @@ PAD_RECORD = bytes(15)
 def features_error(f):
     """fms.md, segment header offset 48: None when mount accepts the features word, else
     why not (bit 0 ECC; bit 1 live byte; bit 2 header code; bit 3 segment summaries;
-    bits 4-7, with bit 0, the BCH strength 2..8; other bits zero)."""
+    bits 4-7, with bit 0, the BCH strength 2..8; bit 8 record correction; other bits
+    zero)."""
     if f & ~FEATURES_KNOWN:
         return "has unknown feature bits 0x%x" % (f & ~FEATURES_KNOWN)
     t = (f >> 4) & 0xF
@@ -890,8 +895,9 @@ class Fms:
             if img.state[g] == 2 and hdrs[g]["kind"] != 0:
                 continue
             if (hdrs[g]["features"] & FEATURES_KNOWN) != (first["features"] & FEATURES_KNOWN):
-                raise SpecError("segment %d: ECC feature bit, live-byte bit, header-code bit, segment-summary bit "
-                                "or BCH strength differs from segment %d's" % (g, good_valid[0]))
+                raise SpecError("segment %d: ECC feature bit, live-byte bit, header-code bit, segment-summary bit, "
+                                "record-correction bit or BCH strength differs from segment %d's"
+                                % (g, good_valid[0]))
         self.ecc = bool(first["features"] & 1)
         self.live_byte = bool(first["features"] & LIVE_BYTE)
         if self.live_byte and self.mode != "header":
@@ -899,6 +905,10 @@ class Fms:
         self.header_code = header_code_t(first["features"])
         if first["features"] & HEADER_CODE and self.mode != "spare":
             raise SpecError("header-code feature on a header-mode (nop = 0) device")
+        # fms.md, segment header offset 48, bit 8: record correction, spare mode only
+        self.record_correction = bool(first["features"] & RECORD_CORRECTION)
+        if self.record_correction and self.mode != "spare":
+            raise SpecError("record-correction feature on a header-mode (nop = 0) device")
         self.bch_t = (first["features"] >> 4) & 0xF
         self.bch = bch(self.bch_t) if self.bch_t else None
         self.code_bytes = self.bch.nbytes if self.bch else 3
@@ -1011,6 +1021,7 @@ class Fms:
                     readable.append(g)
         self.torn_records = 0
         self.corrected_entries = 0
+        self.corrected_records = 0
         self.flipped_records = 0
         used_last = {}
         best = {}          # lbn -> (seq, seg, slot, rec)
@@ -1028,6 +1039,18 @@ class Fms:
                 last = slots - 1
                 if self.check_summaries:
                     self.summary_mismatches += self.summary_check(g)
+            closed = False
+            if self.record_correction and recs:
+                # fms.md, Mount step 2 (record correction): a record one bit from valid
+                # that a later slot's record that decodes follows is read corrected; the
+                # segment's last record one bit from valid closes it (step 4)
+                later = [i for i, (k, kind, rec) in enumerate(recs) if kind != "torn"]
+                for i in range(later[-1] if later else 0):
+                    k, kind, rec = recs[i]
+                    if kind == "torn" and rec is not None:
+                        fixed = dict(rec["flipped"][1], corrected_record=True)
+                        recs[i] = (k, rec["flipped"][0], fixed)
+                closed = recs[-1][1] == "torn" and recs[-1][2] is not None
             for k, kind, rec in recs:
                 last = max(last, k)
                 if kind == "torn":
@@ -1040,6 +1063,8 @@ class Fms:
                     continue
                 if rec.get("corrected"):
                     self.corrected_entries += 1
+                if rec.get("corrected_record"):
+                    self.corrected_records += 1
                 if kind == "trim":
                     trim_slots.append((rec["seq"], g, k))
                     continue
@@ -1051,7 +1076,8 @@ class Fms:
                 cur = best.get(lbn)
                 if cur is None or rec["seq"] > cur[0]:
                     best[lbn] = (rec["seq"], g, k, rec)
-            used_last[g] = last
+            # step 4: a segment closed by its last record is full
+            used_last[g] = slots - 1 if closed else last
 
         # winners (step 3)
         self.mapping = {}
@@ -1426,6 +1452,7 @@ class Fms:
             "torn_records": self.torn_records,
             "corrected_headers": len(self.corrected_headers),
             "corrected_entries": self.corrected_entries,
+            "corrected_records": self.corrected_records,
             "flipped_records": self.flipped_records,
             "lost_blocks": self.lost_blocks,
             "rescued_tombstones": self.rescued_tombstones,

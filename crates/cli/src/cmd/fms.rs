@@ -183,6 +183,10 @@ pub struct FormatReport {
     /// formats with room after a segment's last slot), read by mount instead of every
     /// slot's record.
     pub segment_summaries: bool,
+    /// Whether a spare record one bit from valid before a later record is corrected (a
+    /// bit flipped for good), the mount closing a segment whose last record is one bit
+    /// from valid (header features bit 8: every new spare-mode format).
+    pub record_correction: bool,
     /// Device time the format took (erasing every good segment, writing the headers).
     pub format_time_s: f64,
 }
@@ -614,6 +618,7 @@ fn format(a: FormatArgs) -> Result<()> {
         live_flag: live_flag(fms.layout()),
         header_code: fms.layout().header_code_t().is_some(),
         segment_summaries: fms.layout().summary_page.is_some(),
+        record_correction: fms.layout().corrects_records(),
         format_time_s: fms.nand().clock_s(),
     };
     if let Some(p) = &a.report.csv {
@@ -753,6 +758,9 @@ pub struct FmsInfo {
     /// a spare read per slot).
     pub segment_summaries: bool,
     pub summaries_read: u64,
+    /// Whether the medium has record correction (as `fms format` reports it;
+    /// `false` on media formatted before it, and in header mode).
+    pub record_correction: bool,
     /// Reads the mount made again because a header, record, index entry or trim list
     /// failed its checksum, or a page did not read erased (a power cut's traces, or flips).
     pub read_retries: u64,
@@ -762,10 +770,13 @@ pub struct FmsInfo {
     /// Bits flipped for good that the mount found (empty lists when it found none; every
     /// key is always present, so that reports of different images line up, as CSV rows
     /// must): segments whose header it read corrected (one bit from valid), header-mode
-    /// entries it read corrected, and spare-mode records one bit from valid that it did
-    /// not correct (counted in `torn_records`; the block named reads an older copy).
+    /// entries it read corrected, spare-mode records it read corrected (one bit from
+    /// valid before a later record, on media with record correction), and
+    /// spare-mode records one bit from valid that it did not correct (counted in
+    /// `torn_records`; the block named reads an older copy).
     pub corrected_headers: Vec<u32>,
     pub corrected_entries: Vec<SlotRecord>,
+    pub corrected_records: Vec<SlotRecord>,
     pub flipped_records: Vec<SlotRecord>,
     /// Segments whose header carries an earlier format's number: a format stopped before
     /// it reached them (`MountReport::earlier_format`).
@@ -869,10 +880,12 @@ fn info(a: InfoArgs) -> Result<()> {
         header_code: fms.layout().header_code_t().is_some(),
         segment_summaries: fms.layout().summary_page.is_some(),
         summaries_read: fms.mount_report().summaries_read(),
+        record_correction: fms.layout().corrects_records(),
         read_retries: fms.stats().read_retries,
         mount_paths: fms.mount_report().counts(),
         corrected_headers: fms.mount_report().corrected_headers.clone(),
         corrected_entries: fms.mount_report().corrected_entries.clone(),
+        corrected_records: fms.mount_report().corrected_records.clone(),
         flipped_records: fms.mount_report().flipped_records.clone(),
         earlier_format_segments: fms.mount_report().earlier_format.clone(),
         lost_blocks: fms.mount_report().lost_blocks.clone(),
@@ -930,6 +943,16 @@ fn info(a: InfoArgs) -> Result<()> {
                 )
             } else {
                 "no (mount reads each slot's record)".to_string()
+            },
+        )
+        .add(
+            "record correction",
+            if r.record_correction {
+                "yes (a spare record one bit from valid before a later one is corrected)"
+            } else if fms.layout().mode == ftl::fms::layout::RecordMode::Spare {
+                "no (formatted before it: a spare record one bit from valid is reported, not corrected)"
+            } else {
+                "header mode (entries one bit from valid are corrected)"
             },
         )
         .add(
@@ -1250,6 +1273,14 @@ fn flips_found(r: &FmsInfo) -> Option<String> {
             "{} of {} corrected",
             plural(e.len(), "entry", "entries"),
             slots(e)
+        ));
+    }
+    let c = &r.corrected_records;
+    if !c.is_empty() {
+        parts.push(format!(
+            "{} of {} corrected",
+            plural(c.len(), "record", "records"),
+            slots(c)
         ));
     }
     let fl = &r.flipped_records;

@@ -303,16 +303,23 @@ pub(super) fn record_at(f: &Fms, lbn: u32) -> (u32, u32, u64, u32) {
     (seg, slot, ppn, f.lay.page_size + 1)
 }
 
-/// Spare mode: a record bit flipped for good is not corrected (a cut can leave the same
-/// bits over torn data) but reported: the mount names the slot and the block, counts the
-/// record torn, and the block reads its older copy, as before, on both spare media.
+/// Spare mode, media formatted before record correction (`FmsConfig::record_correction`
+/// off): a record bit flipped for good is not corrected (a cut can leave the same bits
+/// over torn data, and such media write on after such a record)
+/// but reported: the mount names the slot and the block, counts the record torn, and the
+/// block reads its older copy, as before, on both spare media.
 #[test]
 fn a_spare_record_one_bit_from_valid_is_reported_not_corrected() {
     for (name, spec, cfg) in media().into_iter().skip(1) {
+        let cfg = FmsConfig {
+            record_correction: false,
+            ..cfg
+        };
         let (f, data) = written(&spec, &cfg, 40);
         // Block 4 was written twice; its newest copy is followed by later slots.
         let lbn = 4u32;
         let (seg, slot, ppn, col) = record_at(&f, lbn);
+        assert!(f.segs[seg as usize].next > slot + 1, "{name}: a later slot");
         let mut store = f.into_nand().into_store();
         flip(&mut *store, ppn, col + 5, 0x08); // in the sequence number
         let mut f = mount(&spec, &cfg, store);
@@ -323,6 +330,7 @@ fn a_spare_record_one_bit_from_valid_is_reported_not_corrected() {
             block: lbn,
         };
         assert_eq!(r.flipped_records, vec![want], "{name}");
+        assert!(r.corrected_records.is_empty(), "{name}");
         assert_eq!(r.torn_records, 1, "{name}");
         let mut buf = vec![0u8; cfg.block_size as usize];
         f.read_block(lbn, Some(&mut buf)).unwrap();
@@ -334,6 +342,76 @@ fn a_spare_record_one_bit_from_valid_is_reported_not_corrected() {
         assert!(f.mount_report().flipped_records.is_empty(), "{name}");
         assert_eq!(f.mount_report().torn_records, 1, "{name}");
         let _ = data;
+    }
+}
+
+/// Spare mode, every new format (record correction, `mount::settle`): a
+/// record bit flipped for good that a later slot's record follows in its segment was
+/// written whole, and is corrected: the mount names it in `corrected_records`, counts
+/// nothing torn, every block reads its newest copy, and the tables are those the FMS had.
+/// Whatever bit of the record flipped. The segment's last record, one bit from valid, is
+/// reported and not corrected (it may be a torn one), and closes its segment. Two bits
+/// are torn, and not reported. On both spare media.
+#[test]
+fn a_spare_record_one_bit_from_valid_before_a_later_record_is_corrected() {
+    for (name, spec, cfg) in media().into_iter().skip(1) {
+        let (f, data) = written(&spec, &cfg, 40);
+        assert!(f.lay.corrects_records(), "{name}");
+        let before = f.tables_digest();
+        let lbn = 4u32;
+        let (seg, slot, ppn, col) = record_at(&f, lbn);
+        assert!(f.segs[seg as usize].next > slot + 1, "{name}: a later slot");
+        let want = SlotRecord {
+            segment: seg,
+            slot,
+            block: lbn,
+        };
+        let store = f.into_nand().into_store();
+        for bit in (0..8 * (SPARE_RECORD as u32 - 1)).step_by(7) {
+            let mut store = store.try_clone().unwrap();
+            flip(&mut *store, ppn, col + bit / 8, 1 << (bit % 8));
+            let mut f = mount(&spec, &cfg, store);
+            let r = f.mount_report().clone();
+            assert_eq!(r.corrected_records, vec![want], "{name}: bit {bit}");
+            assert!(r.flipped_records.is_empty(), "{name}: bit {bit}");
+            assert_eq!(r.torn_records, 0, "{name}: bit {bit}");
+            assert!(r.found_flips() && !r.is_clean(), "{name}: bit {bit}");
+            assert_eq!(f.tables_digest(), before, "{name}: bit {bit}");
+            assert_reads(&mut f, &data, name);
+        }
+        // Two bits: torn, not reported, and the block reads its older copy.
+        let mut two = store.try_clone().unwrap();
+        flip(&mut *two, ppn, col + 5, 0x08);
+        flip(&mut *two, ppn, col, 0x01);
+        let mut f = mount(&spec, &cfg, two);
+        let r = f.mount_report().clone();
+        assert!(r.corrected_records.is_empty() && r.flipped_records.is_empty());
+        assert_eq!(r.torn_records, 1, "{name}");
+        let mut buf = vec![0u8; cfg.block_size as usize];
+        f.read_block(lbn, Some(&mut buf)).unwrap();
+        assert_eq!(buf, content(lbn, 0, buf.len()), "{name}: the older copy");
+        // The last record of the segment the FMS is writing (block 0's, just written):
+        // reported, not corrected; the segment takes no more.
+        let bs = cfg.block_size as usize;
+        let mut f = mount(&spec, &cfg, store);
+        f.write_block(0, Some(&content(0, 6, bs))).unwrap();
+        f.flush().unwrap();
+        let (seg, _, _, _) = record_at(&f, 0);
+        assert!(f.segs[seg as usize].next < f.lay.slots, "{name}: not full");
+        let last = f.segs[seg as usize].next - 1;
+        let (ppn, col) = (mount::record_page(&f, seg, last), f.lay.page_size + 1);
+        let mut store = f.into_nand().into_store();
+        flip(&mut *store, ppn, col + 5, 0x08);
+        let mut f = mount(&spec, &cfg, store);
+        let r = f.mount_report().clone();
+        assert!(r.corrected_records.is_empty(), "{name}");
+        assert_eq!(r.flipped_records.len(), 1, "{name}");
+        assert_eq!(r.flipped_records[0].slot, last, "{name}");
+        assert_eq!(f.segs[seg as usize].next, f.lay.slots, "{name}: closed");
+        for l in 0..8 {
+            f.write_block(l, Some(&content(l, 5, bs))).unwrap();
+            assert_ne!(f.split(f.blocks[l as usize].map).0, seg, "{name}");
+        }
     }
 }
 
@@ -381,69 +459,80 @@ fn a_trim_list_record_one_bit_from_valid_keeps_its_trims() {
 /// tears the page, and its record is then set to what the same write, run again
 /// without the cut, programmed, one bit short (a subset of the bits it clears, as the
 /// cut model allows). The remount that finds it does not take it (the block reads its
-/// older, acknowledged copy), nor does one after the FMS has written later slots of
-/// the same segment, handing the torn record's sequence number out again.
+/// older, acknowledged copy), nor does any later one. On media with record correction
+/// (every new format) the FMS writes nothing more there; on older media it
+/// writes the segment's later slots, handing the torn record's sequence number out
+/// again, and the record is still not taken.
 #[test]
 fn a_torn_record_one_bit_from_valid_is_not_taken() {
-    let (_, spec, cfg) = media().remove(1);
-    let bs = cfg.block_size as usize;
-    let new = content(3, 9, bs);
-    // The write without the cut: where it goes and the record it programs.
-    let (mut f, data) = written(&spec, &cfg, 12);
-    let seq = f.seq;
-    f.write_block(3, Some(&new)).unwrap();
-    let (seg, slot, ppn, col) = record_at(&f, 3);
-    assert_eq!(f.segs[seg as usize].next, slot + 1, "the last slot written");
-    let mut whole = [0u8; SPARE_RECORD - 1];
-    f.nand.read(ppn, col, &mut whole).unwrap();
-    assert_eq!(Record::decode_spare(&whole).map(|r| r.seq), Some(seq));
-    // The same write, cut.
-    let (mut f, _) = written(&spec, &cfg, 12);
-    f.nand.set_faults(nand::FaultPlan {
-        power_cut_at: Some(1),
-        torn: nand::TornMode::Partial,
-        seed: 3,
-        ..nand::FaultPlan::default()
-    });
-    assert!(f.write_block(3, Some(&new)).is_err());
-    let mut store = f.into_nand().into_store();
-    let mut page = vec![0u8; bs];
-    store.read(ppn, 0, &mut page).unwrap();
-    assert!(page != new, "the data is torn");
-    let mut rec = whole;
-    let zero = (0..8 * rec.len())
-        .find(|&b| rec[b / 8] & (1 << (b % 8)) == 0)
-        .unwrap();
-    rec[zero / 8] |= 1 << (zero % 8);
-    store.write(ppn, col, &rec).unwrap();
+    for closes in [true, false] {
+        let (_, spec, cfg) = media().remove(1);
+        let cfg = FmsConfig {
+            record_correction: closes,
+            ..cfg
+        };
+        let bs = cfg.block_size as usize;
+        let new = content(3, 9, bs);
+        // The write without the cut: where it goes and the record it programs.
+        let (mut f, data) = written(&spec, &cfg, 12);
+        let seq = f.seq;
+        f.write_block(3, Some(&new)).unwrap();
+        let (seg, slot, ppn, col) = record_at(&f, 3);
+        assert_eq!(f.segs[seg as usize].next, slot + 1, "the last slot written");
+        let mut whole = [0u8; SPARE_RECORD - 1];
+        f.nand.read(ppn, col, &mut whole).unwrap();
+        assert_eq!(Record::decode_spare(&whole).map(|r| r.seq), Some(seq));
+        // The same write, cut.
+        let (mut f, _) = written(&spec, &cfg, 12);
+        f.nand.set_faults(nand::FaultPlan {
+            power_cut_at: Some(1),
+            torn: nand::TornMode::Partial,
+            seed: 3,
+            ..nand::FaultPlan::default()
+        });
+        assert!(f.write_block(3, Some(&new)).is_err());
+        let mut store = f.into_nand().into_store();
+        let mut page = vec![0u8; bs];
+        store.read(ppn, 0, &mut page).unwrap();
+        assert!(page != new, "the data is torn");
+        let mut rec = whole;
+        let zero = (0..8 * rec.len())
+            .find(|&b| rec[b / 8] & (1 << (b % 8)) == 0)
+            .unwrap();
+        rec[zero / 8] |= 1 << (zero % 8);
+        store.write(ppn, col, &rec).unwrap();
 
-    let mut f = mount(&spec, &cfg, store);
-    let want = vec![SlotRecord {
-        segment: seg,
-        slot,
-        block: 3,
-    }];
-    assert_eq!(f.mount_report().flipped_records, want);
-    assert_eq!(f.seq, seq, "the torn record's number is handed out again");
-    let mut buf = vec![0u8; bs];
-    f.read_block(3, Some(&mut buf)).unwrap();
-    assert_eq!(buf, data[3], "block 3 reads its acknowledged copy");
-    // The FMS goes on writing the segment after the torn slot.
-    let mut data = data;
-    for l in 4..8 {
-        let d = content(l, 7, bs);
-        f.write_block(l, Some(&d)).unwrap();
-        data[l as usize] = d;
+        let mut f = mount(&spec, &cfg, store);
+        let want = vec![SlotRecord {
+            segment: seg,
+            slot,
+            block: 3,
+        }];
+        assert_eq!(f.mount_report().flipped_records, want, "closes {closes}");
+        assert!(f.mount_report().corrected_records.is_empty());
+        assert_eq!(f.seq, seq, "the torn record's number is handed out again");
+        let mut buf = vec![0u8; bs];
+        f.read_block(3, Some(&mut buf)).unwrap();
+        assert_eq!(buf, data[3], "block 3 reads its acknowledged copy");
+        let mut data = data;
+        for l in 4..8 {
+            let d = content(l, 7, bs);
+            f.write_block(l, Some(&d)).unwrap();
+            data[l as usize] = d;
+        }
+        f.flush().unwrap();
+        let (at, next) = (f.split(f.blocks[4].map), f.segs[seg as usize].next);
+        if closes {
+            assert_ne!(at.0, seg, "nothing written after the torn slot");
+            assert_eq!(next, f.lay.slots, "the segment is closed");
+        } else {
+            assert_eq!(at, (seg, slot + 1), "written after the torn slot");
+        }
+        let mut f = mount(&spec, &cfg, f.into_nand().into_store());
+        assert_eq!(f.mount_report().flipped_records, want, "closes {closes}");
+        assert!(f.mount_report().corrected_records.is_empty());
+        assert_reads(&mut f, &data, "after later slots");
     }
-    f.flush().unwrap();
-    assert_eq!(
-        f.split(f.blocks[4].map),
-        (seg, slot + 1),
-        "written after the torn slot"
-    );
-    let mut f = mount(&spec, &cfg, f.into_nand().into_store());
-    assert_eq!(f.mount_report().flipped_records, want);
-    assert_reads(&mut f, &data, "after later slots");
 }
 
 /// A segment gone bad in use whose header has a bit flipped for good: its header is

@@ -77,9 +77,23 @@ pub const FEATURE_HEADER_CODE: u32 = 4;
 /// it refuses the medium (an unknown bit). The summary is a cache of what the records
 /// say: a mount that does not find a valid one reads the records.
 pub const FEATURE_SUMMARY: u32 = 8;
+/// Segment header features word, bit 8 (spare mode only; after stop 31): **record
+/// correction**. A spare record one bit from valid (in two reads that agree) that a later
+/// slot's decoding record follows in its segment is read corrected, and a mount that finds
+/// a data segment's *last* record one bit from valid takes the segment for full, so that
+/// no slot is ever written after such a record: a cut that left a record one bit short
+/// is then always its segment's last, and a record one bit from valid with a record after
+/// it was written whole (`docs/format/fms.md`, Mount, step 2; `mount::settle`). Set by new
+/// spare-mode formats (`FmsConfig::record_correction`); a reader that does not know it
+/// refuses the medium (an unknown bit), since it would write after such records.
+pub const FEATURE_RECORD_CORRECTION: u32 = 0x100;
 /// The feature bits this version reads; a medium with others is refused at mount.
-pub const FEATURES_KNOWN: u32 =
-    FEATURE_ECC | FEATURE_LIVE_BYTE | FEATURE_HEADER_CODE | FEATURE_SUMMARY | FEATURE_BCH_MASK;
+pub const FEATURES_KNOWN: u32 = FEATURE_ECC
+    | FEATURE_LIVE_BYTE
+    | FEATURE_HEADER_CODE
+    | FEATURE_SUMMARY
+    | FEATURE_BCH_MASK
+    | FEATURE_RECORD_CORRECTION;
 /// Segment summary magic (bytes `46 4D 53 53`, "FMSS").
 pub const SUMMARY_MAGIC: u32 = 0x5353_4D46;
 /// Bytes of a segment summary before its records.
@@ -276,6 +290,12 @@ pub struct Layout {
     /// and mounts of media whose headers have the bit) and the pages past the last slot
     /// hold one; `None` otherwise.
     pub summary_page: Option<u32>,
+    /// Spare mode: a record one bit from valid before a record that decodes is corrected,
+    /// and a segment whose last record is one bit from valid is closed
+    /// ([`FEATURE_RECORD_CORRECTION`]: new formats, and mounts of media whose headers have it).
+    /// In header mode it has no effect ([`Layout::features`]; entries are corrected
+    /// anyway, `mount::entry_flip`).
+    pub record_correction: bool,
 }
 
 impl Layout {
@@ -403,6 +423,7 @@ impl Layout {
                 live: LiveFlag::Byte,
                 header_code: true,
                 summary_page: None,
+                record_correction: true,
             }
             .derived())
         } else {
@@ -446,6 +467,7 @@ impl Layout {
                 live: LiveFlag::Bit,
                 header_code: true,
                 summary_page: None,
+                record_correction: true,
             }
             .derived()
             .with_summary(true))
@@ -473,6 +495,22 @@ impl Layout {
             header_code: code,
             ..self
         }
+    }
+
+    /// The layout with spare records corrected ([`FEATURE_RECORD_CORRECTION`]) or not
+    /// (media formatted before the feature).
+    pub fn with_record_correction(self, on: bool) -> Layout {
+        Layout {
+            record_correction: on,
+            ..self
+        }
+    }
+
+    /// Whether a mount corrects a spare record one bit from valid that a decoding record
+    /// follows, and closes a segment whose last record is one bit from valid
+    /// ([`FEATURE_RECORD_CORRECTION`]).
+    pub fn corrects_records(&self) -> bool {
+        self.mode == RecordMode::Spare && self.record_correction
     }
 
     /// The layout with segment summaries ([`FEATURE_SUMMARY`]) or without (media
@@ -526,7 +564,8 @@ impl Layout {
     /// The features word of this layout's segment headers: the code
     /// ([`features_of`]) and, in header mode with [`LiveFlag::Byte`],
     /// [`FEATURE_LIVE_BYTE`]; in spare mode with ECC and [`Layout::header_code`],
-    /// [`FEATURE_HEADER_CODE`].
+    /// [`FEATURE_HEADER_CODE`]; in spare mode, [`FEATURE_SUMMARY`] with a summary page and
+    /// [`FEATURE_RECORD_CORRECTION`] with [`Layout::record_correction`].
     pub fn features(&self) -> u32 {
         let live = match (self.mode, self.live) {
             (RecordMode::Header, LiveFlag::Byte) => FEATURE_LIVE_BYTE,
@@ -537,7 +576,12 @@ impl Layout {
         } else {
             0
         };
-        features_of(self.ecc_t) | live | self.header_code_feature() | summary
+        let torn = if self.corrects_records() {
+            FEATURE_RECORD_CORRECTION
+        } else {
+            0
+        };
+        features_of(self.ecc_t) | live | self.header_code_feature() | summary | torn
     }
 
     /// [`FEATURE_HEADER_CODE`] when this layout's headers carry a code, else 0.

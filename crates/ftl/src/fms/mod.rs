@@ -123,6 +123,14 @@ pub struct FmsConfig {
     /// without them is read; a medium that has them still gets them written). Default
     /// `true`.
     pub segment_summaries: bool,
+    /// Format only, spare mode: a mount corrects a spare record one bit from valid that a
+    /// later slot's decoding record follows (a bit flipped for good in a record written
+    /// whole), and closes a data segment whose last record is one bit from valid, so that
+    /// nothing is ever written after one (`layout::FEATURE_RECORD_CORRECTION`,
+    /// `docs/format/fms.md`, Mount, step 2). `false` formats media as before the feature,
+    /// whose mounts write on after such a record and correct no record (they report it).
+    /// A mount takes it from the medium. Default `true`.
+    pub record_correction: bool,
     /// Reads of a structure that fails its checksum or its ECC, after the first, before it
     /// counts as torn or the read fails (the model's bit flips are transient, as read
     /// disturb and most real flips are): 2 by default.
@@ -184,6 +192,7 @@ impl Default for FmsConfig {
             live_byte: true,
             header_code: true,
             segment_summaries: true,
+            record_correction: true,
             scrub_threshold: None,
             read_retries: 2,
             index_wear_gap: Some(8),

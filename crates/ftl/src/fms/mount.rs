@@ -37,8 +37,9 @@ use nand::{BadState, Nand};
 use super::layout::{
     ecc_name, ecc_strength_of, header_code_of, medium_time_ps, one_bit_from, IndexEntry, Layout,
     LiveFlag, Record, RecordMode, SegHeader, SegSummary, TrimList, ECC_SPARE_OFFSET, ENTRY,
-    FEATURES_KNOWN, FEATURE_HEADER_CODE, FEATURE_LIVE_BYTE, FEATURE_SUMMARY, INDEX_ENTRY,
-    PAD_RECORD, SEG_HEADER, SPARE_RECORD, SUMMARY_NO_TIME, SUMMARY_SLOT, TRIM_LIST_LBN,
+    FEATURES_KNOWN, FEATURE_HEADER_CODE, FEATURE_LIVE_BYTE, FEATURE_RECORD_CORRECTION,
+    FEATURE_SUMMARY, INDEX_ENTRY, PAD_RECORD, SEG_HEADER, SPARE_RECORD, SUMMARY_NO_TIME,
+    SUMMARY_SLOT, TRIM_LIST_LBN,
 };
 use super::trims::{ListSlot, Tomb};
 use super::{Fms, FmsConfig, IndexLog, SegState, Tail, NONE};
@@ -80,11 +81,16 @@ pub struct MountReport {
     /// good, or an entry program a cut stopped one bit short, after its data was
     /// programmed whole).
     pub corrected_entries: Vec<SlotRecord>,
-    /// Spare mode: records one bit from a valid record, most likely a bit flipped for good
-    /// in a record that was written whole. Not corrected (a cut can leave the same bits
-    /// over torn data, see `docs/format/fms.md`, Mount): counted in `torn_records` too,
-    /// and the block they name reads an older copy (or zeros). Named here so that the
-    /// loss is not silent.
+    /// Spare mode, on media with record correction (`layout::FEATURE_RECORD_CORRECTION`):
+    /// records one bit from a valid record that a later slot's decoding record follows in
+    /// their segment, read corrected (a bit flipped for good in a record written whole;
+    /// `settle` in `mount.rs` says why this is safe).
+    pub corrected_records: Vec<SlotRecord>,
+    /// Spare mode: records one bit from a valid record that were not corrected: on media
+    /// with record correction, a segment's last record (a cut can leave
+    /// the same bits over torn data, see `docs/format/fms.md`, Mount); on older media,
+    /// any. Counted in `torn_records` too, and the block they name reads an older copy
+    /// (or zeros). Named here so that the loss is not silent.
     pub flipped_records: Vec<SlotRecord>,
     /// Spare mode: segments whose records the mount took from their segment summary
     /// (one page read) instead of reading each slot's spare area (`segsum.rs`), in the
@@ -184,11 +190,12 @@ impl MountReport {
         self.summarised.len() as u64
     }
 
-    /// Whether the mount corrected a header or an entry, or found a spare record one bit
-    /// from valid (bits flipped for good; none of [`MountReport::PATHS`]).
+    /// Whether the mount corrected a header, an entry or a spare record, or found a spare
+    /// record one bit from valid (bits flipped for good; none of [`MountReport::PATHS`]).
     pub fn found_flips(&self) -> bool {
         !(self.corrected_headers.is_empty()
             && self.corrected_entries.is_empty()
+            && self.corrected_records.is_empty()
             && self.flipped_records.is_empty())
     }
 }
@@ -338,6 +345,7 @@ fn rebuild(
         stale_live: Vec::new(),
         lists: Vec::new(),
         entries: vec![0u8; slots as usize * ENTRY],
+        reads: Vec::with_capacity(slots as usize),
         torn: 0,
         newest_ms: 0,
         oldest_ms: u32::MAX,
@@ -499,10 +507,18 @@ fn rebuild(
                     h.features
                 )));
             }
+            let record_correction = h.features & FEATURE_RECORD_CORRECTION != 0;
+            if record_correction && lay.mode != RecordMode::Spare {
+                return Err(DevError::corrupt(format!(
+                    "segment {seg}: header features {:#x} say record correction, which is for spare records (nop >= 1), but this device keeps its records in segment headers: written for another device, or corrupt",
+                    h.features
+                )));
+            }
             lay = lay
                 .with_live_byte(live)
                 .with_header_code(hcode)
-                .with_summary(summary);
+                .with_summary(summary)
+                .with_record_correction(record_correction);
             if t > 0 {
                 lay = lay.with_ecc(t, &geo).map_err(|e| {
                     DevError::corrupt(format!("segment {seg}: header says ECC, but {e}"))
@@ -518,6 +534,7 @@ fn rebuild(
             f.segsum = super::segsum::Summaries::for_layout(&lay);
             f.cfg.live_byte = live;
             f.cfg.header_code = hcode;
+            f.cfg.record_correction = record_correction;
         }
         any_header = true;
         format_id.get_or_insert(h.format_id);
@@ -547,9 +564,9 @@ fn rebuild(
             }
             continue;
         }
-        let (last_used, stop) = read_records(f, seg, &mut found, (h.erase_seq, h.format_id))?;
+        let scanned = read_records(f, seg, &mut found, (h.erase_seq, h.format_id))?;
         opened_ms(&mut hdr_ps[si], found.oldest_ms);
-        let (next, torn) = first_free(f, seg, last_used, stop)?;
+        let (next, torn) = first_free(f, seg, scanned)?;
         f.segs[si].next = next;
         // Slots from `next` on are taken for erased unread; the first write into them
         // reads them first (`Fms::check_tail`): a torn erase may have kept old pages. On
@@ -677,6 +694,7 @@ fn rebuild(
     } = found;
     f.mount_report.torn_records = torn;
     f.mount_report.corrected_entries = flips.corrected;
+    f.mount_report.corrected_records = flips.corrected_records;
     f.mount_report.flipped_records = flips.flipped;
     // Spare mode: a trim list whose record is one bit from valid is not taken as a list
     // (`spare_flip`), but its tombstones are safe to take as rescued ones (below): the
@@ -1099,16 +1117,17 @@ fn list_before_bad_chunk(f: &mut Fms, phys: u32, buf: &mut [u8]) -> DevResult<bo
 /// a torn one cannot be skipped: the first free slot is the torn one, and `true` says
 /// that it must be padded before a write (`Fms::pad_torn_slot`).
 ///
-/// `erased`: a slot the record scan already read fully erased ([`for_each_record`]'s
-/// stop), not read again.
-pub(super) fn first_free(
-    f: &mut Fms,
-    seg: u32,
-    last_used: Option<u32>,
-    erased: Option<u32>,
-) -> DevResult<(u32, bool)> {
+/// `scanned.stop`: a slot the record scan already read fully erased
+/// ([`for_each_record`]'s stop), not read again. On media with record correction, a
+/// segment whose last record is one bit from valid (`scanned.closed`, [`settle`]) is full:
+/// no slot is written after such a record.
+fn first_free(f: &mut Fms, seg: u32, scanned: Scanned) -> DevResult<(u32, bool)> {
     let slots = f.lay.slots;
-    let mut next = last_used.map_or(0, |s| s + 1);
+    if scanned.closed {
+        return Ok((slots, false));
+    }
+    let erased = scanned.stop;
+    let mut next = scanned.last_used.map_or(0, |s| s + 1);
     if next < slots && erased != Some(next) && !slot_erased(f, seg, next)? {
         if f.nand.geometry().in_order {
             return Ok((next, true));
@@ -1125,13 +1144,19 @@ pub(super) fn first_free(
 /// record), for the running FMS to agree with it.
 pub(super) fn first_free_on_flash(f: &mut Fms, seg: u32) -> DevResult<(u32, bool)> {
     let mut entries = vec![0u8; f.lay.slots as usize * ENTRY];
-    let mut last_used = None;
+    let mut reads = Vec::new();
     let header = (f.segsum.as_ref().map_or(0, |s| s.header(seg)), f.format_id);
-    let stop = for_each_record(f, seg, &mut entries, header, |slot, _| {
-        last_used = Some(slot);
+    let stop = for_each_record(f, seg, &mut entries, header, |slot, read| {
+        reads.push((slot, read));
         Ok(())
     })?;
-    first_free(f, seg, last_used, stop)
+    let closed = settle(&mut reads, f.lay.corrects_records());
+    let scanned = Scanned {
+        last_used: reads.last().map(|&(slot, _)| slot),
+        stop,
+        closed,
+    };
+    first_free(f, seg, scanned)
 }
 
 /// Read into `buf` with `read` until `ok` accepts what came back, at most
@@ -1177,6 +1202,7 @@ fn unlike(this: u32, medium: u32) -> Option<(String, String)> {
     let live = |f: u32| f & FEATURE_LIVE_BYTE != 0;
     let code = |f: u32| f & FEATURE_HEADER_CODE != 0;
     let summary = |f: u32| f & FEATURE_SUMMARY != 0;
+    let torn = |f: u32| f & FEATURE_RECORD_CORRECTION != 0;
     if t(this) != t(medium) {
         Some((with_ecc(t(this)), with_ecc(t(medium))))
     } else if live(this) != live(medium) {
@@ -1195,6 +1221,15 @@ fn unlike(this: u32, medium: u32) -> Option<(String, String)> {
             }
         };
         Some((with(summary(this)).into(), with(summary(medium)).into()))
+    } else if torn(this) != torn(medium) {
+        let with = |on: bool| {
+            if on {
+                "with record correction"
+            } else {
+                "without record correction"
+            }
+        };
+        Some((with(torn(this)).into(), with(torn(medium)).into()))
     } else {
         None
     }
@@ -1571,6 +1606,8 @@ struct Found {
     lists: Vec<(u32, u64)>,
     /// Scratch: a segment's header-mode entries.
     entries: Vec<u8>,
+    /// Scratch: what a segment's slots read, in slot order.
+    reads: Vec<(u32, RecordRead)>,
     /// Slots whose record did not decode.
     torn: u64,
     /// The newest time of a record that decoded (header-mode entries; spare records carry
@@ -1586,7 +1623,10 @@ struct Found {
 /// [`MountReport::flipped_records`]).
 #[derive(Default)]
 struct Flips {
+    /// Header mode: entries corrected.
     corrected: Vec<SlotRecord>,
+    /// Spare mode: records corrected ([`settle`]).
+    corrected_records: Vec<SlotRecord>,
     flipped: Vec<SlotRecord>,
     /// Spare mode: the trim-list slots among `flipped` (physical slot, record's number):
     /// their tombstones are rescued (`read_trim_lists`).
@@ -1604,12 +1644,13 @@ fn read_records(
     seg: u32,
     found: &mut Found,
     header: (u64, u64),
-) -> DevResult<(Option<u32>, Option<u32>)> {
+) -> DevResult<Scanned> {
     let Found {
         best,
         stale_live,
         lists,
         entries,
+        reads,
         torn,
         newest_ms,
         oldest_ms,
@@ -1620,7 +1661,7 @@ fn read_records(
     let logical = f.logical;
     let slot_bits = f.slot_bits;
     let mut last_used: Option<u32> = None;
-    let consider = |slot: u32, read: RecordRead| -> DevResult<()> {
+    let mut consider = |slot: u32, read: RecordRead| -> DevResult<()> {
         last_used = Some(slot);
         let at = |r: Record| SlotRecord {
             segment: seg,
@@ -1628,14 +1669,15 @@ fn read_records(
             block: r.lbn,
         };
         match read {
-            RecordRead::Corrected(r) => flips.corrected.push(at(r)),
+            RecordRead::Corrected(r) if timed => flips.corrected.push(at(r)),
+            RecordRead::Corrected(r) => flips.corrected_records.push(at(r)),
             RecordRead::Flipped(r) => {
                 flips.flipped.push(at(r));
                 if r.lbn == TRIM_LIST_LBN {
                     flips.lists.push(((seg << slot_bits) | slot, r.seq));
                 }
             }
-            RecordRead::Valid(_) | RecordRead::Torn => {}
+            RecordRead::Valid(_) | RecordRead::Torn | RecordRead::Pad => {}
         }
         let Some(r) = read.record() else {
             *torn += 1;
@@ -1673,8 +1715,75 @@ fn read_records(
         }
         Ok(())
     };
-    let stop = for_each_record(f, seg, entries, header, consider)?;
-    Ok((last_used, stop))
+    reads.clear();
+    let stop = for_each_record(f, seg, entries, header, |slot, read| {
+        reads.push((slot, read));
+        Ok(())
+    })?;
+    let closed = settle(reads, f.lay.corrects_records());
+    for &(slot, read) in reads.iter() {
+        consider(slot, read)?;
+    }
+    Ok(Scanned {
+        last_used,
+        stop,
+        closed,
+    })
+}
+
+/// What [`read_records`] found of a segment's slots.
+#[derive(Clone, Copy)]
+struct Scanned {
+    /// The last slot holding a record, torn or not.
+    last_used: Option<u32>,
+    /// The slot where the scan stopped, read fully erased (spare mode,
+    /// [`for_each_record`]).
+    stop: Option<u32>,
+    /// The last record is one bit from valid and the medium has record correction
+    /// ([`settle`]): the segment takes no more writes.
+    closed: bool,
+}
+
+/// On media with record correction (`Layout::corrects_records`, spare mode): turn each
+/// record of a segment's `reads` (in slot order) that is one bit from valid
+/// ([`RecordRead::Flipped`]) and that a decoding record follows into a corrected one, and
+/// say whether the last record is one bit from valid, which closes the segment.
+/// Elsewhere, changes nothing and says `false`.
+///
+/// Why this is safe. A record one bit from valid is either a record written whole with a
+/// bit flipped for good, or a record that a cut left one bit short, over data the cut may
+/// have torn any way (`spare_flip`). A mount that finds a segment's last record one bit
+/// from valid takes the segment for full ([`first_free`]), and the running FMS writes a
+/// slot only after the one before it was programmed (a cut ends it; a program error
+/// closes the segment, `Fms::close_early`). So on such a medium a record that a cut left
+/// one bit short is always its segment's last and is never corrected (its number may be
+/// handed out again), and a record one bit from valid that a later slot's decoding record
+/// follows was programmed whole, with its slot's data: taking it is taking what was
+/// acknowledged. Two reads agreed, so the flip is not a transient one. Every mount decides
+/// alike from the bytes on flash (the later record stays until the segment is erased), and
+/// the number the record carries was never handed out again: every mount since it was
+/// written decoded it, or, since its flip, corrected it.
+///
+/// What remains: a record a cut left two or more bits short is not closed on (closing on
+/// every torn record would waste a segment's free slots at each cut, and fill small
+/// media under repeated cuts); the FMS writes on after it, and only a later bit flipped
+/// for good that restores exactly one of its missing bits would bring it one bit from
+/// valid and have it corrected: two faults in the same 15 bytes, one of them outside the
+/// model's (its flips are transient). The pad record is not one bit from valid: the FMS
+/// writes the next slot after it by design.
+fn settle(reads: &mut [(u32, RecordRead)], closes: bool) -> bool {
+    if !closes {
+        return false;
+    }
+    let decodes = |r: &RecordRead| matches!(r, RecordRead::Valid(_) | RecordRead::Corrected(_));
+    if let Some(last) = reads.iter().rposition(|(_, r)| decodes(r)) {
+        for (_, r) in &mut reads[..last] {
+            if let RecordRead::Flipped(x) = *r {
+                *r = RecordRead::Corrected(x);
+            }
+        }
+    }
+    matches!(reads.last(), Some((_, RecordRead::Flipped(_))))
 }
 
 /// Whether a segment of this layout, whose header (erase sequence, format number) is
@@ -1706,7 +1815,8 @@ pub(super) fn holds_no_record_of(f: &mut Fms, seg: u32, h: &SegHeader) -> DevRes
     let mut old = base
         .with_live_byte(h.features & FEATURE_LIVE_BYTE != 0)
         .with_header_code(h.features & FEATURE_HEADER_CODE != 0)
-        .with_summary(h.features & FEATURE_SUMMARY != 0);
+        .with_summary(h.features & FEATURE_SUMMARY != 0)
+        .with_record_correction(h.features & FEATURE_RECORD_CORRECTION != 0);
     if t > 0 {
         match old.with_ecc(t, &geo) {
             Ok(l) => old = l,
@@ -1794,6 +1904,10 @@ enum RecordRead {
     Flipped(Record),
     /// Torn or foreign.
     Torn,
+    /// Spare mode: the pad record (`layout::PAD_RECORD`), which the FMS programs over a
+    /// torn slot's missing record before it writes the next slot (in-order devices):
+    /// counted torn, as a torn record is.
+    Pad,
 }
 
 impl RecordRead {
@@ -1801,7 +1915,7 @@ impl RecordRead {
     fn record(self) -> Option<Record> {
         match self {
             RecordRead::Valid(r) | RecordRead::Corrected(r) => Some(r),
-            RecordRead::Flipped(_) | RecordRead::Torn => None,
+            RecordRead::Flipped(_) | RecordRead::Torn | RecordRead::Pad => None,
         }
     }
 }
@@ -1939,7 +2053,7 @@ fn for_each_record(
                         continue;
                     }
                     let got = if r == PAD_RECORD {
-                        RecordRead::Torn
+                        RecordRead::Pad
                     } else if let Some(rec) = Record::decode_spare(r) {
                         // The block's time, which the spare record lacks.
                         RecordRead::Valid(Record { time_ms, ..rec })
@@ -1966,8 +2080,12 @@ fn for_each_record(
                         Some(r) => spare = r,
                         None => f.nand.read(last, page_size + 1, &mut spare)?,
                     }
-                    if all_erased(&spare) || spare == PAD_RECORD {
+                    if all_erased(&spare) {
                         got = Some(RecordRead::Torn);
+                        break;
+                    }
+                    if spare == PAD_RECORD {
+                        got = Some(RecordRead::Pad);
                         break;
                     }
                     if let Some(r) = Record::decode_spare(&spare) {

@@ -79,7 +79,8 @@ impl Sizing {
             .with_ecc(if cfg.ecc { cfg.ecc_strength } else { 0 }, geo)?
             .with_live_byte(cfg.live_byte)
             .with_header_code(cfg.header_code)
-            .with_summary(cfg.segment_summaries);
+            .with_summary(cfg.segment_summaries)
+            .with_record_correction(cfg.record_correction);
         check_index_room(&lay, cfg)?;
         let segments = lay.segments as usize;
         // A physical slot number is `seg << slot_bits | slot`: shifts, not divisions by

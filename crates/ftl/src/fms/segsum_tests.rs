@@ -223,13 +223,20 @@ fn a_summary_kept_by_a_torn_erase_is_never_written_after() {
     assert_reads(&mut h, &model, "after the torn erase");
 }
 
-/// A spare record bit flipped for good in a full segment: mount reading records takes the
-/// record for torn (and reports it; `mount::spare_flip` says why it cannot correct it),
-/// so the block reads its older copy; the segment's summary, written when the record was
-/// whole, still holds it, and a mount reading summaries reads the block's newest copy.
+/// A spare record bit flipped for good in a full segment: on media formatted before torn
+/// records closed their segment, mount reading records takes the record for torn (and
+/// reports it; `mount::spare_flip` says why it cannot correct it), so the block reads its
+/// older copy; the segment's summary, written when the record was whole, still holds it,
+/// and a mount reading summaries reads the block's newest copy. (On newer media a mount
+/// reading records corrects it when a later slot's record follows:
+/// `a_spare_record_one_bit_from_valid_before_a_later_record_is_corrected`.)
 #[test]
 fn a_record_flipped_for_good_in_a_full_segment_is_read_from_its_summary() {
     for (name, spec, cfg) in media() {
+        let cfg = FmsConfig {
+            record_correction: false,
+            ..cfg
+        };
         let (f, data) = written(&spec, &cfg, 120);
         let slots = f.layout().slots;
         // An overwritten block whose newest copy is in a full segment.

@@ -3046,10 +3046,11 @@ fn unknown_features_and_mixed_ecc_are_refused() {
     let mut h = [0u8; SEG_HEADER];
     nd.read(nd.geometry().first_page(1), 0, &mut h).unwrap();
     let mut hdr = SegHeader::decode(&h).unwrap().unwrap();
-    assert_eq!(
-        hdr.features,
-        layout::FEATURE_ECC | layout::FEATURE_HEADER_CODE | layout::FEATURE_SUMMARY
-    );
+    let medium = layout::FEATURE_ECC
+        | layout::FEATURE_HEADER_CODE
+        | layout::FEATURE_SUMMARY
+        | layout::FEATURE_RECORD_CORRECTION;
+    assert_eq!(hdr.features, medium);
     // Rewrite segment 1's header (erase, then program) with other features or kind,
     // and mark its erase block grown bad when `bad`.
     let with = |nd: Nand, features: u32, kind: u16, bad: bool, hdr: &mut SegHeader| {
@@ -3083,6 +3084,16 @@ fn unknown_features_and_mixed_ecc_are_refused() {
     );
     let e = with(fresh(), 0, 0, false, &mut hdr).unwrap();
     assert!(e.contains("segment 1") && e.contains("without ECC"), "{e}");
+    // Torn records closing their segment or not (`FEATURE_RECORD_CORRECTION`, after stop 31),
+    // good or grown bad.
+    for bad in [false, true] {
+        let without = medium & !layout::FEATURE_RECORD_CORRECTION;
+        let e = with(fresh(), without, 0, bad, &mut hdr).unwrap();
+        assert!(
+            e.contains("segment 1") && e.contains("without record correction, unlike"),
+            "{e}"
+        );
+    }
     // Headers with and without a code (`FEATURE_HEADER_CODE`, after stop 22), good or grown
     // bad.
     for bad in [false, true] {
@@ -3137,8 +3148,7 @@ fn unknown_features_and_mixed_ecc_are_refused() {
         "{e}"
     );
     // The same header as the others, grown bad: mounts (its records are read).
-    let same = layout::FEATURE_ECC | layout::FEATURE_HEADER_CODE | layout::FEATURE_SUMMARY;
-    assert_eq!(with(fresh(), same, 0, true, &mut hdr), None);
+    assert_eq!(with(fresh(), medium, 0, true, &mut hdr), None);
     drop(nd);
 }
 
@@ -3207,7 +3217,11 @@ fn mixed_or_misplaced_live_byte_features_are_refused() {
     };
     let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
     f.flush().unwrap();
-    assert_eq!(f.lay.features(), 0, "spare mode: no live byte");
+    assert_eq!(
+        f.lay.features(),
+        layout::FEATURE_RECORD_CORRECTION,
+        "spare mode: no live byte"
+    );
     let mut nd = f.into_nand();
     for seg in 0..12 {
         let first = nd.geometry().first_page(seg);
@@ -3224,6 +3238,53 @@ fn mixed_or_misplaced_live_byte_features_are_refused() {
         .unwrap()
         .to_string();
     assert!(e.contains("segment 0") && e.contains("spare areas"), "{e}");
+}
+
+/// Header mode with the record-correction bit (a spare-mode feature: `FEATURE_RECORD_CORRECTION`) in
+/// every header is refused by name, as is one header with it among headers without.
+#[test]
+fn a_record_correction_feature_in_header_mode_is_refused() {
+    let spec = shrunk("intel-series2plus-24m", 12, 8);
+    let cfg = FmsConfig {
+        block_size: 1024,
+        ..FmsConfig::default()
+    };
+    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    f.flush().unwrap();
+    assert_eq!(f.lay.features() & layout::FEATURE_RECORD_CORRECTION, 0);
+    let base = f.into_nand().into_store();
+    let with_bit = |segs: std::ops::Range<u32>| {
+        let mut nd = Nand::open(spec.clone(), base.try_clone().unwrap()).unwrap();
+        for seg in segs {
+            let first = nd.geometry().first_page(seg);
+            let mut h = [0u8; SEG_HEADER];
+            nd.read(first, 0, &mut h).unwrap();
+            let Some(mut hdr) = SegHeader::decode(&h).unwrap() else {
+                continue;
+            };
+            nd.erase(seg).unwrap();
+            hdr.features |= layout::FEATURE_RECORD_CORRECTION;
+            nd.program(first, 0, nand::Data::Bytes(&hdr.encode()), None)
+                .unwrap();
+        }
+        Fms::mount(
+            Nand::open(spec.clone(), nd.into_store()).unwrap(),
+            cfg.clone(),
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default()
+    };
+    let e = with_bit(0..12);
+    assert!(
+        e.contains("segment 0") && e.contains("say record correction"),
+        "{e}"
+    );
+    let e = with_bit(3..4);
+    assert!(
+        e.contains("segment 3") && e.contains("with record correction, unlike"),
+        "{e}"
+    );
 }
 
 /// Checks for erased flash read again, and with ECC tolerate one 0 bit per 512 bytes:

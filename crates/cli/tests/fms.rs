@@ -1128,6 +1128,58 @@ fn format_refuses_an_existing_fms_without_force() {
     assert_eq!(info["mapped_blocks"], 0, "reformatted: {info}");
 }
 
+/// An FMS whose every segment header is damaged (no header decodes, the pages still
+/// programmed) is not "not an FMS": `fms info` says the header pages are programmed
+/// (and does not advise formatting), and `fms format` without `--force` refuses to erase
+/// it, leaving the image untouched (QA stop 32: it formatted over it). With `--force` it
+/// formats. An image that was never formatted still formats without `--force`.
+#[test]
+fn format_refuses_a_damaged_fms_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = written_card(dir.path(), 50_000, 4);
+    // Every segment header (the image keeps page bytes inverted; the data area ends the
+    // file): its first 64 bytes changed, so no header decodes.
+    let mut bytes = std::fs::read(&img).unwrap();
+    let data_off = bytes.len() - 16 * 32 * 4096;
+    for seg in 0..16 {
+        let at = data_off + seg * 32 * 4096;
+        for b in &mut bytes[at..at + 64] {
+            *b ^= 0x5A;
+        }
+    }
+    std::fs::write(&img, &bytes).unwrap();
+    let err = fails_with_all(
+        flashkit(["fms", "info", &img]),
+        &[
+            "no FMS segment header decodes",
+            "programmed",
+            "segments 0, 1, 2, 3, 4 and 11 more",
+        ],
+    );
+    assert!(!err.contains("run `flashkit fms format` first"), "{err}");
+    fails_with_all(
+        flashkit(["fms", "format", &img]),
+        &["holds no FMS header that decodes", "programmed", "--force"],
+    );
+    assert!(
+        std::fs::read(&img).unwrap() == bytes,
+        "the image is untouched"
+    );
+    ok(flashkit(["fms", "format", &img, "--force"]));
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(&["fms", "info", &img, "--json"])).unwrap();
+    assert_eq!(info["mapped_blocks"], 0, "reformatted: {info}");
+    // Never formatted: no header page programmed, nothing to refuse.
+    let fresh = dir.path().join("fresh.img");
+    nand_image(path_str(&fresh), "intel-series2plus-24m", "16", &[]);
+    let err = fails_with_all(
+        flashkit(["fms", "info", path_str(&fresh)]),
+        &["not an FMS medium"],
+    );
+    assert!(err.contains("run `flashkit fms format` first"), "{err}");
+    ok(flashkit(["fms", "format", path_str(&fresh)]));
+}
+
 /// Wear levelling in storage mode: `--wear-threshold` on the commands that write (it is
 /// not recorded on flash). A small nandsim image with an endurance of 15 erasures, 60 %
 /// filled with cold data, then one 16 KiB area rewritten until the device wears out: with

@@ -143,8 +143,9 @@ pub struct FormatArgs {
     #[arg(long, value_name = "T", value_parser = clap::value_parser!(u8).range(1..=8))]
     pub ecc_bits: Option<u8>,
     /// Format an image that already holds an FMS (its data is lost; erase counts carry
-    /// over). Without it such an image is refused, as `nand format` refuses an existing
-    /// file.
+    /// over), or whose segment header pages are programmed though no header decodes (a
+    /// damaged FMS, or other data). Without it such an image is refused, as `nand format`
+    /// refuses an existing file.
     #[arg(long)]
     pub force: bool,
     /// Format without segment summaries (spare mode): a full segment then costs a mount
@@ -302,8 +303,51 @@ pub(crate) enum Access {
     Inspect,
 }
 
+/// Good erase blocks whose first page (where a segment header goes) does not read erased
+/// in its first 64 bytes: on a medium where no header decodes, a damaged FMS or another
+/// format's data, which `fms format` must not erase without `--force` (QA stop 32: a
+/// medium whose every header was damaged was formatted over, and the advice to format
+/// it came first).
+fn programmed_header_pages(nand: &mut nand::Nand) -> Vec<u32> {
+    let blocks = nand.geometry().blocks;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 64];
+    for b in 0..blocks {
+        if nand.is_bad(b) {
+            continue;
+        }
+        let page = nand.geometry().first_page(b);
+        let len = buf.len().min(nand.geometry().page_size as usize);
+        let read = nand.read(page, 0, &mut buf[..len]);
+        if read.is_err() || buf[..len].iter().any(|&x| x != 0xFF) {
+            out.push(b);
+        }
+    }
+    out
+}
+
+/// "segment(s) 1, 2, 3 and N more" for an error message.
+fn some_segments(segs: &[u32]) -> String {
+    let shown: Vec<String> = segs.iter().take(5).map(u32::to_string).collect();
+    let more = segs.len().saturating_sub(shown.len());
+    format!(
+        "{} {}{}",
+        if segs.len() == 1 {
+            "segment"
+        } else {
+            "segments"
+        },
+        shown.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    )
+}
+
 /// The error for an image with no FMS segment header that decodes (`nand` opened on it).
-fn no_fms(path: &Path, nand: &nand::Nand) -> anyhow::Error {
+fn no_fms(path: &Path, nand: &mut nand::Nand) -> anyhow::Error {
     // Nothing good to read a header from is not "not an FMS": say so, and do not send
     // the user to the one command that would wipe what the bad blocks still hold.
     let blocks = nand.geometry().blocks;
@@ -317,6 +361,14 @@ fn no_fms(path: &Path, nand: &nand::Nand) -> anyhow::Error {
             } else {
                 String::new()
             }
+        );
+    }
+    let programmed = programmed_header_pages(nand);
+    if !programmed.is_empty() {
+        return anyhow!(
+            "{}: no FMS segment header decodes, but the header pages of {} are programmed: a damaged FMS, or another format's data (`flashkit fms format --force` would erase it)",
+            path.display(),
+            some_segments(&programmed)
         );
     }
     anyhow!(
@@ -360,7 +412,7 @@ pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
     };
     let fms = match Fms::mount_with(nand, &make) {
         Ok(fms) => fms,
-        Err((_, Some(nand))) if no_header.get() => return Err(no_fms(path, &nand)),
+        Err((_, Some(mut nand))) if no_header.get() => return Err(no_fms(path, &mut nand)),
         Err((e, _)) => {
             return Err(anyhow::Error::new(e).context(format!("{}: mount", path.display())))
         }
@@ -532,7 +584,18 @@ fn format(a: FormatArgs) -> Result<()> {
         // device clock and counters) nor count in the format's time.
         let mut nand = open_image(&a.image, false)?;
         let found = Fms::probe(&mut nand).with_context(|| format!("{}", a.image.display()))?;
+        let programmed = match found {
+            Some(_) => Vec::new(),
+            None => programmed_header_pages(&mut nand),
+        };
         drop(nand);
+        if !programmed.is_empty() {
+            bail!(
+                "{}: holds no FMS header that decodes, but the header pages of {} are programmed (a damaged FMS, or another format's data); formatting would erase them: pass --force to format it anyway",
+                a.image.display(),
+                some_segments(&programmed)
+            );
+        }
         if let Some(h) = found {
             let size = output::bytes(h.block_size as u64);
             let what = match h.logical_blocks {

@@ -17,6 +17,7 @@
 //! `FILE:LINE: what is wrong` ([`TraceError`]), or count it with `skip_bad_lines`.
 //! `docs/traces.md` is the user documentation.
 
+mod footprint;
 pub mod generate;
 mod map;
 mod parse;

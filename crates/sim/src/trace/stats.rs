@@ -1,11 +1,13 @@
 //! `trace stats`: what a trace contains — request counts and bytes, the request-size
 //! histogram with Chang & Kuo's classes (≤ 8 sectors small, ≥ 128 sectors large), footprint,
 //! write locality, sequentiality and inter-arrival times. One pass, memory proportional to
-//! the number of distinct 4 KiB blocks touched.
+//! the number of distinct 4 KiB blocks touched by requests of up to 1 MiB, and to the
+//! runs of blocks larger requests touch (`footprint.rs`).
 
 use serde::Serialize;
 
-use super::{Counts, FxHashMap, Record};
+use super::footprint::Footprint;
+use super::{Counts, Record};
 use crate::driver::Op;
 
 /// Requests of at most this many sectors are "small" (Chang & Kuo 2005, Section 6.1).
@@ -132,17 +134,11 @@ pub struct TraceStats {
     pub merged_devices_warning: Option<String>,
 }
 
-/// Per-block flags: bit 0 read; bits 1..4 written by a small / medium / large write;
-/// bits 4..7 read by a small / medium / large read.
-#[derive(Clone, Copy, Default)]
-struct BlockInfo {
-    writes: u32,
-    flags: u8,
-}
-
 /// Collects [`TraceStats`] from records.
 pub struct StatsCollector {
-    blocks: FxHashMap<u64, BlockInfo>,
+    /// Per-block flags (bit 0 read; bits 1..4 written by a small / medium / large write;
+    /// bits 4..7 read by a small / medium / large read) and write counts.
+    blocks: Footprint,
     ops: [u64; 3],
     bytes: [u64; 3],
     classes: [[(u64, u64); 3]; 2],
@@ -157,13 +153,10 @@ pub struct StatsCollector {
     max_t: i64,
     gap_sum_ns: f64,
     gaps: hdrhistogram::Histogram<u64>,
-    /// The most blocks the footprint table may hold (`trace_stats` sets it from the
+    /// The most bytes the footprint table may take (`trace_stats` sets it from the
     /// memory available); past it `add` fails rather than the process abort.
-    max_blocks: u64,
+    max_table_bytes: u64,
 }
-
-/// Bytes one block of the footprint table takes, with the hash table's slack.
-const BLOCK_ENTRY_BYTES: u64 = 32;
 
 impl Default for StatsCollector {
     fn default() -> Self {
@@ -190,7 +183,7 @@ fn pct(part: u64, whole: u64) -> f64 {
 impl StatsCollector {
     pub fn new() -> StatsCollector {
         StatsCollector {
-            blocks: FxHashMap::default(),
+            blocks: Footprint::default(),
             ops: [0; 3],
             bytes: [0; 3],
             classes: [[(0, 0); 3]; 2],
@@ -206,12 +199,12 @@ impl StatsCollector {
             gap_sum_ns: 0.0,
             gaps: hdrhistogram::Histogram::new_with_bounds(1, 1 << 50, 3)
                 .expect("valid histogram bounds"),
-            max_blocks: u64::MAX,
+            max_table_bytes: u64::MAX,
         }
     }
 
-    /// Add a record. Fails when the footprint table would pass `max_blocks` (the record
-    /// is then only partly counted: the caller stops).
+    /// Add a record. Fails when the footprint table passes `max_table_bytes` (the
+    /// caller stops).
     pub fn add(&mut self, r: &Record) -> Result<(), String> {
         let oi = op_index(r.op);
         let n = r.sectors as u64;
@@ -260,35 +253,28 @@ impl StatsCollector {
         };
         let first = r.lba / BLOCK_SECTORS;
         let last = (r.lba + n - 1) / BLOCK_SECTORS;
-        for b in first..=last {
-            let e = self.blocks.entry(b).or_default();
-            e.flags |= flag;
-            if r.op == Op::Write {
-                e.writes += 1;
-            }
-            if self.blocks.len() as u64 > self.max_blocks {
-                return Err(format!(
-                    "the footprint passes {} blocks of {} KiB ({} GiB touched), more than half \
-                     the memory available here holds for the table of touched blocks",
-                    self.max_blocks,
-                    STATS_BLOCK_BYTES / 1024,
-                    (self.max_blocks * STATS_BLOCK_BYTES) >> 30
-                ));
-            }
+        self.blocks.add(first, last + 1, flag, r.op == Op::Write);
+        if self.blocks.table_bytes() > self.max_table_bytes {
+            return Err(format!(
+                "the table of touched {} KiB blocks passes {} MiB, more than half the memory \
+                 available here",
+                STATS_BLOCK_BYTES / 1024,
+                self.max_table_bytes >> 20
+            ));
         }
         Ok(())
     }
 
     pub fn finish(
-        self,
+        mut self,
         file: &str,
         format: &str,
         counts: &Counts,
         space: Option<u64>,
     ) -> TraceStats {
+        self.blocks.settle();
         let bs = STATS_BLOCK_BYTES;
-        let count_flag =
-            |mask: u8| self.blocks.values().filter(|b| b.flags & mask != 0).count() as u64;
+        let count_flag = |mask: u8| self.blocks.count_flag(mask);
         let of_space = |bytes: u64| space.map(|s| pct(bytes, s));
         let class_stats = |oi: usize, shift: u32| {
             let total_n: u64 = self.classes[oi].iter().map(|c| c.0).sum();
@@ -311,19 +297,24 @@ impl StatsCollector {
                 large: one(2),
             }
         };
-        let mut writes: Vec<u32> = self
-            .blocks
-            .values()
-            .filter(|b| b.writes > 0)
-            .map(|b| b.writes)
-            .collect();
-        writes.sort_unstable_by(|a, b| b.cmp(a));
-        let total_block_writes: u64 = writes.iter().map(|&w| w as u64).sum();
+        // (writes, blocks) hottest first: the top `k` blocks' writes are summed run by run.
+        let writes = self.blocks.writes_hottest_first();
+        let written: u64 = writes.iter().map(|&(_, n)| n).sum();
+        let total_block_writes: u64 = writes.iter().map(|&(w, n)| w as u64 * n).sum();
         let write_locality = LOCALITY_POINTS
             .iter()
             .map(|&y| {
-                let k = ((writes.len() as f64 * y / 100.0).ceil() as usize).min(writes.len());
-                let top: u64 = writes[..k].iter().map(|&w| w as u64).sum();
+                let k = ((written as f64 * y / 100.0).ceil() as u64).min(written);
+                let mut left = k;
+                let mut top = 0u64;
+                for &(w, n) in &writes {
+                    if left == 0 {
+                        break;
+                    }
+                    let take = n.min(left);
+                    top += w as u64 * take;
+                    left -= take;
+                }
                 Locality {
                     data_percent: y,
                     writes_percent: pct(top, total_block_writes),
@@ -348,7 +339,7 @@ impl StatsCollector {
             })
             .collect();
         let requests: u64 = self.ops.iter().sum();
-        let footprint_blocks = self.blocks.len() as u64;
+        let footprint_blocks = self.blocks.blocks();
         let ngaps = self.gaps.len();
         TraceStats {
             file: file.into(),
@@ -376,7 +367,7 @@ impl StatsCollector {
             footprint_blocks,
             footprint_bytes: footprint_blocks * bs,
             read_footprint_bytes: count_flag(1) * bs,
-            write_footprint_bytes: writes.len() as u64 * bs,
+            write_footprint_bytes: written * bs,
             space_bytes: space,
             footprint_percent_of_space: of_space(footprint_blocks * bs),
             write_locality,
@@ -424,10 +415,11 @@ pub fn trace_stats(
 ) -> Result<TraceStats, super::TraceError> {
     let mut reader = super::TraceReader::open(path, opts)?;
     let mut c = StatsCollector::new();
-    // Half the memory available for the footprint table: a request of terabytes (or a
-    // trace of a huge disk) fails in one line rather than abort the process (QA stop 27).
+    // Half the memory available for the footprint table: a trace touching a huge disk
+    // block by block fails in one line rather than abort the process (QA stop 27; a
+    // request of terabytes is one run since stop 32).
     if let Some(avail) = nand::available_ram() {
-        c.max_blocks = (avail / 2 / BLOCK_ENTRY_BYTES).max(1 << 20);
+        c.max_table_bytes = (avail / 2).max(64 << 20);
     }
     for r in &mut reader {
         if let Err(e) = c.add(&r?) {
@@ -449,28 +441,38 @@ pub fn trace_stats(
 
 #[cfg(test)]
 mod tests {
+    use super::super::footprint::{ENTRY_BYTES, RUN_BYTES};
     use super::*;
 
     /// Past its table's bound a request fails in a message, not an abort (QA stop 27: one
-    /// request of 2 TiB filled the memory).
+    /// request of 2 TiB filled the memory). The table holds runs of blocks touched alike:
+    /// one huge request is one run (QA stop 32); small requests take an entry a block.
     #[test]
     fn the_footprint_table_is_bounded() {
-        let mut c = StatsCollector::new();
-        c.max_blocks = 100;
         let rec = |lba: u64, sectors: u32| Record {
             time_ns: 0,
             op: Op::Write,
             lba,
             sectors,
         };
-        assert_eq!(c.add(&rec(0, 8 * 100)), Ok(()));
-        let e = c.add(&rec(8 * 100, 8)).unwrap_err();
-        assert!(e.contains("the footprint passes 100 blocks"), "{e}");
+        let mut c = StatsCollector::new();
+        c.max_table_bytes = 100 * ENTRY_BYTES + RUN_BYTES;
+        assert_eq!(c.add(&rec(0, u32::MAX)), Ok(()));
+        for b in 0..100u64 {
+            assert_eq!(c.add(&rec((1 << 40) | (b * 16), 8)), Ok(()));
+        }
+        let e = c.add(&rec(1 << 41, 8)).unwrap_err();
+        assert!(
+            e.contains("the table of touched 4 KiB blocks passes 0 MiB"),
+            "{e}"
+        );
         // Blocks already in the table are no growth.
         let mut c = StatsCollector::new();
-        c.max_blocks = 100;
+        c.max_table_bytes = 100 * ENTRY_BYTES;
         for _ in 0..3 {
-            assert_eq!(c.add(&rec(0, 8 * 100)), Ok(()));
+            for b in 0..100u64 {
+                assert_eq!(c.add(&rec(b * 16, 8)), Ok(()));
+            }
         }
     }
 }

@@ -397,6 +397,71 @@ fn hot_cold_generation_over_a_huge_space_needs_no_table() {
     );
 }
 
+/// A trace written to stdout (`-`, or `/dev/stdout` when stdout is a file or a pipe) is
+/// the trace alone: the summary goes to stderr (QA stop 32: it was appended to the trace,
+/// which then failed to parse), and `--json`, whose report is stdout, is refused. `-` is
+/// not a file name (QA stop 32: it created a file named `-`).
+#[test]
+fn a_trace_written_to_stdout_is_the_trace_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let gen = |out: &str| {
+        flashkit_in(
+            dir.path(),
+            [
+                "trace",
+                "generate",
+                out,
+                "--format",
+                "spc",
+                "--requests",
+                "5",
+                "--space",
+                "1MiB",
+            ],
+        )
+    };
+    let file = dir.path().join("f.spc");
+    ok(gen(path_str(&file)));
+    let want = std::fs::read(&file).unwrap();
+    for out in ["-", "/dev/stdout"] {
+        let o = ok(gen(out));
+        assert!(o.stdout == want, "{out}: {}", text(&o.stdout));
+        assert!(text(&o.stderr).contains("5 records"), "{out}");
+        assert!(!dir.path().join("-").exists(), "{out}: no file named -");
+        let o = ok(flashkit_in(
+            dir.path(),
+            ["trace", "convert", path_str(&file), out, "--to", "spc"],
+        ));
+        assert!(o.stdout == want, "{out}: {}", text(&o.stdout));
+        assert!(text(&o.stderr).contains("-> "), "{out}");
+        fails_with(
+            flashkit_in(
+                dir.path(),
+                [
+                    "trace",
+                    "convert",
+                    path_str(&file),
+                    out,
+                    "--to",
+                    "spc",
+                    "--json",
+                ],
+            ),
+            "--json: the trace goes to stdout",
+        );
+    }
+    // To a file, the summary stays on stdout.
+    let o = ok(flashkit([
+        "trace",
+        "convert",
+        path_str(&file),
+        path_str(&dir.path().join("g.spc")),
+        "--to",
+        "msr",
+    ]));
+    assert!(text(&o.stdout).contains("-> "), "{}", text(&o.stdout));
+}
+
 #[test]
 fn convert_refuses_to_write_its_input() {
     // Writing the input used to truncate it first: "0 records", exit 0, input gone.

@@ -107,7 +107,8 @@ pub struct StatsArgs {
 pub struct ConvertArgs {
     /// The trace to read (plain or gzip).
     pub input_file: PathBuf,
-    /// The trace to write.
+    /// The trace to write; `-` for stdout (the one-line summary then goes to stderr, and
+    /// `--json` is refused).
     pub output_file: PathBuf,
     /// Output format: msr, spc, blkparse, disksim, fio.
     #[arg(long, value_name = "FORMAT")]
@@ -124,7 +125,8 @@ pub struct ConvertArgs {
 
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
-    /// The trace to write.
+    /// The trace to write; `-` for stdout (the one-line summary then goes to stderr, and
+    /// `--json` is refused).
     pub output_file: PathBuf,
     /// Output format: msr, spc, blkparse, disksim, fio.
     #[arg(long, value_name = "FORMAT")]
@@ -386,7 +388,39 @@ fn refuse_csv_as_output(report: &ReportArgs, out: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Where `convert` and `generate` write a trace named `path`: `-` is stdout (as `fms
+/// read` and `fms write` take it), written through `/dev/stdout`; and whether the trace
+/// goes to this process's stdout (`-`, or a path to the same file, as `/dev/stdout`),
+/// where the summary must not go (QA stop 32: it was appended to the trace). `--json`,
+/// whose report is stdout, is then refused.
+fn trace_output(path: &Path, json: bool) -> Result<(PathBuf, bool)> {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let dash = path == Path::new("-");
+    let out = if dash {
+        PathBuf::from("/dev/stdout")
+    } else {
+        path.to_path_buf()
+    };
+    let stdout = dash || {
+        let fd = std::io::stdout().as_fd().try_clone_to_owned().ok();
+        let ours = fd.and_then(|fd| std::fs::File::from(fd).metadata().ok());
+        match (ours, std::fs::metadata(&out)) {
+            (Some(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+            _ => false,
+        }
+    };
+    if stdout && json {
+        bail!(
+            "--json: the trace goes to stdout ({}), where the report would mix with it; give a file",
+            path.display()
+        );
+    }
+    Ok((out, stdout))
+}
+
 fn convert(a: ConvertArgs) -> Result<()> {
+    let (out, to_stdout) = trace_output(&a.output_file, a.report.json)?;
     refuse_csv_as_output(&a.report, &a.output_file)?;
     super::common::refuse_csv_over(
         &a.report,
@@ -398,7 +432,7 @@ fn convert(a: ConvertArgs) -> Result<()> {
     let opts = a.input.options()?;
     let to = parse_format("to", &a.to)?;
     let gzip = wants_gzip(a.gzip, &a.output_file);
-    let done = sim::trace::convert(&a.input_file, &a.output_file, to, gzip, &opts)?;
+    let done = sim::trace::convert(&a.input_file, &out, to, gzip, &opts)?;
     let summary = &done.written;
     report_skips(
         &a.input_file.display().to_string(),
@@ -457,14 +491,20 @@ fn convert(a: ConvertArgs) -> Result<()> {
     if a.report.json {
         return output::print_json(&c);
     }
-    println!(
+    let line = format!(
         "{} ({}) -> {} ({}): {} records",
         c.input, c.input_format, c.output, c.output_format, c.records
     );
+    if to_stdout {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
     Ok(())
 }
 
 fn generate(a: GenerateArgs) -> Result<()> {
+    let (out, to_stdout) = trace_output(&a.output_file, a.report.json)?;
     refuse_csv_as_output(&a.report, &a.output_file)?;
     super::common::refuse_csv_over(&a.report, &[(&a.output_file, "trace being generated")])?;
     let fmt = parse_format("format", &a.format)?;
@@ -493,7 +533,7 @@ fn generate(a: GenerateArgs) -> Result<()> {
         read_fraction: a.read_fraction,
     };
     let g = generator(&cfg).map_err(|e| anyhow!("trace generate: {e}"))?;
-    let mut w = TraceWriter::create(&a.output_file, fmt, wants_gzip(a.gzip, &a.output_file))?;
+    let mut w = TraceWriter::create(&out, fmt, wants_gzip(a.gzip, &a.output_file))?;
     for r in g {
         w.write(&r)?;
     }
@@ -548,12 +588,17 @@ fn generate(a: GenerateArgs) -> Result<()> {
             return output::print_json(&g);
         }
     }
-    println!(
+    let line = format!(
         "{}: {} records of {} in {} format",
         a.output_file.display(),
         summary.records,
         cfg.workload.label(),
         fmt
     );
+    if to_stdout {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
     Ok(())
 }

@@ -162,6 +162,19 @@ fn fits_u32(v: &Value) -> std::result::Result<Value, String> {
     }
 }
 
+/// A seed a sweep file can hold: TOML integers are signed 64-bit, so a job whose seed is
+/// above `i64::MAX` could not be given back as a spec (QA stop 32: `sim` ran it, and its
+/// options were refused by `sweep`).
+fn fits_i64(v: &Value) -> std::result::Result<Value, String> {
+    match v.as_u64() {
+        Some(x) if i64::try_from(x).is_err() => Err(format!(
+            "{x} is too large (at most {}, the largest integer a sweep file holds)",
+            i64::MAX
+        )),
+        _ => Ok(v.clone()),
+    }
+}
+
 /// The value of a key checked by [`fits_u32`] (or a size checked to fit 32 bits).
 fn u32_of(v: &Value) -> u32 {
     match v.as_u64().map(u32::try_from) {
@@ -513,9 +526,19 @@ pub const KEYS: &[KeyDef] = &[
         .fms
         .adaptive_threshold =
         v.as_f64().unwrap_or(1.5)),
-    key!("seed", Int, "1", ok, |v, d| d.cfg.seed =
+    key!("seed", Int, "1", fits_i64, |v, d| d.cfg.seed =
         v.as_u64().unwrap_or(1)),
 ];
+
+/// Whether `key` is an optional key (one whose value may be none).
+fn is_optional(key: &str) -> bool {
+    keydef(key).is_some_and(|d| {
+        matches!(
+            d.kind,
+            Kind::OptInt | Kind::OptSize | Kind::OptFloat | Kind::OptBool | Kind::OptDuration
+        )
+    })
+}
 
 /// Whether the values a key has in some jobs (their `options`) differ, as tables, labels
 /// and plots see it: for a key that has no null value of its own (`policy`, `cat_age`,
@@ -613,6 +636,15 @@ fn check_duration_s(v: f64) -> std::result::Result<f64, String> {
 fn canonical(def: &KeyDef, s: &Scalar) -> std::result::Result<Value, String> {
     let text = s.text();
     let none = matches!(s, Scalar::Text(_)) && text.eq_ignore_ascii_case("none");
+    // An optional key's none is null, but where its default is a value (`index_wear_gap`,
+    // 8) null would read back as that default: there it is the text "none", so that a
+    // job's options given back run it (QA stop 32). Its id hashes null as before
+    // ([`Job::new`]).
+    let none_value = if def.default.eq_ignore_ascii_case("none") {
+        Value::Null
+    } else {
+        Value::from("none")
+    };
     let int = |t: &str| -> std::result::Result<Value, String> {
         match s {
             Scalar::Int(i) if *i >= 0 => Ok(Value::from(*i as u64)),
@@ -666,18 +698,18 @@ fn canonical(def: &KeyDef, s: &Scalar) -> std::result::Result<Value, String> {
             _ => return Err(format!("'{text}' must be a string")),
         },
         Kind::Size => size(s)?,
-        Kind::OptSize if none => Value::Null,
+        Kind::OptSize if none => none_value,
         Kind::OptSize => size(s)?,
         Kind::Float => float(&text)?,
         Kind::Int => int(&text)?,
         Kind::Bool => boolean(&text)?,
-        Kind::OptInt if none => Value::Null,
+        Kind::OptInt if none => none_value,
         Kind::OptInt => int(&text)?,
-        Kind::OptFloat if none => Value::Null,
+        Kind::OptFloat if none => none_value,
         Kind::OptFloat => float(&text)?,
-        Kind::OptBool if none => Value::Null,
+        Kind::OptBool if none => none_value,
         Kind::OptBool => boolean(&text)?,
-        Kind::OptDuration if none => Value::Null,
+        Kind::OptDuration if none => none_value,
         Kind::OptDuration => match s {
             Scalar::Int(i) => Value::from(check_duration_s(*i as f64)?),
             Scalar::Float(f, _) => Value::from(check_duration_s(*f)?),
@@ -685,7 +717,7 @@ fn canonical(def: &KeyDef, s: &Scalar) -> std::result::Result<Value, String> {
             Scalar::Bool(_) => return Err(format!("'{text}' is not a duration")),
         },
     };
-    if v.is_null() {
+    if v.is_null() || (v == "none" && is_optional(def.name)) {
         return Ok(v);
     }
     (def.check)(&v)
@@ -1631,9 +1663,21 @@ impl Job {
     fn new(options: BTreeMap<String, Value>, config: SimConfig, inputs: &[String]) -> Job {
         // A key added after ids were first published hashes only away from its default,
         // so a job at the default keeps its id (results files stay resumable).
+        // An optional key's none hashes null, as it did when it was null (`canonical`).
+        const NULL: Value = Value::Null;
         let hashed: BTreeMap<&String, &Value> = options
             .iter()
             .filter(|(k, v)| !LATE_KEYS.iter().any(|(n, d)| k.as_str() == *n && d(v)))
+            .map(|(k, v)| {
+                (
+                    k,
+                    if v == "none" && is_optional(k) {
+                        &NULL
+                    } else {
+                        v
+                    },
+                )
+            })
             .collect();
         let canon = serde_json::to_string(&hashed).expect("options serialize");
         let mut text = format!("flashkit-sim-v1\n{canon}");

@@ -214,7 +214,8 @@ modulo,compact, ...) runs the product of the lists, one job each, as a sweep spe
 Options with no effect on a job are null in its options object (device with --device-file,
 written and unit with a trace workload, the trace options with a synthetic one, cat_age
 without the cat or adaptive policy, the DAC options with one region, ...), so its non-null
-options, given back to sim or sweep, run the same job with the same id. The table has a
+options, given back to sim or sweep, run the same job with the same id (an option whose
+none is not its default, as --index-wear-gap none, says \"none\"). The table has a
 column for every option that varies, a retired column when a segment retired, and mean/p99
 latency columns when requests arrive on their own (poisson or trace arrivals). Every job's
 configuration is checked before any runs: one that cannot run (a fill that does not fit,

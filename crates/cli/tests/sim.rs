@@ -131,6 +131,41 @@ fn too_full_names_a_block_size_that_fits() {
     assert!(!err.contains("--block-size"), "{err}");
 }
 
+/// Options a job cannot run with are refused before any job of the grid runs, in one
+/// line with numbers as written (QA stop 32): a fill leaving no room for one request (the
+/// 0.7 job ran and printed its table first, then the grid failed), a write/erase ratio
+/// whose cleaning cost is no finite number (1e308 gave a null cost, quoted with 309
+/// digits), a Poisson rate whose mean gap is past the clock's range (refused when its
+/// first request came, as "inf s").
+#[test]
+fn options_that_cannot_run_are_refused_before_the_grid_runs() {
+    let o = flashkit(small(&["--block-size", "1KiB", "--fill", "0.7,0.0001"]));
+    assert!(o.stdout.is_empty(), "nothing ran: {}", text(&o.stdout));
+    fails_with_all(
+        o,
+        &["fill=0.0001", "leaving 0 writable bytes", "raise --fill"],
+    );
+    let e = fails_with_all(
+        flashkit(small(&["--write-erase-ratio", "1e308"])),
+        &["--write-erase-ratio", "1e308 must be at most 1e9"],
+    );
+    assert!(e.len() < 100, "{e}");
+    fails_with_all(
+        flashkit(small(&["--arrival", "poisson:1e-300"])),
+        &[
+            "--arrival",
+            "past the simulator's clock range",
+            "above 1.084e-7",
+        ],
+    );
+    ok(flashkit(small(&[
+        "--arrival",
+        "poisson:1e-6",
+        "--written",
+        "4KiB",
+    ])));
+}
+
 /// The grid of a lifetime run in which greedy wears the device out and CAT survives: the
 /// table (and JSON) has CAT's row, greedy's error is on stderr naming its options, and
 /// the exit status is 1. CAT retired segments, so the table shows them.

@@ -140,8 +140,29 @@ fn named<T: std::str::FromStr>(v: &Value) -> T {
 fn positive(v: &Value) -> std::result::Result<Value, String> {
     match v.as_f64() {
         Some(f) if f > 0.0 && f.is_finite() => Ok(v.clone()),
-        Some(f) => Err(format!("{f} must be > 0")),
+        Some(f) => Err(format!("{} must be > 0", num(f))),
         None => Ok(v.clone()),
+    }
+}
+
+/// A number for a message: as written for ordinary magnitudes, in scientific notation
+/// past them (QA stop 32: 1e308 was quoted with 309 digits).
+fn num(f: f64) -> String {
+    let plain = f.to_string();
+    if plain.len() > 20 {
+        format!("{f:e}")
+    } else {
+        plain
+    }
+}
+
+/// The write/erase cost ratio of `cleaning_cost`: positive and at most 10^9, so that the
+/// cost stays a finite number (QA stop 32: 1e308 made it infinite, printed as null).
+fn cost_ratio(v: &Value) -> std::result::Result<Value, String> {
+    positive(v)?;
+    match v.as_f64() {
+        Some(f) if f > 1e9 => Err(format!("{} must be at most 1e9", num(f))),
+        _ => Ok(v.clone()),
     }
 }
 
@@ -368,7 +389,10 @@ pub const KEYS: &[KeyDef] = &[
             }
             Ok(Value::from(
                 Arrival::parse(s)
-                    .map_err(|e| format!("{e} or auto"))?
+                    .map_err(|e| match e.contains(": expected") {
+                        true => format!("{e} or auto"),
+                        false => e,
+                    })?
                     .label(),
             ))
         },
@@ -479,7 +503,7 @@ pub const KEYS: &[KeyDef] = &[
         .fms
         .index_wear_gap =
         v.as_u64().map(|_| u32_of(v))),
-    key!("write_erase_ratio", Float, "0.75", positive, |v, d| d
+    key!("write_erase_ratio", Float, "0.75", cost_ratio, |v, d| d
         .cfg
         .write_erase_ratio =
         v.as_f64().unwrap_or(0.75)),

@@ -1446,6 +1446,10 @@ fn info_reports_endurance_life_and_spare_segments() {
         "bad segments    2 factory, 0 grown; 5 more may go bad before the capacity can no \
          longer be kept (7 in reserve)"
             .to_string(),
+        // Every new spare-mode format corrects records (stop 32).
+        "records         record correction: a spare record one bit from valid before a later \
+         one is corrected"
+            .to_string(),
     ] {
         assert!(text.contains(&needle), "{needle:?} not in:\n{text}");
     }
@@ -1924,9 +1928,13 @@ fn format_and_info_say_whether_segments_carry_summaries() {
         }
         let v = json(&ok(flashkit(args)));
         assert_eq!(v["segment_summaries"], want, "{bs} {off}");
+        // Every new spare-mode format has record correction (stop 32).
+        assert_eq!(v["record_correction"], true, "{bs} {off}");
         ok(flashkit(["fms", "write", s, "--input", path_str(&input)]));
         let v = json(&ok(flashkit(["fms", "info", s, "--json"])));
         assert_eq!(v["segment_summaries"], want, "{bs} {off}");
+        assert_eq!(v["record_correction"], true, "{bs} {off}");
+        assert_eq!(v["corrected_records"], serde_json::json!([]), "{v}");
         let read = v["summaries_read"].as_u64().unwrap();
         assert_eq!(read > 0, want, "{bs} {off}: {v}");
         if bs == "4KiB" {

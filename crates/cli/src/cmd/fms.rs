@@ -1009,13 +1009,13 @@ fn info(a: InfoArgs) -> Result<()> {
             },
         )
         .add(
-            "record correction",
+            "records",
             if r.record_correction {
-                "yes (a spare record one bit from valid before a later one is corrected)"
+                "record correction: a spare record one bit from valid before a later one is corrected"
             } else if fms.layout().mode == ftl::fms::layout::RecordMode::Spare {
-                "no (formatted before it: a spare record one bit from valid is reported, not corrected)"
+                "no record correction (formatted before it): a spare record one bit from valid is reported, not corrected"
             } else {
-                "header mode (entries one bit from valid are corrected)"
+                "header mode: entries one bit from valid are corrected"
             },
         )
         .add(

@@ -2539,4 +2539,22 @@ fn writing_options_are_refused_where_the_image_is_only_read() {
         "--wear-threshold",
         "none",
     ]));
+    // A number too large says so (QA stop 32: "is not a number of erasures").
+    for flag in ["--wear-threshold", "--index-wear-gap"] {
+        let o = flashkit([
+            "fms",
+            "write",
+            img,
+            "--input",
+            "/dev/null",
+            flag,
+            "99999999999",
+        ]);
+        let err = text(&o.stderr);
+        assert!(!o.status.success(), "{err}");
+        assert!(
+            err.contains(flag) && err.contains("99999999999 is too large (at most 4294967295)"),
+            "{err}"
+        );
+    }
 }

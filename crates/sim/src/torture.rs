@@ -636,6 +636,21 @@ pub enum Op {
     Flush,
 }
 
+/// For messages: "write of 3 sectors at sector 235" (QA stop 32: they printed the Rust
+/// value, `Trim { lba: 235, count: 2 }`).
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (what, lba, count) = match *self {
+            Op::Write { lba, count, .. } => ("write", lba, count),
+            Op::Trim { lba, count } => ("trim", lba, count),
+            Op::Read { lba, count } => ("read", lba, count),
+            Op::Flush => return f.write_str("flush"),
+        };
+        let s = if count == 1 { "" } else { "s" };
+        write!(f, "{what} of {count} sector{s} at sector {lba}")
+    }
+}
+
 /// The seeded workload over `sectors` sectors with `spb` sectors per logical block: a
 /// prefill of ~90% of the blocks in random 1–4-block aligned chunks and a flush, then `ops`
 /// random operations (45% writes at any sector with 1 to 2 blocks' worth of sectors, 20%
@@ -1425,7 +1440,7 @@ fn run_one_inner(ctx: &Ctx, cut: Option<u64>, out: &mut RunOutcome) -> Result<()
                 out.device_ops = fms.nand().op_count();
                 out.program_failures = fms.nand().counters().program_failures;
                 out.erase_failures = fms.nand().counters().erase_failures;
-                return Err(format!("workload op {i} ({op:?}): {e}"));
+                return Err(format!("workload op {i} ({op}): {e}"));
             }
         }
     }
@@ -1453,7 +1468,7 @@ fn run_forked(ctx: &Ctx, fork: Fork) -> RunOutcome {
         }
         Ok(()) => false,
         Err(e) => {
-            out.problems.push(format!("workload op {op} ({o:?}): {e}"));
+            out.problems.push(format!("workload op {op} ({o}): {e}"));
             return out;
         }
     };
@@ -1524,7 +1539,7 @@ fn fork_cuts(
         }
         model.start(op);
         apply(&mut fms, ctx, op, &mut buf)
-            .map_err(|e| format!("fork run: workload op {i} ({op:?}): {e}"))?;
+            .map_err(|e| format!("fork run: workload op {i} ({op}): {e}"))?;
         if matches!(op, Op::Flush) {
             model.flushed();
         }
@@ -1924,7 +1939,7 @@ fn chain_cut(
                 out.reads.add_fms(&f);
                 return Err(dev_err(
                     &format!(
-                        "chained cut {c} (armed at program/erase {k} after recovery {}): {op:?}",
+                        "chained cut {c} (armed at program/erase {k} after recovery {}): {op}",
                         c - 1
                     ),
                     e,
@@ -1982,7 +1997,7 @@ fn keeps_working(
                 return ended_full(ctx, 0xF11, f2, model, lost, prefix, out);
             }
             reads.add_fms(&f2);
-            return Err(dev_err(&format!("after recovery: {op:?}"), e));
+            return Err(dev_err(&format!("after recovery: {op}"), e));
         }
     }
     f2.flush()
@@ -2016,7 +2031,7 @@ fn keeps_working(
                 return ended_full(ctx, 0xF12, f3, model, lost, prefix, out);
             }
             out.reads.add_fms(&f3);
-            return Err(dev_err(&format!("after recovery, phase 2: {op:?}"), e));
+            return Err(dev_err(&format!("after recovery, phase 2: {op}"), e));
         }
         if matches!(op, Op::Flush) {
             model.flushed();
@@ -2452,6 +2467,21 @@ fn run_pool(threads: usize, cuts: &[u64], job: &(dyn Fn(u64) + Sync)) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Messages name workload operations in words (QA stop 32: `Trim { lba: 235, count:
+    /// 2 }`).
+    #[test]
+    fn operations_read_as_words() {
+        let w = Op::Write {
+            lba: 8,
+            count: 1,
+            tag: 3,
+        };
+        assert_eq!(w.to_string(), "write of 1 sector at sector 8");
+        let t = Op::Trim { lba: 235, count: 2 };
+        assert_eq!(t.to_string(), "trim of 2 sectors at sector 235");
+        assert_eq!(Op::Flush.to_string(), "flush");
+    }
 
     #[test]
     fn untested_windows_are_named() {

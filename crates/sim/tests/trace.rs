@@ -1240,6 +1240,31 @@ fn time_stamps_out_of_range_say_so() {
         err.contains("w2.fio:4: wait '18446744073709551615' is out of range"),
         "{err}"
     );
+    // A delay that is no whole number is named as such (QA stop 32: every one was "wait
+    // needs a delay"), a missing one is still a missing one.
+    for (delay, want) in [
+        (" -5", "wait: delay '-5' is not a whole number"),
+        (" 5.5", "wait: delay '5.5' is not a whole number"),
+        (
+            " 99999999999999999999",
+            "wait: delay '99999999999999999999' is not a whole number",
+        ),
+        ("", "wait needs a delay"),
+    ] {
+        let text = format!(
+            "fio version 2 iolog\n/dev/sda add\n/dev/sda write 0 4096\n/dev/sda wait{delay}\n"
+        );
+        let p = write(dir.path(), "w3.fio", &text);
+        let err = TraceReader::open(&p, &opts(None))
+            .unwrap()
+            .find_map(Result::err)
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains(&format!("w3.fio:4: {want}")),
+            "{delay:?}: {err}"
+        );
+    }
     let p = write(
         dir.path(),
         "span.spc",

@@ -169,9 +169,9 @@ impl DeviceArgs {
 pub fn parse_index_wear_gap(text: &str) -> Result<Option<u32>> {
     match text {
         "none" => Ok(None),
-        n => n.parse::<u32>().map(Some).map_err(|_| {
-            anyhow::anyhow!("--index-wear-gap: '{n}' is not a number of erasures or `none`")
-        }),
+        n => parse_erasures(n)
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!("--index-wear-gap: {e}")),
     }
 }
 
@@ -180,10 +180,16 @@ pub fn parse_index_wear_gap(text: &str) -> Result<Option<u32>> {
 pub fn parse_wear_threshold(text: &str) -> std::result::Result<WearThreshold, String> {
     match text {
         "none" => Ok(WearThreshold(None)),
-        n => n
-            .parse::<u32>()
-            .map(|n| WearThreshold(Some(n)))
-            .map_err(|_| format!("'{n}' is not a number of erasures or `none`")),
+        n => parse_erasures(n).map(|n| WearThreshold(Some(n))),
+    }
+}
+
+/// A number of erasures (32 bits): a number too large says so, rather than that it is no
+/// number (QA stop 32).
+fn parse_erasures(n: &str) -> std::result::Result<u32, String> {
+    match n.parse::<u64>() {
+        Ok(x) => u32::try_from(x).map_err(|_| format!("{x} is too large (at most {})", u32::MAX)),
+        Err(_) => Err(format!("'{n}' is not a number of erasures or `none`")),
     }
 }
 

@@ -69,7 +69,7 @@ impl OldMedium {
         for (i, op) in ctx.ops.iter().enumerate() {
             model.start(op);
             apply(&mut fms, ctx, op, &mut buf)
-                .map_err(|e| dev_err(&format!("old medium: workload op {i} ({op:?})"), e))?;
+                .map_err(|e| dev_err(&format!("old medium: workload op {i} ({op})"), e))?;
             if matches!(op, Op::Flush) {
                 model.flushed();
             }

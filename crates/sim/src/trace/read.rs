@@ -606,10 +606,15 @@ impl Parser {
                 return Ok(Parsed::Ignore);
             }
             b"wait" if self.fio_version == 2 => {
-                let d = (m >= 3)
-                    .then(|| parse_u64(rest[2]))
-                    .flatten()
-                    .ok_or_else(|| "wait needs a delay".to_string())?;
+                if m < 3 {
+                    return Err("wait needs a delay".to_string());
+                }
+                let d = parse_u64(rest[2]).ok_or_else(|| {
+                    format!(
+                        "wait: delay '{}' is not a whole number of time units (0 or more, below 2^64)",
+                        String::from_utf8_lossy(rest[2])
+                    )
+                })?;
                 // Beyond 64-bit nanoseconds the clock would saturate (or, before, wrap:
                 // a delay above 2^63 was read as negative).
                 self.clock_ns = i64::try_from(d)

@@ -185,6 +185,16 @@ impl DeviceSpec {
         if self.name.len() > 63 {
             return Err(NandError::config("name: at most 63 bytes"));
         }
+        // The image header keeps the name NUL-padded, and reports print it: an empty name
+        // or a control character (a NUL would cut it short) is refused (QA stop 32).
+        if self.name.trim().is_empty() {
+            return Err(NandError::config("name: must not be empty"));
+        }
+        if self.name.chars().any(char::is_control) {
+            return Err(NandError::config(
+                "name: must not hold control characters (NUL, newline, ...)",
+            ));
+        }
         Ok(())
     }
 
@@ -529,6 +539,27 @@ mod tests {
         let ck = DeviceSpec::preset("chang-kuo-16g").unwrap();
         assert_eq!(ck.geometry.pages(), 32 * 1024 * 1024);
         assert!(DeviceSpec::preset("nope").is_err());
+    }
+
+    /// A device's name is printed and kept NUL-padded in image headers: empty names and
+    /// control characters are refused (QA stop 32: an empty one was accepted, one with a
+    /// NUL was cut at it), as are names above 63 bytes.
+    #[test]
+    fn names_are_printable_and_short() {
+        let mut d = DeviceSpec::preset("nandsim-256m").unwrap();
+        for (name, want) in [
+            ("", "must not be empty"),
+            ("  ", "must not be empty"),
+            ("a\0b", "control characters"),
+            ("a\nb", "control characters"),
+            (&"x".repeat(64), "at most 63 bytes"),
+        ] {
+            d.name = name.to_string();
+            let e = d.validate().unwrap_err().to_string();
+            assert!(e.contains(want), "{name:?}: {e}");
+        }
+        d.name = "my chip 2.0".into();
+        d.validate().unwrap();
     }
 
     #[test]

@@ -863,11 +863,22 @@ impl Fms {
         // succeeded, and its first large write failed worn out): the caller may format
         // again, which sizes the capacity to the segments left, or give up the medium.
         if f.segments_short() > 0 {
-            let good = (0..f.lay.segments).filter(|&s| !f.nand.is_bad(s)).count();
+            let good = (0..f.lay.segments).filter(|&s| !f.nand.is_bad(s)).count() as u64;
+            // Formatting again helps only when the segments left hold more than the
+            // reserve (QA stop 32: the advice was given when they did not, and the next
+            // format found no room for data).
+            let reserve = f.cfg.reserve_segments();
+            let next = if good > reserve {
+                "format again to size the capacity to the segments left".to_string()
+            } else {
+                format!(
+                    "the medium is worn out: the reserve alone needs {reserve}, so no format \
+                     leaves room for data"
+                )
+            };
             return Err(DevError::config(format!(
                 "the format's own erases wore out segments: {good} good segment(s) are left, \
-                 {} short of what a capacity of {} blocks needs (format again to size the \
-                 capacity to the segments left)",
+                 {} short of what a capacity of {} blocks needs ({next})",
                 f.segments_short(),
                 f.logical
             )));

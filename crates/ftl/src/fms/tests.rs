@@ -4538,6 +4538,21 @@ fn a_format_that_wears_the_medium_out_says_so() {
         e.contains("the format's own erases wore out segments"),
         "{e}"
     );
+    // Formatting again is advised only when the segments left hold more than the reserve
+    // (QA stop 32: it was advised when they did not).
+    let left: usize = e
+        .split(" good segment(s) are left")
+        .next()
+        .and_then(|h| h.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("the count of good segments");
+    let reserve = FmsConfig::default().reserve_segments() as usize;
+    assert_eq!(
+        e.contains("format again to size the capacity"),
+        left > reserve,
+        "{e}"
+    );
+    assert_eq!(e.contains("the medium is worn out"), left <= reserve, "{e}");
 }
 
 /// Power cuts a few operations apart, again and again, each in a write or in the cleaning

@@ -127,15 +127,7 @@ impl Timing {
             ("program_ns_per_byte", self.program_ns_per_byte),
             ("erase_us", self.erase_us),
         ];
-        // A value as given, in scientific notation when plain digits would run long
-        // (`1e308`, not 309 digits).
-        let shown = |v: f64| {
-            if v.is_finite() && v.abs() >= 1e15 {
-                format!("{v:e}")
-            } else {
-                format!("{v}")
-            }
-        };
+        let shown = quoted_number;
         for (name, v) in fields {
             if !v.is_finite() || v < 0.0 {
                 return Err(NandError::config(format!(
@@ -159,6 +151,18 @@ impl Timing {
             }
         }
         Ok(())
+    }
+}
+
+/// A number as a message quotes it: as written for ordinary magnitudes, in scientific
+/// notation when plain digits would run long (`1e308`, not 309 digits; `1e-300`, not 300
+/// zeros). Every layer's messages use it.
+pub fn quoted_number(v: f64) -> String {
+    let plain = v.to_string();
+    if plain.len() > 20 {
+        format!("{v:e}")
+    } else {
+        plain
     }
 }
 

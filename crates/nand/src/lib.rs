@@ -34,6 +34,6 @@ pub mod table;
 
 pub use device::{Counters, Data, FaultPlan, Nand, TornMode, WearStats};
 pub use error::{ColumnRange, ImageError, NandError, PageRange, Result};
-pub use geometry::{presets, DeviceSpec, FlatSpec, Geometry, Timing};
+pub use geometry::{presets, quoted_number, DeviceSpec, FlatSpec, Geometry, Timing};
 pub use store::{BadState, BlockInfo, PayloadlessStore, RamStore, Span, Store};
 pub use table::{available_ram, table};

@@ -456,7 +456,7 @@ pub fn check(cfg: &SimConfig) -> Result<()> {
             synthetic_requests(cfg)?;
         }
     }
-    Ok(())
+    check_room(cfg)
 }
 
 /// [`check`] without the workload's: what [`prepare`] needs (a run counts its requests
@@ -490,8 +490,14 @@ fn check_setup(cfg: &SimConfig) -> Result<()> {
     if exported > 0 && fill_blocks > exported {
         return Err(too_full(cfg, exported, slots));
     }
-    // A workload needs room for one request (checked here, before any job of a grid
-    // runs: QA stop 32 found a grid's last job failing on it after the others ran).
+    Ok(())
+}
+
+/// The workload's room: the pre-fill must leave its writable blocks room for one request.
+/// Part of [`check`] (so a grid refuses it before any job runs: QA stop 32 found a grid's
+/// last job failing on it after the others had run and printed) and of [`prepare`].
+fn check_room(cfg: &SimConfig) -> Result<()> {
+    let fill_blocks = fill_blocks(cfg);
     let (ro_blocks, writable_blocks, units) = workload_space(cfg);
     let bs = cfg.fms.block_size as u64;
     if units == 0 {
@@ -603,6 +609,7 @@ fn fill_blocks_of(cfg: &SimConfig, block_size: u32) -> u64 {
 /// payload-less device and pre-fill it sequentially (not counted in any result).
 pub fn prepare(cfg: &SimConfig) -> Result<Prepared> {
     check_setup(cfg)?;
+    check_room(cfg)?;
     let SimConfig {
         device, fms: fcfg, ..
     } = cfg;

@@ -140,19 +140,8 @@ fn named<T: std::str::FromStr>(v: &Value) -> T {
 fn positive(v: &Value) -> std::result::Result<Value, String> {
     match v.as_f64() {
         Some(f) if f > 0.0 && f.is_finite() => Ok(v.clone()),
-        Some(f) => Err(format!("{} must be > 0", num(f))),
+        Some(f) => Err(format!("{} must be > 0", nand::quoted_number(f))),
         None => Ok(v.clone()),
-    }
-}
-
-/// A number for a message: as written for ordinary magnitudes, in scientific notation
-/// past them (QA stop 32: 1e308 was quoted with 309 digits).
-fn num(f: f64) -> String {
-    let plain = f.to_string();
-    if plain.len() > 20 {
-        format!("{f:e}")
-    } else {
-        plain
     }
 }
 
@@ -161,7 +150,7 @@ fn num(f: f64) -> String {
 fn cost_ratio(v: &Value) -> std::result::Result<Value, String> {
     positive(v)?;
     match v.as_f64() {
-        Some(f) if f > 1e9 => Err(format!("{} must be at most 1e9", num(f))),
+        Some(f) if f > 1e9 => Err(format!("{} must be at most 1e9", nand::quoted_number(f))),
         _ => Ok(v.clone()),
     }
 }

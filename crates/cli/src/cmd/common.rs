@@ -101,10 +101,10 @@ impl SpecOverrides {
         add("nop", self.nop.map(|x| x.to_string()));
         add("in-order", self.in_order.map(|x| x.to_string()));
         add("endurance", self.endurance.map(|x| x.to_string()));
-        add("read-us", self.read_us.map(|x| x.to_string()));
-        add("spare-read-us", self.spare_read_us.map(|x| x.to_string()));
-        add("program-us", self.program_us.map(|x| x.to_string()));
-        add("erase-us", self.erase_us.map(|x| x.to_string()));
+        add("read-us", self.read_us.map(nand::quoted_number));
+        add("spare-read-us", self.spare_read_us.map(nand::quoted_number));
+        add("program-us", self.program_us.map(nand::quoted_number));
+        add("erase-us", self.erase_us.map(nand::quoted_number));
         v
     }
 

@@ -2095,9 +2095,16 @@ pub fn run_with_progress(
     };
     let device_bytes = spec.geometry.pages() * spec.geometry.raw_page_size() as u64;
     let need = device_bytes.saturating_mul(workers as u64);
+    // What shrinks the run (QA stop 32: --full-device was advised fewer --segments,
+    // which it does not take).
+    let smaller = if cfg.shrink {
+        "fewer --segments or a smaller device"
+    } else {
+        "a smaller device, or leave out --full-device (the device shrunk to --segments)"
+    };
     if let Some(avail) = nand::available_ram().filter(|&a| need > a) {
         return Err(format!(
-            "device: {workers} worker(s) × {device_bytes} bytes of device in RAM = {need} bytes, more than the {avail} bytes available; use fewer --threads, fewer --segments or a smaller device"
+            "device: {workers} worker(s) × {device_bytes} bytes of device in RAM = {need} bytes, more than the {avail} bytes available; use fewer --threads, {smaller}"
         ));
     }
     // With failures, each of which may retire a segment, the format exports that many
@@ -2134,7 +2141,7 @@ pub fn run_with_progress(
     let need = per_worker.saturating_mul(copies);
     if let Some(avail) = nand::available_ram().filter(|&a| need > a) {
         return Err(format!(
-            "device: {copies} cop(ies) of the run ({workers} worker(s){}) × {per_worker} bytes (device {device_bytes}, FMS tables and their remount {tables}, shadow model {shadow}) = {need} bytes, more than the {avail} bytes available; use fewer --threads, fewer --segments or a smaller device",
+            "device: {copies} cop(ies) of the run ({workers} worker(s){}) × {per_worker} bytes (device {device_bytes}, FMS tables and their remount {tables}, shadow model {shadow}) = {need} bytes, more than the {avail} bytes available; use fewer --threads, {smaller}",
             if fork { " and 2 for the forks" } else { "" }
         ));
     }

@@ -65,7 +65,8 @@ pub fn run(cmd: FmsCmd) -> Result<()> {
 #[derive(Args, Debug, Clone)]
 pub struct MountArgs {
     /// Segment selection used while this command runs: greedy, cost-benefit, cat, adaptive
-    /// [default: cat]
+    /// [default: cat]. Refused by the commands that only read the image (`fms read`, `fms
+    /// check` without --repair); `fms info` takes it for the reserve it sizes.
     #[arg(long, value_name = "POLICY")]
     pub policy: Option<String>,
     /// How many times a read is made again when ECC finds a 512-byte chunk it cannot
@@ -77,16 +78,20 @@ pub struct MountArgs {
     /// Wear levelling while this command runs: when the most and least erased segments
     /// differ by more than N erasures, swap their roles (the paper's scheme; off by
     /// default, as in `sim`; `none`: off). Not recorded on flash: give it to every command
-    /// that writes.
+    /// that writes. Refused where the image is only read (`fms info`, `fms read`, `fms
+    /// check` without --repair).
     #[arg(long, value_name = "N|none", value_parser = super::common::parse_wear_threshold)]
     pub wear_threshold: Option<super::common::WearThreshold>,
     /// Move the index log to a free segment when its own has been erased more than N
-    /// times beyond it, instead of erasing it in place (`none`: always in place) [default: 8]
+    /// times beyond it, instead of erasing it in place (`none`: always in place) [default: 8].
+    /// Refused where the image is only read (`fms info`, `fms read`, `fms check` without
+    /// --repair).
     #[arg(long, value_name = "N|none")]
     pub index_wear_gap: Option<String>,
     /// With ECC: move a block whose read corrected at least N bits in one 512-byte chunk
     /// at the next flush (scrubbing; 0 = never). Default: three quarters of the code's
-    /// strength, rounded up (1 for SEC-DED, 3 for BCH-4).
+    /// strength, rounded up (1 for SEC-DED, 3 for BCH-4). Refused where the image is only
+    /// read (`fms info`, `fms read`, `fms check` without --repair).
     #[arg(long, value_name = "N")]
     pub scrub_threshold: Option<u8>,
 }

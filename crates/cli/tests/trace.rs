@@ -462,6 +462,45 @@ fn a_trace_written_to_stdout_is_the_trace_alone() {
     assert!(text(&o.stdout).contains("-> "), "{}", text(&o.stdout));
 }
 
+/// Times finer than the output format keeps are rounded down with a warning and counted
+/// (`rounded_times`; QA stop 32: 100 ns and 300 ns became 0 in fio, silently).
+#[test]
+fn times_rounded_to_the_format_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let msr = dir.path().join("t.msr");
+    // 0, 100 ns, 300 ns, 2 µs after the first record.
+    std::fs::write(
+        &msr,
+        "128166372000000000,h,0,Write,0,4096,0\n128166372000000001,h,0,Write,4096,4096,0\n\
+         128166372000000003,h,0,Write,8192,4096,0\n128166372000000020,h,0,Write,0,4096,0\n",
+    )
+    .unwrap();
+    let to = |fmt: &str| {
+        let out = dir.path().join(format!("o.{fmt}"));
+        flashkit([
+            "trace",
+            "convert",
+            path_str(&msr),
+            path_str(&out),
+            "--to",
+            fmt,
+            "--json",
+        ])
+    };
+    let o = ok(to("fio"));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(
+            "warning: 2 records' times rounded down to the fio format's resolution (1 µs)"
+        ),
+        "{err}"
+    );
+    assert_eq!(json(&o)["rounded_times"], 2);
+    let o = ok(to("spc"));
+    assert!(!text(&o.stderr).contains("rounded"), "{}", text(&o.stderr));
+    assert_eq!(json(&o)["rounded_times"], 0);
+}
+
 #[test]
 fn convert_refuses_to_write_its_input() {
     // Writing the input used to truncate it first: "0 records", exit 0, input gone.

@@ -464,6 +464,19 @@ fn convert(a: ConvertArgs) -> Result<()> {
             to
         );
     }
+    if summary.rounded_times > 0 {
+        eprintln!(
+            "flashkit: warning: {} {} rounded down to the {} format's resolution ({})",
+            summary.rounded_times,
+            if summary.rounded_times == 1 {
+                "record's time"
+            } else {
+                "records' times"
+            },
+            to,
+            if to == Format::Msr { "100 ns" } else { "1 µs" }
+        );
+    }
     #[derive(serde::Serialize)]
     struct Converted<'a> {
         input: String,
@@ -473,6 +486,7 @@ fn convert(a: ConvertArgs) -> Result<()> {
         records: u64,
         dropped_trims: u64,
         clamped_times: u64,
+        rounded_times: u64,
         reader: &'a sim::trace::Counts,
     }
     let c = Converted {
@@ -483,6 +497,7 @@ fn convert(a: ConvertArgs) -> Result<()> {
         records: summary.records,
         dropped_trims: summary.dropped_trims,
         clamped_times: summary.clamped_times,
+        rounded_times: summary.rounded_times,
         reader: &done.read,
     };
     if let Some(p) = &a.report.csv {

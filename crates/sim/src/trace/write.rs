@@ -51,6 +51,9 @@ pub struct WriteSummary {
     pub dropped_trims: u64,
     /// Records written at time 0 because the format has no negative times.
     pub clamped_times: u64,
+    /// Records whose time the format's resolution rounded down (msr: 100 ns, fio: 1 µs;
+    /// the others keep nanoseconds).
+    pub rounded_times: u64,
 }
 
 /// Writes [`Record`]s in one format.
@@ -195,6 +198,9 @@ impl TraceWriter {
         match self.fmt {
             Format::Msr => {
                 let offset = r.lba * 512; // fits: checked by `unfit`
+                if r.time_ns.rem_euclid(100) != 0 {
+                    self.summary.rounded_times += 1;
+                }
                 let ticks = MSR_BASE_TICKS + r.time_ns.div_euclid(100);
                 let ty = if r.op == Op::Read { "Read" } else { "Write" };
                 let _ = writeln!(l, "{ticks},flashkit,0,{ty},{offset},{bytes},0");
@@ -234,7 +240,11 @@ impl TraceWriter {
                 let _ = writeln!(l, "{t} 0 {} {} {flags}", r.lba, r.sectors);
             }
             Format::Fio => {
-                let us = self.clamp(r.time_ns).div_euclid(1_000);
+                let ns = self.clamp(r.time_ns);
+                if ns.rem_euclid(1_000) != 0 {
+                    self.summary.rounded_times += 1;
+                }
+                let us = ns.div_euclid(1_000);
                 self.last_us = self.last_us.max(us);
                 let act = match r.op {
                     Op::Read => "read",

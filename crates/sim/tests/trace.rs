@@ -1231,11 +1231,7 @@ fn time_stamps_out_of_range_say_so() {
         "fio version 2 iolog\n/dev/sda add\n/dev/sda write 0 4096\n\
          /dev/sda wait 18446744073709551615\n/dev/sda write 0 4096\n",
     );
-    let err = TraceReader::open(&p, &opts(None))
-        .unwrap()
-        .find_map(Result::err)
-        .unwrap()
-        .to_string();
+    let err = first_error(&p);
     assert!(
         err.contains("w2.fio:4: wait '18446744073709551615' is out of range"),
         "{err}"
@@ -1255,11 +1251,7 @@ fn time_stamps_out_of_range_say_so() {
             "fio version 2 iolog\n/dev/sda add\n/dev/sda write 0 4096\n/dev/sda wait{delay}\n"
         );
         let p = write(dir.path(), "w3.fio", &text);
-        let err = TraceReader::open(&p, &opts(None))
-            .unwrap()
-            .find_map(Result::err)
-            .unwrap()
-            .to_string();
+        let err = first_error(&p);
         assert!(
             err.contains(&format!("w3.fio:4: {want}")),
             "{delay:?}: {err}"
@@ -1270,22 +1262,14 @@ fn time_stamps_out_of_range_say_so() {
         "span.spc",
         "0,100,4096,w,-9000000000\n0,100,4096,w,9000000000\n",
     );
-    let err = TraceReader::open(&p, &opts(None))
-        .unwrap()
-        .find_map(Result::err)
-        .unwrap()
-        .to_string();
+    let err = first_error(&p);
     assert!(
         err.contains("span.spc:2: time stamp is out of range"),
         "{err}"
     );
     // Not numbers stay "not a number".
     let p = write(dir.path(), "nan.spc", "0,100,4096,w,0\n0,100,4096,w,inf\n");
-    let err = TraceReader::open(&p, &opts(None))
-        .unwrap()
-        .find_map(Result::err)
-        .unwrap()
-        .to_string();
+    let err = first_error(&p);
     assert!(
         err.contains("nan.spc:2: timestamp 'inf' is not a number of seconds"),
         "{err}"
@@ -1382,4 +1366,13 @@ fn trace_sizes_take_pib_and_eib() {
     assert_eq!(parse_size("3PiB"), Ok(3 << 50));
     let e = parse_size("16EiB").unwrap_err();
     assert!(e.contains("size too large"), "{e}");
+}
+
+/// The first error reading the trace at `p` (default options) gives, as text.
+fn first_error(p: &std::path::Path) -> String {
+    TraceReader::open(p, &opts(None))
+        .unwrap()
+        .find_map(Result::err)
+        .expect("an error")
+        .to_string()
 }

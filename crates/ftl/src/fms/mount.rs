@@ -1201,8 +1201,6 @@ fn unlike(this: u32, medium: u32) -> Option<(String, String)> {
     let t = |f: u32| ecc_strength_of(f).unwrap_or(0);
     let live = |f: u32| f & FEATURE_LIVE_BYTE != 0;
     let code = |f: u32| f & FEATURE_HEADER_CODE != 0;
-    let summary = |f: u32| f & FEATURE_SUMMARY != 0;
-    let torn = |f: u32| f & FEATURE_RECORD_CORRECTION != 0;
     if t(this) != t(medium) {
         Some((with_ecc(t(this)), with_ecc(t(medium))))
     } else if live(this) != live(medium) {
@@ -1212,26 +1210,21 @@ fn unlike(this: u32, medium: u32) -> Option<(String, String)> {
             with_header_code(code(this)).into(),
             with_header_code(code(medium)).into(),
         ))
-    } else if summary(this) != summary(medium) {
-        let with = |on: bool| {
-            if on {
-                "with segment summaries"
-            } else {
-                "without segment summaries"
-            }
-        };
-        Some((with(summary(this)).into(), with(summary(medium)).into()))
-    } else if torn(this) != torn(medium) {
-        let with = |on: bool| {
-            if on {
-                "with record correction"
-            } else {
-                "without record correction"
-            }
-        };
-        Some((with(torn(this)).into(), with(torn(medium)).into()))
     } else {
-        None
+        // Features on or off: "with X" / "without X".
+        [
+            (FEATURE_SUMMARY, "segment summaries"),
+            (FEATURE_RECORD_CORRECTION, "record correction"),
+        ]
+        .into_iter()
+        .find(|&(bit, _)| this & bit != medium & bit)
+        .map(|(bit, name)| {
+            let with = |f: u32| {
+                let on = if f & bit != 0 { "with" } else { "without" };
+                format!("{on} {name}")
+            };
+            (with(this), with(medium))
+        })
     }
 }
 

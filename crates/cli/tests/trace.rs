@@ -450,6 +450,31 @@ fn a_trace_written_to_stdout_is_the_trace_alone() {
             "--json: the trace goes to stdout",
         );
     }
+    // Stdout appending to a file (`>> all.spc`): the trace is appended, the file's
+    // content kept (QA stop 32: the file was replaced, through /dev/stdout's link).
+    for out in ["-", "/dev/stdout"] {
+        let all = dir.path().join("all.spc");
+        std::fs::write(&all, "0,1,4096,w,0.0\n").unwrap();
+        let append = std::fs::OpenOptions::new().append(true).open(&all).unwrap();
+        let st = std::process::Command::new(env!("CARGO_BIN_EXE_flashkit"))
+            .args([
+                "trace",
+                "generate",
+                out,
+                "--format",
+                "spc",
+                "--requests",
+                "5",
+            ])
+            .args(["--space", "1MiB"])
+            .stdout(append)
+            .status()
+            .unwrap();
+        assert!(st.success(), "{out}");
+        let mut want_all = b"0,1,4096,w,0.0\n".to_vec();
+        want_all.extend_from_slice(&want);
+        assert!(std::fs::read(&all).unwrap() == want_all, "{out}: appended");
+    }
     // To a file, the summary stays on stdout.
     let o = ok(flashkit([
         "trace",

@@ -388,24 +388,18 @@ fn refuse_csv_as_output(report: &ReportArgs, out: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Where `convert` and `generate` write a trace named `path`: `-` is stdout (as `fms
-/// read` and `fms write` take it), written through `/dev/stdout`; and whether the trace
-/// goes to this process's stdout (`-`, or a path to the same file, as `/dev/stdout`),
-/// where the summary must not go (QA stop 32: it was appended to the trace). `--json`,
-/// whose report is stdout, is then refused.
-fn trace_output(path: &Path, json: bool) -> Result<(PathBuf, bool)> {
+/// Whether `convert` and `generate` write their trace to this process's stdout (`-`,
+/// `/dev/stdout` and the like, written through the inherited handle:
+/// `sim::trace::is_stdout_path`; or a path to the same file), where the summary must not
+/// go (QA stop 32: it was appended to the trace). `--json`, whose report is stdout, is
+/// then refused.
+fn to_stdout(path: &Path, json: bool) -> Result<bool> {
     use std::os::fd::AsFd;
     use std::os::unix::fs::MetadataExt;
-    let dash = path == Path::new("-");
-    let out = if dash {
-        PathBuf::from("/dev/stdout")
-    } else {
-        path.to_path_buf()
-    };
-    let stdout = dash || {
+    let stdout = sim::trace::is_stdout_path(path) || {
         let fd = std::io::stdout().as_fd().try_clone_to_owned().ok();
         let ours = fd.and_then(|fd| std::fs::File::from(fd).metadata().ok());
-        match (ours, std::fs::metadata(&out)) {
+        match (ours, std::fs::metadata(path)) {
             (Some(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
             _ => false,
         }
@@ -416,11 +410,11 @@ fn trace_output(path: &Path, json: bool) -> Result<(PathBuf, bool)> {
             path.display()
         );
     }
-    Ok((out, stdout))
+    Ok(stdout)
 }
 
 fn convert(a: ConvertArgs) -> Result<()> {
-    let (out, to_stdout) = trace_output(&a.output_file, a.report.json)?;
+    let to_stdout = to_stdout(&a.output_file, a.report.json)?;
     refuse_csv_as_output(&a.report, &a.output_file)?;
     super::common::refuse_csv_over(
         &a.report,
@@ -432,7 +426,7 @@ fn convert(a: ConvertArgs) -> Result<()> {
     let opts = a.input.options()?;
     let to = parse_format("to", &a.to)?;
     let gzip = wants_gzip(a.gzip, &a.output_file);
-    let done = sim::trace::convert(&a.input_file, &out, to, gzip, &opts)?;
+    let done = sim::trace::convert(&a.input_file, &a.output_file, to, gzip, &opts)?;
     let summary = &done.written;
     report_skips(
         &a.input_file.display().to_string(),
@@ -519,7 +513,7 @@ fn convert(a: ConvertArgs) -> Result<()> {
 }
 
 fn generate(a: GenerateArgs) -> Result<()> {
-    let (out, to_stdout) = trace_output(&a.output_file, a.report.json)?;
+    let to_stdout = to_stdout(&a.output_file, a.report.json)?;
     refuse_csv_as_output(&a.report, &a.output_file)?;
     super::common::refuse_csv_over(&a.report, &[(&a.output_file, "trace being generated")])?;
     let fmt = parse_format("format", &a.format)?;
@@ -548,7 +542,7 @@ fn generate(a: GenerateArgs) -> Result<()> {
         read_fraction: a.read_fraction,
     };
     let g = generator(&cfg).map_err(|e| anyhow!("trace generate: {e}"))?;
-    let mut w = TraceWriter::create(&out, fmt, wants_gzip(a.gzip, &a.output_file))?;
+    let mut w = TraceWriter::create(&a.output_file, fmt, wants_gzip(a.gzip, &a.output_file))?;
     for r in g {
         w.write(&r)?;
     }

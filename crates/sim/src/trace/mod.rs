@@ -39,7 +39,7 @@ pub use parse::{escape_controls, parse_size};
 pub use read::{detect_format, open_input, TraceReader};
 pub use record::Recorder;
 pub use write::{
-    convert, refuse_same_file, same_file, Conversion, TraceWriter, WriteSummary,
+    convert, is_stdout_path, refuse_same_file, same_file, Conversion, TraceWriter, WriteSummary,
     BYTE_OFFSET_MAX_END_SECTOR,
 };
 

@@ -30,6 +30,8 @@ enum Out {
     Plain(BufWriter<File>),
     Gz(Box<GzEncoder<BufWriter<File>>>),
     Other(Box<dyn Write + Send>),
+    /// This process's standard output, gzip-compressed.
+    GzStdout(Box<GzEncoder<BufWriter<io::Stdout>>>),
 }
 
 impl Out {
@@ -38,8 +40,20 @@ impl Out {
             Out::Plain(w) => w,
             Out::Gz(w) => w.as_mut(),
             Out::Other(w) => w,
+            Out::GzStdout(w) => w.as_mut(),
         }
     }
+}
+
+/// Whether `path` names this process's standard output: `-`, `/dev/stdout`, `/dev/fd/1`
+/// or `/proc/self/fd/1`. Such an output is written through the inherited handle, never
+/// opened again: reopening truncates a file that stdout appends to, and a link to a
+/// regular file would be staged and renamed over it (QA stop 32: `trace generate - >>
+/// all.msr` replaced `all.msr`).
+pub fn is_stdout_path(path: &Path) -> bool {
+    ["-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"]
+        .iter()
+        .any(|p| path == Path::new(p))
 }
 
 /// What a writer wrote.
@@ -79,6 +93,15 @@ impl TraceWriter {
     /// `path` untouched. Special files (`/dev/stdout`, FIFOs) are written in place.
     pub fn create(path: &Path, fmt: Format, gzip: bool) -> Result<TraceWriter, TraceError> {
         let name = path.display().to_string();
+        if is_stdout_path(path) {
+            let w = BufWriter::with_capacity(256 << 10, io::stdout());
+            let out = if gzip {
+                Out::GzStdout(Box::new(GzEncoder::new(w, Compression::default())))
+            } else {
+                Out::Other(Box::new(w))
+            };
+            return TraceWriter::start(out, name, fmt);
+        }
         let cannot = |e: io::Error| TraceError::new(&name, None, format!("cannot create: {e}"));
         let (f, staged) = Staged::create(path).map_err(cannot)?;
         let w = BufWriter::with_capacity(256 << 10, f);
@@ -274,6 +297,7 @@ impl TraceWriter {
             Out::Plain(mut w) => w.flush().map_err(err)?,
             Out::Gz(g) => g.finish().map_err(err)?.flush().map_err(err)?,
             Out::Other(mut w) => w.flush().map_err(err)?,
+            Out::GzStdout(g) => g.finish().map_err(err)?.flush().map_err(err)?,
         }
         if let Some(s) = self.staged.take() {
             s.commit().map_err(err)?;

@@ -881,6 +881,25 @@ def correction_mutations(f, data_segs, recs):
         out.append(("spare: seg %d's last record (slot %d), a block-number bit flipped (reported; closes the segment)"
                     % (g, last), lambda m: flip(m, last), counts(0, 1)))
 
+    if recs[g][-1][1] == "block" and recs[g][-2][1] == "block":
+        prev = recs[g][-2][0]
+
+        def flip_then_torn(m):
+            # flipped for good, then the segment's last record torn (checksum cleared):
+            # the tail holds a record one bit from valid, so the segment is closed and
+            # nothing is corrected (review, stop 32)
+            p = spare_rec_page(f, g, last)
+            flip(m, prev)
+            m.put(p, 12, bytes(4), True)
+        out.append(("spare: seg %d slot %d's record flipped, the last record (slot %d) torn (reported; closes)"
+                    % (g, prev, last), flip_then_torn, counts(0, 1)))
+
+        def two_bits(m):
+            p = spare_rec_page(f, g, last)
+            m.put(p, 2, bytes([m.get(p, 2, 1, True)[0] ^ 0x05]), True)
+        out.append(("spare: seg %d's last record two bits from valid (torn; closes)" % g,
+                    two_bits, counts(0, 0)))
+
     def old_medium(m):
         every_header(lambda x: x & ~reader.RECORD_CORRECTION)(m)
         flip(m, first)

@@ -26,8 +26,8 @@ are read too, and a slot whose record decodes but differs from the summary's cop
 counted in "summary_mismatches" (listed in "summary_mismatch_slots"; --no-summary-check
 skips this cross-check: "summary_mismatches" is then null).  With record correction
 (features bit 8), a spare record one bit from valid that a later record of its segment
-follows is read corrected ("corrected_records"), and a segment whose last record is one
-bit from valid is full.
+follows is read corrected ("corrected_records"), and a segment whose tail (records after
+the last valid one) holds one one or two bits from valid is full.
 Any invalid input gives a one-line error on stderr and exit status 1.
 
 The mount is read-only: the repairs mount would make (clearing stale live bits,
@@ -514,6 +514,23 @@ def one_bit_from(b, decode):
     return found
 
 
+def two_bits_from(b, decode):
+    """fms.md, Mount step 2 (record correction): whether `b` with some two of its bits
+    flipped decodes."""
+    w = bytearray(b)
+    n = len(b) * 8
+    for i in range(n):
+        w[i // 8] ^= 1 << (i % 8)
+        for j in range(i + 1, n):
+            w[j // 8] ^= 1 << (j % 8)
+            hit = decode(bytes(w)) is not None
+            w[j // 8] ^= 1 << (j % 8)
+            if hit:
+                return True
+        w[i // 8] ^= 1 << (i % 8)
+    return False
+
+
 def decode_summary(b, slots):
     """fms.md, "Segment summary": (segment, erase sequence, format number, slots) of a
     summary of `slots` slots (32 + 19 slots bytes: each slot its 15-byte record and a
@@ -655,10 +672,24 @@ class Fms:
             return d
         # fms.md, Mount step 2: torn, but one bit from a valid record (not the pad
         # record) naming a block of the capacity or a trim list is reported.
-        fix = None if r == PAD_RECORD else one_bit_from(r, decode_spare_record)
+        if r == PAD_RECORD:
+            return ("torn", None)
+
+        def fits(w):
+            d = decode_spare_record(w)
+            if d is not None and d[0] == "block" and d[1]["lbn"] >= self.logical:
+                return None
+            return d
+        fix = one_bit_from(r, decode_spare_record)
         if fix is not None and fix[0] == "block" and fix[1]["lbn"] >= self.logical:
             fix = None
-        return ("torn", {"flipped": fix} if fix is not None else None)
+        if fix is not None:
+            return ("torn", {"flipped": fix})
+        # with record correction, a torn record two bits from valid closes its segment
+        # when no decoding record follows it (step 2)
+        if getattr(self, "record_correction", False) and two_bits_from(r, fits):
+            return ("torn", {"near": True})
+        return ("torn", None)
 
     # -- records
     def segment_records(self, seg):
@@ -1042,23 +1073,25 @@ class Fms:
             closed = False
             if self.record_correction and recs:
                 # fms.md, Mount step 2 (record correction): a record one bit from valid
-                # that a later slot's record that decodes follows is read corrected; the
-                # segment's last record one bit from valid closes it (step 4)
+                # that a later slot's record that decodes follows is read corrected; a
+                # record one or two bits from valid after the last one that decodes (the
+                # tail) closes the segment (step 4)
                 later = [i for i, (k, kind, rec) in enumerate(recs) if kind != "torn"]
-                for i in range(later[-1] if later else 0):
+                last = later[-1] if later else -1
+                for i in range(max(last, 0)):
                     k, kind, rec = recs[i]
-                    if kind == "torn" and rec is not None:
+                    if kind == "torn" and rec and rec.get("flipped"):
                         fixed = dict(rec["flipped"][1], corrected_record=True)
                         recs[i] = (k, rec["flipped"][0], fixed)
-                closed = recs[-1][1] == "torn" and recs[-1][2] is not None
+                closed = any(kind == "torn" and rec for k, kind, rec in recs[last + 1:])
             for k, kind, rec in recs:
                 last = max(last, k)
                 if kind == "torn":
                     self.torn_records += 1
-                    self.flipped_records += rec is not None
+                    self.flipped_records += bool(rec and rec.get("flipped"))
                     # fms.md "Lost blocks" (stop 26): a trim list's record one bit from
                     # valid is not a list, but its tombstones are rescued
-                    if rec is not None and rec["flipped"][0] == "trim":
+                    if rec and rec.get("flipped") and rec["flipped"][0] == "trim":
                         flipped_lists.append((rec["flipped"][1]["seq"], g, k))
                     continue
                 if rec.get("corrected"):

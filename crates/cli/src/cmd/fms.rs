@@ -190,8 +190,8 @@ pub struct FormatReport {
     /// slot's record.
     pub segment_summaries: bool,
     /// Whether a spare record one bit from valid before a later record is corrected (a
-    /// bit flipped for good), the mount closing a segment whose last record is one bit
-    /// from valid (header features bit 8: every new spare-mode format).
+    /// bit flipped for good), the mount closing a segment whose tail holds a record one or
+    /// two bits from valid (header features bit 8: every new spare-mode format).
     pub record_correction: bool,
     /// Device time the format took (erasing every good segment, writing the headers).
     pub format_time_s: f64,

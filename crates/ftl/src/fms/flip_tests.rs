@@ -454,6 +454,87 @@ fn a_trim_list_record_one_bit_from_valid_keeps_its_trims() {
     }
 }
 
+/// The tail of a segment (its records after the last one that decodes) closes it when it
+/// holds a record one or two bits from valid (review, stop 32): a record flipped for good
+/// followed by a torn one left the segment open, the flipped record's number was handed
+/// out again, and once a later slot was written the correction tied with an acknowledged
+/// rewrite of the block and won. Here the flipped record is never corrected, the segment
+/// takes no more writes, and the block reads its older, acknowledged copy at every mount,
+/// its rewrites included. A last record two bits from valid closes its segment too;
+/// three bits do not.
+#[test]
+fn a_tail_record_near_valid_closes_its_segment() {
+    for (name, spec, cfg) in media().into_iter().skip(1) {
+        let bs = cfg.block_size as usize;
+        let (mut f, _) = written(&spec, &cfg, 40);
+        // Two more blocks at the end of the segment being written, with a free slot after
+        // them (block 7 rewritten until the segment has room for three).
+        for g in 10.. {
+            f.write_block(7, Some(&content(7, g, bs))).unwrap();
+            let (s7, k7, _, _) = record_at(&f, 7);
+            if k7 + 3 < f.lay.slots && f.segs[s7 as usize].next == k7 + 1 {
+                break;
+            }
+        }
+        f.write_block(1, Some(&content(1, 5, bs))).unwrap();
+        f.write_block(3, Some(&content(3, 5, bs))).unwrap();
+        f.flush().unwrap();
+        let (seg, k, ppn1, col) = record_at(&f, 1);
+        let (seg3, k3, ppn3, _) = record_at(&f, 3);
+        assert_eq!((seg3, k3), (seg, k + 1), "{name}");
+        assert_eq!(
+            f.segs[seg as usize].next,
+            k + 2,
+            "{name}: the last two slots"
+        );
+        assert!(k + 2 < f.lay.slots, "{name}: room after them");
+        let base = f.into_nand().into_store();
+        // Flipped for good at k, torn at k + 1 (its checksum's bits cleared).
+        let mut store = base.try_clone().unwrap();
+        flip(&mut *store, ppn1, col + 5, 0x08);
+        for c in 12..16 {
+            let mut b = [0u8; 1];
+            store.read(ppn3, col + c, &mut b).unwrap();
+            if b[0] != 0 {
+                store.write(ppn3, col + c, &[0]).unwrap();
+            }
+        }
+        let mut f = mount(&spec, &cfg, store);
+        let r = f.mount_report().clone();
+        assert!(r.corrected_records.is_empty(), "{name}: {r:?}");
+        assert_eq!(r.flipped_records.len(), 1, "{name}: {r:?}");
+        assert_eq!(f.segs[seg as usize].next, f.lay.slots, "{name}: closed");
+        let mut buf = vec![0u8; bs];
+        f.read_block(1, Some(&mut buf)).unwrap();
+        assert_eq!(buf, content(1, 0, bs), "{name}: block 1's older copy");
+        let new = content(1, 6, bs);
+        f.write_block(1, Some(&new)).unwrap();
+        for l in 4..10 {
+            f.write_block(l, Some(&content(l, 6, bs))).unwrap();
+            assert_ne!(f.split(f.blocks[l as usize].map).0, seg, "{name}");
+        }
+        f.flush().unwrap();
+        let mut f = mount(&spec, &cfg, f.into_nand().into_store());
+        assert!(f.mount_report().corrected_records.is_empty(), "{name}");
+        f.read_block(1, Some(&mut buf)).unwrap();
+        assert_eq!(buf, new, "{name}: block 1's acknowledged rewrite");
+        // The last record two bits from valid closes its segment; three bits do not.
+        for (bits, closed) in [(2, true), (3, false)] {
+            let mut store = base.try_clone().unwrap();
+            for b in 0..bits {
+                flip(&mut *store, ppn3, col + 1 + b, 0x01);
+            }
+            let f = mount(&spec, &cfg, store);
+            let next = f.segs[seg as usize].next;
+            assert_eq!(
+                next == f.lay.slots,
+                closed,
+                "{name}: {bits} bits, next {next}"
+            );
+        }
+    }
+}
+
 /// A write torn in the last slot a segment holds, whose record a cut left one bit from
 /// valid over torn data: a real cut (`TornMode::Partial`) in the write's one program
 /// tears the page, and its record is then set to what the same write, run again

@@ -80,10 +80,11 @@ pub const FEATURE_SUMMARY: u32 = 8;
 /// Segment header features word, bit 8 (spare mode only; after stop 31): **record
 /// correction**. A spare record one bit from valid (in two reads that agree) that a later
 /// slot's decoding record follows in its segment is read corrected, and a mount that finds
-/// a data segment's *last* record one bit from valid takes the segment for full, so that
-/// no slot is ever written after such a record: a cut that left a record one bit short
-/// is then always its segment's last, and a record one bit from valid with a record after
-/// it was written whole (`docs/format/fms.md`, Mount, step 2; `mount::settle`). Set by new
+/// a record one or two bits from valid in a data segment's *tail* (its records after the
+/// last one that decodes) takes the segment for full, so that no slot is ever written
+/// after such a record: a cut that left a record one bit short is then always in its
+/// segment's tail, and a record one bit from valid with a decoding record after it was
+/// written whole (`docs/format/fms.md`, Mount, step 2; `mount::settle`). Set by new
 /// spare-mode formats (`FmsConfig::record_correction`); a reader that does not know it
 /// refuses the medium (an unknown bit), since it would write after such records.
 pub const FEATURE_RECORD_CORRECTION: u32 = 0x100;
@@ -291,7 +292,7 @@ pub struct Layout {
     /// hold one; `None` otherwise.
     pub summary_page: Option<u32>,
     /// Spare mode: a record one bit from valid before a record that decodes is corrected,
-    /// and a segment whose last record is one bit from valid is closed
+    /// and a segment whose tail holds a record one or two bits from valid is closed
     /// ([`FEATURE_RECORD_CORRECTION`]: new formats, and mounts of media whose headers have it).
     /// In header mode it has no effect ([`Layout::features`]; entries are corrected
     /// anyway, `mount::entry_flip`).
@@ -507,7 +508,7 @@ impl Layout {
     }
 
     /// Whether a mount corrects a spare record one bit from valid that a decoding record
-    /// follows, and closes a segment whose last record is one bit from valid
+    /// follows, and closes a segment whose tail holds a record one or two bits from valid
     /// ([`FEATURE_RECORD_CORRECTION`]).
     pub fn corrects_records(&self) -> bool {
         self.mode == RecordMode::Spare && self.record_correction
@@ -793,6 +794,28 @@ pub fn one_bit_from<T>(b: &[u8], mut decode: impl FnMut(&[u8]) -> Option<T>) -> 
         w[bit / 8] ^= 1 << (bit % 8);
     }
     found
+}
+
+/// Whether `b` with some two of its bits flipped decodes (`decode`): a structure two bits
+/// from a valid one (mount closes a segment whose tail holds such a spare record:
+/// `mount::settle`). Every pair is tried (`n·(n−1)/2` decodes for `n` bits), so only small
+/// structures that failed their checksum are given to it.
+pub fn two_bits_from<T>(b: &[u8], mut decode: impl FnMut(&[u8]) -> Option<T>) -> bool {
+    let mut w = b.to_vec();
+    let n = b.len() * 8;
+    for i in 0..n {
+        w[i / 8] ^= 1 << (i % 8);
+        for j in i + 1..n {
+            w[j / 8] ^= 1 << (j % 8);
+            let hit = decode(&w).is_some();
+            w[j / 8] ^= 1 << (j % 8);
+            if hit {
+                return true;
+            }
+        }
+        w[i / 8] ^= 1 << (i % 8);
+    }
+    false
 }
 
 /// A block's record: the per-block information of the papers.

@@ -1119,7 +1119,8 @@ fn list_before_bad_chunk(f: &mut Fms, phys: u32, buf: &mut [u8]) -> DevResult<bo
 ///
 /// `scanned.stop`: a slot the record scan already read fully erased
 /// ([`for_each_record`]'s stop), not read again. On media with record correction, a
-/// segment whose last record is one bit from valid (`scanned.closed`, [`settle`]) is full:
+/// segment whose tail holds a record one or two bits from valid (`scanned.closed`,
+/// [`settle`]) is full:
 /// no slot is written after such a record.
 fn first_free(f: &mut Fms, seg: u32, scanned: Scanned) -> DevResult<(u32, bool)> {
     let slots = f.lay.slots;
@@ -1150,7 +1151,8 @@ pub(super) fn first_free_on_flash(f: &mut Fms, seg: u32) -> DevResult<(u32, bool
         reads.push((slot, read));
         Ok(())
     })?;
-    let closed = settle(&mut reads, f.lay.corrects_records());
+    let correct = f.cfg.meta_read_retries() > 0;
+    let closed = settle(&mut reads, f.lay.corrects_records(), correct);
     let scanned = Scanned {
         last_used: reads.last().map(|&(slot, _)| slot),
         stop,
@@ -1670,7 +1672,7 @@ fn read_records(
                     flips.lists.push(((seg << slot_bits) | slot, r.seq));
                 }
             }
-            RecordRead::Valid(_) | RecordRead::Torn | RecordRead::Pad => {}
+            RecordRead::Valid(_) | RecordRead::Near | RecordRead::Torn | RecordRead::Pad => {}
         }
         let Some(r) = read.record() else {
             *torn += 1;
@@ -1713,7 +1715,8 @@ fn read_records(
         reads.push((slot, read));
         Ok(())
     })?;
-    let closed = settle(reads, f.lay.corrects_records());
+    let correct = f.cfg.meta_read_retries() > 0;
+    let closed = settle(reads, f.lay.corrects_records(), correct);
     for &(slot, read) in reads.iter() {
         consider(slot, read)?;
     }
@@ -1732,51 +1735,66 @@ struct Scanned {
     /// The slot where the scan stopped, read fully erased (spare mode,
     /// [`for_each_record`]).
     stop: Option<u32>,
-    /// The last record is one bit from valid and the medium has record correction
+    /// The tail holds a record one or two bits from valid and the medium has record
+    /// correction
     /// ([`settle`]): the segment takes no more writes.
     closed: bool,
 }
 
 /// On media with record correction (`Layout::corrects_records`, spare mode): turn each
 /// record of a segment's `reads` (in slot order) that is one bit from valid
-/// ([`RecordRead::Flipped`]) and that a decoding record follows into a corrected one, and
-/// say whether the last record is one bit from valid, which closes the segment.
+/// ([`RecordRead::Flipped`]) and that a decoding record follows into a corrected one
+/// (when `correct`), and say whether the records after the last decoding one (all of
+/// them when none decodes: the segment's *tail*) hold one that is one or two bits from
+/// valid ([`RecordRead::Flipped`], [`RecordRead::Near`]), which closes the segment.
 /// Elsewhere, changes nothing and says `false`.
 ///
-/// Why this is safe. A record one bit from valid is either a record written whole with a
-/// bit flipped for good, or a record that a cut left one bit short, over data the cut may
-/// have torn any way (`spare_flip`). A mount that finds a segment's last record one bit
-/// from valid takes the segment for full ([`first_free`]), and the running FMS writes a
-/// slot only after the one before it was programmed (a cut ends it; a program error
-/// closes the segment, `Fms::close_early`). So on such a medium a record that a cut left
-/// one bit short is always its segment's last and is never corrected (its number may be
-/// handed out again), and a record one bit from valid that a later slot's decoding record
-/// follows was programmed whole, with its slot's data: taking it is taking what was
-/// acknowledged. Two reads agreed, so the flip is not a transient one. Every mount decides
-/// alike from the bytes on flash (the later record stays until the segment is erased), and
-/// the number the record carries was never handed out again: every mount since it was
-/// written decoded it, or, since its flip, corrected it.
+/// Why this is safe. A cut that tears a record leaves it in its segment's tail: the
+/// programs after it never happen. A record torn one bit short reads one bit from valid
+/// (two reads agree; a transient flip in one read moves it by a bit, to two bits, which
+/// closes too), so the first mount after the cut takes the segment for full
+/// ([`first_free`]), and nothing is written after it: the running FMS writes a slot only
+/// after the one before it was programmed (a cut ends it; a program error closes the
+/// segment, `Fms::close_early`, which agrees through `first_free_on_flash`), and the
+/// segment summary copies a record that does not decode only as two reads agree
+/// (`segsum.rs`). So a record one bit from valid that a decoding record follows was
+/// programmed whole, with its slot's data: a bit flipped for good. Every mount decides
+/// alike from the bytes on flash, and the record's number was never handed out again: a
+/// mount that met it one bit from valid in the tail closed the segment, so it can never
+/// be corrected later; one that met it with a decoding record after it corrected it.
+/// (Review, stop 32: with only a *last* record one bit from valid closing, one flipped
+/// for good followed by a torn one left the segment open, its number was handed out
+/// again, and once a later slot was written the correction tied with an acknowledged
+/// rewrite and won.) Correction needs two agreeing reads, so none is made with
+/// `read_retries` 0 (`correct` false); closing is not.
 ///
-/// What remains: a record a cut left two or more bits short is not closed on (closing on
-/// every torn record would waste a segment's free slots at each cut, and fill small
-/// media under repeated cuts); the FMS writes on after it, and only a later bit flipped
-/// for good that restores exactly one of its missing bits would bring it one bit from
-/// valid and have it corrected: two faults in the same 15 bytes, one of them outside the
-/// model's (its flips are transient). The pad record is not one bit from valid: the FMS
-/// writes the next slot after it by design.
-fn settle(reads: &mut [(u32, RecordRead)], closes: bool) -> bool {
+/// What remains: a record a cut left three or more bits short does not close its segment
+/// (closing at every torn record would leave a segment's free slots unused at each cut,
+/// and fills small media under repeated cuts); the FMS writes on after it, and only bits
+/// flipped for good restoring all but one of its missing bits would then bring it one bit
+/// from valid and have it corrected — persistent faults, outside the model's. And a
+/// record torn one bit short, its segment closed, that a later mount reads whole through
+/// a transient flip of exactly its missing bit (one read that decodes is accepted) opens
+/// the segment again at that mount; were the FMS to write there then, later mounts would
+/// correct it. The pad record is not one bit from valid: the FMS writes the next slot
+/// after it by design.
+fn settle(reads: &mut [(u32, RecordRead)], closes: bool, correct: bool) -> bool {
     if !closes {
         return false;
     }
     let decodes = |r: &RecordRead| matches!(r, RecordRead::Valid(_) | RecordRead::Corrected(_));
-    if let Some(last) = reads.iter().rposition(|(_, r)| decodes(r)) {
+    let last = reads.iter().rposition(|(_, r)| decodes(r));
+    if let (Some(last), true) = (last, correct) {
         for (_, r) in &mut reads[..last] {
             if let RecordRead::Flipped(x) = *r {
                 *r = RecordRead::Corrected(x);
             }
         }
     }
-    matches!(reads.last(), Some((_, RecordRead::Flipped(_))))
+    let tail = last.map_or(0, |l| l + 1);
+    reads[tail..]
+        .iter()
+        .any(|(_, r)| matches!(r, RecordRead::Flipped(_) | RecordRead::Near))
 }
 
 /// Whether a segment of this layout, whose header (erase sequence, format number) is
@@ -1895,6 +1913,10 @@ enum RecordRead {
     /// Spare mode: one bit from a valid record in two reads that agree: torn all the same
     /// (not corrected, see [`spare_flip`]), but reported with what it would say.
     Flipped(Record),
+    /// Spare mode: torn, two bits from a valid record (naming a block of the capacity or a
+    /// trim list) in two reads that agree: never corrected, but it closes its segment
+    /// when no decoding record follows it ([`settle`]).
+    Near,
     /// Torn or foreign.
     Torn,
     /// Spare mode: the pad record (`layout::PAD_RECORD`), which the FMS programs over a
@@ -1908,7 +1930,7 @@ impl RecordRead {
     fn record(self) -> Option<Record> {
         match self {
             RecordRead::Valid(r) | RecordRead::Corrected(r) => Some(r),
-            RecordRead::Flipped(_) | RecordRead::Torn | RecordRead::Pad => None,
+            RecordRead::Flipped(_) | RecordRead::Near | RecordRead::Torn | RecordRead::Pad => None,
         }
     }
 }
@@ -1949,6 +1971,27 @@ fn spare_flip(b: &[u8], logical: u64) -> Option<Record> {
     }
     one_bit_from(b, Record::decode_spare)
         .filter(|r| (r.lbn as u64) < logical || r.lbn == TRIM_LIST_LBN)
+}
+
+/// A spare record that does not decode, as the scan classes it: one bit from valid
+/// ([`spare_flip`]: [`RecordRead::Flipped`]), two bits from valid ([`RecordRead::Near`]),
+/// or torn. The pad record is none of these (two-bit search: 120·119/2 checksums, for
+/// records that fail theirs only).
+fn spare_near(b: &[u8], logical: u64) -> RecordRead {
+    if b == PAD_RECORD {
+        return RecordRead::Pad;
+    }
+    if let Some(r) = spare_flip(b, logical) {
+        return RecordRead::Flipped(r);
+    }
+    let fits = |w: &[u8]| {
+        Record::decode_spare(w).filter(|r| (r.lbn as u64) < logical || r.lbn == TRIM_LIST_LBN)
+    };
+    if super::layout::two_bits_from(b, fits) {
+        RecordRead::Near
+    } else {
+        RecordRead::Torn
+    }
 }
 
 /// Call `visit` with each slot of `seg` whose record is not erased, in slot order, and
@@ -2051,7 +2094,7 @@ fn for_each_record(
                         // The block's time, which the spare record lacks.
                         RecordRead::Valid(Record { time_ms, ..rec })
                     } else {
-                        spare_flip(r, logical).map_or(RecordRead::Torn, RecordRead::Flipped)
+                        spare_near(r, logical)
                     };
                     visit(slot as u32, got)?;
                 }
@@ -2086,7 +2129,7 @@ fn for_each_record(
                         break;
                     }
                     if flipped.is_none() && (retries == 0 || seen.contains(&spare)) {
-                        flipped = spare_flip(&spare, logical);
+                        flipped = Some(spare_near(&spare, logical));
                     }
                     seen.push(spare);
                 }
@@ -2096,10 +2139,7 @@ fn for_each_record(
                     }
                     continue;
                 }
-                let got = got.unwrap_or(match flipped {
-                    Some(r) => RecordRead::Flipped(r),
-                    None => RecordRead::Torn,
-                });
+                let got = got.or(flipped).unwrap_or(RecordRead::Torn);
                 visit(slot, got)?;
             }
         }

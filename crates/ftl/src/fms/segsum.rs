@@ -133,7 +133,9 @@ impl Fms {
                     || b == layout::PAD_RECORD
                     || Record::decode_spare(b).is_some()
             };
-            mount::read_until(self, &mut rec, |n, b| n.read(page, col, b), ok)?;
+            if !mount::read_until(self, &mut rec, |n, b| n.read(page, col, b), ok)? {
+                rec = self.agreed_record(page, col, rec)?;
+            }
             let at = slot as usize * SUMMARY_SLOT;
             p.slots[at..at + SUMMARY_RECORD].copy_from_slice(&rec);
             p.slots[at + SUMMARY_RECORD..at + SUMMARY_SLOT].fill(0xFF);
@@ -152,6 +154,31 @@ impl Fms {
         s.scratch = bytes;
         s.spare_bufs.push(p.slots);
         r
+    }
+
+    /// A record that does not decode after the re-reads (`last`, the last read): copied
+    /// into the summary only as two reads agree on its bytes, the rule mount follows
+    /// before it corrects a record one bit from valid (`mount::settle`); otherwise the
+    /// pad record, which no mount corrects. A transient flip in the one read copied would
+    /// stay in the summary for good, and could bring a record torn two bits short one bit
+    /// from valid (review, stop 32).
+    fn agreed_record(
+        &mut self,
+        page: u64,
+        col: u32,
+        last: [u8; SUMMARY_RECORD],
+    ) -> Result<[u8; SUMMARY_RECORD], NandError> {
+        let mut seen = vec![last];
+        for _ in 0..self.cfg.meta_read_retries().max(1) {
+            let mut b = [0u8; SUMMARY_RECORD];
+            self.stats.read_retries += 1;
+            self.nand.read(page, col, &mut b)?;
+            if seen.contains(&b) {
+                return Ok(b);
+            }
+            seen.push(b);
+        }
+        Ok(layout::PAD_RECORD)
     }
 
     /// Program summary `bytes` into `seg`'s summary pages, one program a page.

@@ -164,6 +164,13 @@ fn options_that_cannot_run_are_refused_before_the_grid_runs() {
         "--written",
         "4KiB",
     ])));
+    // A rate whose requests together pass the clock is refused before the grid runs too.
+    let o = flashkit(small(&["--arrival", "poisson:1e-6", "--fill", "0.5,0.8"]));
+    assert!(o.stdout.is_empty(), "nothing ran: {}", text(&o.stdout));
+    fails_with_all(
+        o,
+        &["arrival: 512 requests", "past the simulator's clock range"],
+    );
 }
 
 /// The grid of a lifetime run in which greedy wears the device out and CAT survives: the

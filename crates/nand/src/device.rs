@@ -189,7 +189,7 @@ pub struct Nand {
 impl Nand {
     /// A device over `store`, which must have the spec's geometry.
     pub fn open(spec: DeviceSpec, store: Box<dyn Store>) -> Result<Nand> {
-        spec.validate()?;
+        spec.validate_stored()?;
         if store.geometry() != &spec.geometry {
             return Err(NandError::config(
                 "store geometry differs from the device spec",

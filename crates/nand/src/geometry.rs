@@ -180,7 +180,10 @@ pub struct DeviceSpec {
 }
 
 impl DeviceSpec {
-    pub fn validate(&self) -> Result<()> {
+    /// What an image opened from disk must satisfy: [`DeviceSpec::validate`] but the
+    /// rules on the name's characters, which came later (stop 32), so that an image made
+    /// before them, with an empty name, still opens.
+    pub fn validate_stored(&self) -> Result<()> {
         self.geometry.validate()?;
         self.timing.validate()?;
         if self.endurance == 0 {
@@ -189,6 +192,13 @@ impl DeviceSpec {
         if self.name.len() > 63 {
             return Err(NandError::config("name: at most 63 bytes"));
         }
+        Ok(())
+    }
+
+    /// A device a command may make or run: [`DeviceSpec::validate_stored`], and a name
+    /// that is not empty and holds no control character.
+    pub fn validate(&self) -> Result<()> {
+        self.validate_stored()?;
         // The image header keeps the name NUL-padded, and reports print it: an empty name
         // or a control character (a NUL would cut it short) is refused (QA stop 32).
         if self.name.trim().is_empty() {

@@ -327,7 +327,7 @@ impl ImageStore {
             timing,
             endurance: get32(48),
         };
-        spec.validate()
+        spec.validate_stored()
             .map_err(|e| Self::err(path, format!("header: {e}")))?;
         let (block_off, page_off, data_off, end) = layout(&spec.geometry);
         if (get64(168), get64(176), get64(184)) != (block_off, page_off, data_off) {

@@ -1694,6 +1694,15 @@ fn corrupt_images_give_clear_errors() {
     // The intact image still opens.
     open_device(&good).unwrap();
     ImageStore::open(&good).unwrap();
+    // An image made before names were checked (stop 32), with an empty one, still opens
+    // (the review: `validate` on open refused it).
+    let mut b = bytes.clone();
+    b[104..168].fill(0);
+    fix_crc(&mut b);
+    std::fs::write(&bad, &b).unwrap();
+    let (spec, _) = ImageStore::open(&bad).unwrap();
+    assert_eq!(spec.name, "");
+    open_device(&bad).unwrap();
 }
 
 /// A corrupt block-table entry (a wrong checksum, an unknown state) costs its block, not

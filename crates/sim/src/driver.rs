@@ -453,7 +453,22 @@ pub fn check(cfg: &SimConfig) -> Result<()> {
             crate::trace::TraceReader::open(&t.path, &t.options)?;
         }
         _ => {
-            synthetic_requests(cfg)?;
+            let n = synthetic_requests(cfg)?;
+            // Poisson arrivals whose requests would, on average, pass the clock's range
+            // are refused before any job runs (review, stop 32: `poisson:1e-6` passed the
+            // rate's own check and failed at its tenth request, after other jobs ran).
+            if let Arrival::Poisson { rate } = cfg.arrival {
+                let span_s = n as f64 / rate;
+                if span_s * 1e12 >= MAX_ARRIVAL_PS {
+                    bail!(
+                        "arrival: {n} requests at {} per second arrive over about {:.3e} s, past \
+                         the simulator's clock range ({:.0} s): raise the rate or write less",
+                        nand::quoted_number(rate),
+                        span_s,
+                        MAX_ARRIVAL_PS / 1e12
+                    );
+                }
+            }
         }
     }
     check_room(cfg)

@@ -266,13 +266,12 @@ impl StatsCollector {
     }
 
     pub fn finish(
-        mut self,
+        self,
         file: &str,
         format: &str,
         counts: &Counts,
         space: Option<u64>,
     ) -> TraceStats {
-        self.blocks.settle();
         let bs = STATS_BLOCK_BYTES;
         let count_flag = |mask: u8| self.blocks.count_flag(mask);
         let of_space = |bytes: u64| space.map(|s| pct(bytes, s));

@@ -551,6 +551,42 @@ fn options_run_again_as_the_same_job() {
     }
 }
 
+/// A run whose every operation is timed at zero took no device time: its throughput is
+/// undefined, null in JSON and `-` in the table (QA stop 32: it read 0 B/s).
+#[test]
+fn throughput_without_device_time_is_null() {
+    let args = [
+        "sim",
+        "--device",
+        "nandsim-256m",
+        "--blocks",
+        "128",
+        "--fill",
+        "0.6",
+        "--written",
+        "2MiB",
+        "--block-size",
+        "1KiB",
+        "--policy",
+        "greedy",
+        "--read-us",
+        "0",
+        "--program-us",
+        "0",
+        "--erase-us",
+        "0",
+        "--spare-read-us",
+        "0",
+    ];
+    let mut with_json = args.to_vec();
+    with_json.push("--json");
+    let v = json(&ok(flashkit(&with_json)));
+    assert_eq!(v[0]["device_time_s"], 0.0, "{v}");
+    assert!(v[0]["throughput_bytes_per_s"].is_null(), "{v}");
+    let out = text(&ok(flashkit(args)).stdout);
+    assert!(!out.contains("0 B/s"), "{out}");
+}
+
 /// `device_time_s` and `throughput_bytes_per_s` are the device's busy time, the same for
 /// every arrival process; `elapsed_time_s` is the simulated span, idle time included
 /// (QA stop 24, F3). Both are in `--help`.

@@ -208,8 +208,10 @@ pub struct SimResult {
     /// arrival process: see `elapsed_time_s`.
     pub device_time_s: f64,
     /// Host bytes written (`written_bytes`) per second of device (busy) time: what the
-    /// device sustains back to back, not the bandwidth over the simulated span.
-    pub throughput_bytes_per_s: f64,
+    /// device sustains back to back, not the bandwidth over the simulated span. Null when
+    /// the run took no device time (every operation timed at zero): undefined, not zero
+    /// (QA stop 32: it read 0 B/s).
+    pub throughput_bytes_per_s: Option<f64>,
     /// Simulated time from the workload's start (the end of the pre-fill) to the last
     /// request's completion, idle time between arrivals included: `device_time_s` for
     /// closed arrivals, at least the last arrival's time otherwise. Bandwidth or IOPS over
@@ -271,7 +273,7 @@ impl SimResult {
         m.host_bytes_written = u(|r| r.host_bytes_written);
         m.byte_write_amplification = opt(|r| r.byte_write_amplification);
         m.device_time_s = f(|r| r.device_time_s);
-        m.throughput_bytes_per_s = f(|r| r.throughput_bytes_per_s);
+        m.throughput_bytes_per_s = opt(|r| r.throughput_bytes_per_s);
         m.elapsed_time_s = f(|r| r.elapsed_time_s);
         m.policy_greedy_share = opt(|r| r.policy_greedy_share);
         m.wear_swaps = u(|r| r.wear_swaps);
@@ -907,11 +909,7 @@ pub fn run_with_progress(cfg: &SimConfig, progress: &(dyn Fn(u64) + Sync)) -> Re
         byte_write_amplification: (host_bytes > 0)
             .then(|| flash_writes as f64 * bs as f64 / host_bytes as f64),
         device_time_s,
-        throughput_bytes_per_s: if device_time_s > 0.0 {
-            written_bytes as f64 / device_time_s
-        } else {
-            0.0
-        },
+        throughput_bytes_per_s: (device_time_s > 0.0).then(|| written_bytes as f64 / device_time_s),
         elapsed_time_s: elapsed_ps as f64 / 1e12,
         policy_greedy_share: greedy_share,
         wear_swaps: s1.wear_swaps - s0.wear_swaps,

@@ -1042,7 +1042,8 @@ fn fig12(o: &Options) -> Result<Report> {
                 pair_name(r),
                 r.erasures.to_string(),
                 r.blocks_copied.to_string(),
-                format!("{:.0}", r.throughput_bytes_per_s),
+                r.throughput_bytes_per_s
+                    .map_or("-".into(), |t| format!("{t:.0}")),
                 format!("{:.2}", r.wear_stddev),
             ]);
         }
@@ -1080,7 +1081,8 @@ fn fig12(o: &Options) -> Result<Report> {
                 ours,
             ));
         }
-        if let Some(less) = pct_less(cat.throughput_bytes_per_s, other.throughput_bytes_per_s) {
+        let tp = |r: &SimResult| r.throughput_bytes_per_s.unwrap_or(f64::NAN);
+        if let Some(less) = pct_less(tp(cat), tp(other)) {
             comparisons.push(Comparison::new(
                 row(name),
                 "throughput_above_percent",
@@ -1101,8 +1103,14 @@ fn fig12(o: &Options) -> Result<Report> {
         ),
         format!(
             "95/5: CAT throughput {} vs greedy (paper +201.11%), {} vs cost-benefit (paper +36.98%)",
-            change(g.throughput_bytes_per_s, cat.throughput_bytes_per_s),
-            change(cb.throughput_bytes_per_s, cat.throughput_bytes_per_s)
+            change(
+                g.throughput_bytes_per_s.unwrap_or(f64::NAN),
+                cat.throughput_bytes_per_s.unwrap_or(f64::NAN)
+            ),
+            change(
+                cb.throughput_bytes_per_s.unwrap_or(f64::NAN),
+                cat.throughput_bytes_per_s.unwrap_or(f64::NAN)
+            )
         ),
         format!(
             "50/50 -> 95/5 erasures: greedy {}, cost-benefit {}, CAT {} (paper: CAT improves rapidly, greedy deteriorates severely)",

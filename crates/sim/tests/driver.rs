@@ -14,7 +14,7 @@ fn throughput_counts_host_bytes_when_requests_are_smaller_than_blocks() {
         let requests = cfg.written_bytes / unit as u64;
         let blocks_per_request = (unit as u64).div_ceil(cfg.fms.block_size as u64);
         assert_eq!(r.user_writes, requests * blocks_per_request, "unit {unit}");
-        let host = r.throughput_bytes_per_s * r.device_time_s;
+        let host = r.throughput_bytes_per_s.unwrap() * r.device_time_s;
         assert!(
             (host - cfg.written_bytes as f64).abs() < 1e-6 * cfg.written_bytes as f64,
             "unit {unit}: throughput × device time = {host}, written {}",

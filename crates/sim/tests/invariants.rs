@@ -152,7 +152,7 @@ fn check(what: &str, cfg: &SimConfig, r: &SimResult) {
         f(r.device_time_s > 0.0, "no device time".into());
         f(
             close(
-                r.throughput_bytes_per_s,
+                r.throughput_bytes_per_s.unwrap_or(f64::NAN),
                 r.written_bytes as f64 / r.device_time_s,
                 1e-12,
             ),

@@ -186,7 +186,8 @@ Results (--json, --csv; every key):
                             the cleaning they cause, without idle time between arrivals, so
                             the same for closed, poisson and trace arrivals
   throughput_bytes_per_s    written_bytes per second of device_time_s (busy time): what the
-                            device sustains back to back, not bandwidth over the run
+                            device sustains back to back, not bandwidth over the run (null
+                            when every operation is timed at zero: no device time)
   elapsed_time_s            simulated time from the workload's start to the last request's
                             completion, idle time included (device_time_s when closed);
                             bandwidth or IOPS over the run: written_bytes or requests / it
@@ -715,10 +716,12 @@ pub fn table_with_keys(
             row.push(txt("retired_segments"));
         }
         row.push(format!("{:.1}s", f("device_time_s")));
-        row.push(format!(
-            "{}/s",
-            output::bytes(f("throughput_bytes_per_s") as u64)
-        ));
+        let tp = f("throughput_bytes_per_s");
+        row.push(if tp.is_nan() {
+            "-".to_string()
+        } else {
+            format!("{}/s", output::bytes(tp as u64))
+        });
         if latency {
             for k in ["mean_latency_us", "p99_latency_us"] {
                 row.push(output::duration_us(f(k)));

@@ -516,7 +516,7 @@ fn times_rounded_to_the_format_are_counted() {
     let err = text(&o.stderr);
     assert!(
         err.contains(
-            "warning: 2 records' times rounded down to the fio format's resolution (1 µs)"
+            "warning: 2 records' times rounded down to the fio format's resolution (1000 ns)"
         ),
         "{err}"
     );

@@ -413,6 +413,16 @@ fn to_stdout(path: &Path, json: bool) -> Result<bool> {
     Ok(stdout)
 }
 
+/// The one-line summary of `convert` or `generate`: on stdout, or on stderr when the
+/// trace itself goes to stdout.
+fn summary_line(line: &str, to_stdout: bool) {
+    if to_stdout {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
+}
+
 fn convert(a: ConvertArgs) -> Result<()> {
     let to_stdout = to_stdout(&a.output_file, a.report.json)?;
     refuse_csv_as_output(&a.report, &a.output_file)?;
@@ -460,7 +470,7 @@ fn convert(a: ConvertArgs) -> Result<()> {
     }
     if summary.rounded_times > 0 {
         eprintln!(
-            "flashkit: warning: {} {} rounded down to the {} format's resolution ({})",
+            "flashkit: warning: {} {} rounded down to the {} format's resolution ({} ns)",
             summary.rounded_times,
             if summary.rounded_times == 1 {
                 "record's time"
@@ -468,7 +478,7 @@ fn convert(a: ConvertArgs) -> Result<()> {
                 "records' times"
             },
             to,
-            if to == Format::Msr { "100 ns" } else { "1 µs" }
+            to.time_resolution_ns()
         );
     }
     #[derive(serde::Serialize)]
@@ -500,15 +510,13 @@ fn convert(a: ConvertArgs) -> Result<()> {
     if a.report.json {
         return output::print_json(&c);
     }
-    let line = format!(
-        "{} ({}) -> {} ({}): {} records",
-        c.input, c.input_format, c.output, c.output_format, c.records
+    summary_line(
+        &format!(
+            "{} ({}) -> {} ({}): {} records",
+            c.input, c.input_format, c.output, c.output_format, c.records
+        ),
+        to_stdout,
     );
-    if to_stdout {
-        eprintln!("{line}");
-    } else {
-        println!("{line}");
-    }
     Ok(())
 }
 
@@ -597,17 +605,15 @@ fn generate(a: GenerateArgs) -> Result<()> {
             return output::print_json(&g);
         }
     }
-    let line = format!(
-        "{}: {} records of {} in {} format",
-        a.output_file.display(),
-        summary.records,
-        cfg.workload.label(),
-        fmt
+    summary_line(
+        &format!(
+            "{}: {} records of {} in {} format",
+            a.output_file.display(),
+            summary.records,
+            cfg.workload.label(),
+            fmt
+        ),
+        to_stdout,
     );
-    if to_stdout {
-        eprintln!("{line}");
-    } else {
-        println!("{line}");
-    }
     Ok(())
 }

@@ -90,6 +90,17 @@ impl Format {
     pub fn can_trim(self) -> bool {
         matches!(self, Format::Blkparse | Format::Fio)
     }
+
+    /// The finest time the format writes, nanoseconds: MSR's 100 ns ticks, fio's
+    /// microseconds, 1 ns for the others. Finer times are rounded down on writing and
+    /// counted (`WriteSummary::rounded_times`).
+    pub fn time_resolution_ns(self) -> i64 {
+        match self {
+            Format::Msr => 100,
+            Format::Fio => 1_000,
+            Format::Spc | Format::Blkparse | Format::Disksim => 1,
+        }
+    }
 }
 
 impl fmt::Display for Format {

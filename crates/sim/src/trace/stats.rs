@@ -296,7 +296,8 @@ impl StatsCollector {
                 large: one(2),
             }
         };
-        // (writes, blocks) hottest first: the top `k` blocks' writes are summed run by run.
+        // (write count, blocks with it) hottest first: the top `k` blocks' writes are summed
+        // group by group.
         let writes = self.blocks.writes_hottest_first();
         let written: u64 = writes.iter().map(|&(_, n)| n).sum();
         let total_block_writes: u64 = writes.iter().map(|&(w, n)| w as u64 * n).sum();

@@ -28,10 +28,9 @@ pub const BYTE_OFFSET_MAX_END_SECTOR: u64 = u64::MAX / 512;
 
 enum Out {
     Plain(BufWriter<File>),
-    Gz(Box<GzEncoder<BufWriter<File>>>),
+    /// A file or this process's stdout, gzip-compressed.
+    Gz(Box<GzEncoder<Box<dyn Write + Send>>>),
     Other(Box<dyn Write + Send>),
-    /// This process's standard output, gzip-compressed.
-    GzStdout(Box<GzEncoder<BufWriter<io::Stdout>>>),
 }
 
 impl Out {
@@ -40,7 +39,6 @@ impl Out {
             Out::Plain(w) => w,
             Out::Gz(w) => w.as_mut(),
             Out::Other(w) => w,
-            Out::GzStdout(w) => w.as_mut(),
         }
     }
 }
@@ -90,26 +88,21 @@ impl TraceWriter {
     /// Create `path` (gzip-compressed when `gzip`). The trace is written to a temporary
     /// file beside it and takes its name only when [`TraceWriter::finish`] succeeds: a
     /// writer dropped before (on an error) leaves no partial `path`, and an existing
-    /// `path` untouched. Special files (`/dev/stdout`, FIFOs) are written in place.
+    /// `path` untouched. Special files (FIFOs, devices) are written in place, and this
+    /// process's stdout ([`is_stdout_path`]) through its own handle.
     pub fn create(path: &Path, fmt: Format, gzip: bool) -> Result<TraceWriter, TraceError> {
         let name = path.display().to_string();
+        let gz =
+            |w: Box<dyn Write + Send>| Out::Gz(Box::new(GzEncoder::new(w, Compression::default())));
         if is_stdout_path(path) {
-            let w = BufWriter::with_capacity(256 << 10, io::stdout());
-            let out = if gzip {
-                Out::GzStdout(Box::new(GzEncoder::new(w, Compression::default())))
-            } else {
-                Out::Other(Box::new(w))
-            };
+            let w = Box::new(BufWriter::with_capacity(256 << 10, io::stdout()));
+            let out = if gzip { gz(w) } else { Out::Other(w) };
             return TraceWriter::start(out, name, fmt);
         }
         let cannot = |e: io::Error| TraceError::new(&name, None, format!("cannot create: {e}"));
         let (f, staged) = Staged::create(path).map_err(cannot)?;
         let w = BufWriter::with_capacity(256 << 10, f);
-        let out = if gzip {
-            Out::Gz(Box::new(GzEncoder::new(w, Compression::default())))
-        } else {
-            Out::Plain(w)
-        };
+        let out = if gzip { gz(Box::new(w)) } else { Out::Plain(w) };
         let mut w = TraceWriter::start(out, name, fmt)?;
         w.staged = staged;
         Ok(w)
@@ -164,6 +157,13 @@ impl TraceWriter {
         }
     }
 
+    /// Count a time finer than the format writes ([`Format::time_resolution_ns`]).
+    fn count_rounded(&mut self, ns: i64) {
+        if ns.rem_euclid(self.fmt.time_resolution_ns()) != 0 {
+            self.summary.rounded_times += 1;
+        }
+    }
+
     /// Why this writer's format cannot hold `r`, if it cannot.
     fn unfit(&self, r: &Record) -> Option<String> {
         if r.op == Op::Trim && !self.fmt.can_trim() {
@@ -215,15 +215,16 @@ impl TraceWriter {
             self.summary.dropped_trims += 1;
             return Ok(());
         }
+        // (A time that a format without negative times writes as 0 counts as clamped, not
+        // rounded.)
+        let clamps = matches!(self.fmt, Format::Blkparse | Format::Fio);
+        self.count_rounded(if clamps { r.time_ns.max(0) } else { r.time_ns });
         self.line.clear();
         let bytes = r.sectors as u64 * 512;
         let l = &mut self.line;
         match self.fmt {
             Format::Msr => {
                 let offset = r.lba * 512; // fits: checked by `unfit`
-                if r.time_ns.rem_euclid(100) != 0 {
-                    self.summary.rounded_times += 1;
-                }
                 let ticks = MSR_BASE_TICKS + r.time_ns.div_euclid(100);
                 let ty = if r.op == Op::Read { "Read" } else { "Write" };
                 let _ = writeln!(l, "{ticks},flashkit,0,{ty},{offset},{bytes},0");
@@ -263,11 +264,7 @@ impl TraceWriter {
                 let _ = writeln!(l, "{t} 0 {} {} {flags}", r.lba, r.sectors);
             }
             Format::Fio => {
-                let ns = self.clamp(r.time_ns);
-                if ns.rem_euclid(1_000) != 0 {
-                    self.summary.rounded_times += 1;
-                }
-                let us = ns.div_euclid(1_000);
+                let us = self.clamp(r.time_ns).div_euclid(1_000);
                 self.last_us = self.last_us.max(us);
                 let act = match r.op {
                     Op::Read => "read",
@@ -297,7 +294,6 @@ impl TraceWriter {
             Out::Plain(mut w) => w.flush().map_err(err)?,
             Out::Gz(g) => g.finish().map_err(err)?.flush().map_err(err)?,
             Out::Other(mut w) => w.flush().map_err(err)?,
-            Out::GzStdout(g) => g.finish().map_err(err)?.flush().map_err(err)?,
         }
         if let Some(s) = self.staged.take() {
             s.commit().map_err(err)?;

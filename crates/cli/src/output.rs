@@ -523,13 +523,17 @@ pub fn block_list(blocks: &[u32], max: usize) -> String {
 
 /// A list of block numbers, shortened after `max` entries, saying what lists them all.
 pub fn block_list_in(blocks: &[u32], max: usize, lister: &str) -> String {
-    let shown: Vec<String> = blocks.iter().take(max).map(u32::to_string).collect();
+    shortened_list(blocks, max, |n| {
+        format!(", … (+{n} more; {lister} lists all)")
+    })
+}
+
+/// The first `max` of `items`, comma-separated, then `rest(n)` for the `n` left out.
+pub fn shortened_list(items: &[u32], max: usize, rest: impl Fn(usize) -> String) -> String {
+    let shown: Vec<String> = items.iter().take(max).map(u32::to_string).collect();
     let mut s = shown.join(", ");
-    if blocks.len() > max {
-        s.push_str(&format!(
-            ", … (+{} more; {lister} lists all)",
-            blocks.len() - max
-        ));
+    if items.len() > max {
+        s.push_str(&rest(items.len() - max));
     }
     s
 }

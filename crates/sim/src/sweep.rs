@@ -560,12 +560,7 @@ fn is_optional(key: &str) -> bool {
 /// is no variation; for a key whose null is a value (`region_threshold` none,
 /// `wear_threshold` none), it is one.
 pub fn varies<'a>(key: &str, values: impl IntoIterator<Item = &'a Value>) -> bool {
-    let null_is_inert = keydef(key).is_some_and(|d| {
-        !matches!(
-            d.kind,
-            Kind::OptInt | Kind::OptSize | Kind::OptFloat | Kind::OptBool | Kind::OptDuration
-        ) && d.name != "device_file"
-    });
+    let null_is_inert = keydef(key).is_some() && !is_optional(key) && key != "device_file";
     let mut first: Option<&Value> = None;
     for v in values {
         if null_is_inert && v.is_null() {

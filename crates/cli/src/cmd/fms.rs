@@ -331,24 +331,15 @@ fn programmed_header_pages(nand: &mut nand::Nand) -> Vec<u32> {
     out
 }
 
-/// "segment(s) 1, 2, 3 and N more" for an error message.
+/// "segments 1, 2, 3, 4, 5 and N more" for an error message.
 fn some_segments(segs: &[u32]) -> String {
-    let shown: Vec<String> = segs.iter().take(5).map(u32::to_string).collect();
-    let more = segs.len().saturating_sub(shown.len());
-    format!(
-        "{} {}{}",
-        if segs.len() == 1 {
-            "segment"
-        } else {
-            "segments"
-        },
-        shown.join(", "),
-        if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        }
-    )
+    let what = if segs.len() == 1 {
+        "segment"
+    } else {
+        "segments"
+    };
+    let list = output::shortened_list(segs, 5, |n| format!(" and {n} more"));
+    format!("{what} {list}")
 }
 
 /// The error for an image with no FMS segment header that decodes (`nand` opened on it).

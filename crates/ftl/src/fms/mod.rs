@@ -126,8 +126,8 @@ pub struct FmsConfig {
     /// Format only, spare mode: a mount corrects a spare record one bit from valid that a
     /// later slot's decoding record follows (a bit flipped for good in a record written
     /// whole), and closes a data segment whose tail (records after the last valid one) holds
-    /// a record one or two bits from valid, so that
-    /// nothing is ever written after one (`layout::FEATURE_RECORD_CORRECTION`,
+    /// a record one or two bits from valid, so that nothing is ever written after one
+    /// (`layout::FEATURE_RECORD_CORRECTION`,
     /// `docs/format/fms.md`, Mount, step 2). `false` formats media as before the feature,
     /// whose mounts write on after such a record and correct no record (they report it).
     /// A mount takes it from the medium. Default `true`.

@@ -1120,8 +1120,7 @@ fn list_before_bad_chunk(f: &mut Fms, phys: u32, buf: &mut [u8]) -> DevResult<bo
 /// `scanned.stop`: a slot the record scan already read fully erased
 /// ([`for_each_record`]'s stop), not read again. On media with record correction, a
 /// segment whose tail holds a record one or two bits from valid (`scanned.closed`,
-/// [`settle`]) is full:
-/// no slot is written after such a record.
+/// [`settle`]) is full: no slot is written after such a record.
 fn first_free(f: &mut Fms, seg: u32, scanned: Scanned) -> DevResult<(u32, bool)> {
     let slots = f.lay.slots;
     if scanned.closed {
@@ -1736,8 +1735,7 @@ struct Scanned {
     /// [`for_each_record`]).
     stop: Option<u32>,
     /// The tail holds a record one or two bits from valid and the medium has record
-    /// correction
-    /// ([`settle`]): the segment takes no more writes.
+    /// correction ([`settle`]): the segment takes no more writes.
     closed: bool,
 }
 

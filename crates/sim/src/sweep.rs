@@ -506,6 +506,11 @@ pub const KEYS: &[KeyDef] = &[
         .fms
         .high_water =
         u32_of(v)),
+    key!("failure_reserve", Int, "1", fits_u32, |v, d| d
+        .cfg
+        .fms
+        .failure_reserve =
+        u32_of(v)),
     key!(
         "cat_age",
         Text,
@@ -1663,6 +1668,9 @@ const LATE_KEYS: &[(&str, AtDefault)] = &[
     // fell below both averages in every run we made, but nothing bounds them there).
     // Every other job has it inert: out of its hash.
     ("m4_average", |v| v.as_str() == Some("data")),
+    // Stop 33: free segments kept beyond the water marks once the medium has failed
+    // (`FmsConfig::failure_reserve`). Jobs whose blocks never go bad run as before.
+    ("failure_reserve", |v| v.as_u64() == Some(1)),
 ];
 
 impl Job {

@@ -100,6 +100,12 @@ pub struct SimArgs {
     pub low_water: Vec<String>,
     #[arg(long, default_value = default_of("high_water"), value_delimiter = ',')]
     pub high_water: Vec<String>,
+    /// Free segments the cleaner keeps beyond both water marks once a block of the device
+    /// has gone bad in use (worn out under --endurance, or failed), while the good
+    /// segments left hold that many beyond the reserve: a second program failure in one
+    /// cleaning then finds a segment to copy into (0 = the marks alone).
+    #[arg(long, default_value = default_of("failure_reserve"), value_delimiter = ',')]
+    pub failure_reserve: Vec<String>,
     /// CAT age transformation: saturating, log, linear, clamp:X.
     #[arg(long, default_value = default_of("cat_age"), value_delimiter = ',')]
     pub cat_age: Vec<String>,
@@ -255,7 +261,7 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
             s.set_flag(k, &[v])?;
         }
     }
-    let lists: [(&str, &Vec<String>); 24] = [
+    let lists: [(&str, &Vec<String>); 25] = [
         ("block_size", &a.block_size),
         ("fill", &a.fill),
         ("workload", &a.workload),
@@ -275,6 +281,7 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
         ("write_erase_ratio", &a.write_erase_ratio),
         ("low_water", &a.low_water),
         ("high_water", &a.high_water),
+        ("failure_reserve", &a.failure_reserve),
         ("cat_age", &a.cat_age),
         ("cb_age", &a.cb_age),
         ("m4_average", &a.m4_average),

@@ -167,9 +167,44 @@ impl Fms {
 
     /// The water marks, at least 2 and 3 (`FmsConfig::validate` refuses lower ones). With
     /// the borrowing rule of `active_slot_segment` one free segment at the start of a
-    /// cleaning suffices, and a user write leaves at least `low - 1 >= 1` free.
+    /// cleaning suffices, and a user write leaves at least `low - 1 >= 1` free. Both are
+    /// raised by `FmsConfig::failure_reserve` on a medium that has failed
+    /// ([`Fms::refresh_marks`]).
+    #[inline(always)]
     pub fn water_marks(&self) -> (usize, usize) {
-        (self.cfg.low_water as usize, self.cfg.high_water as usize)
+        self.marks
+    }
+
+    /// Set the water marks for what the medium is now (at format and mount, and whenever
+    /// a segment goes bad): the configured ones, each raised by
+    /// `FmsConfig::failure_reserve` once any erase block of the medium has gone bad in use
+    /// (grown bad; factory-bad blocks never failed a program), provided the good segments
+    /// keep that many beyond the format's reserve ([`Fms::spare_segments`] at least
+    /// [`FmsConfig::reserve_segments`] − 2 + the extra): a medium whose capacity already
+    /// takes the room cannot hold more free segments, and raising its marks would only
+    /// make the cleaner copy without end.
+    ///
+    /// Why: the rest of a segment a program failed in is lost with it. A cleaning starts
+    /// with `low_water - 1` free segments (one at the default marks) and the stream's
+    /// segment; a program failing in each, back to back, takes both, and when every other
+    /// segment is full (garbage spread thin across them) nothing is erased that a block
+    /// could move to, so no cleaning can ever finish and every write fails "worn out"
+    /// with most of the medium garbage (QA seed 346470: 26 blocks, 2 already bad, then
+    /// two program failures in one cleaning). A medium that has started to fail is the
+    /// one likely to fail again; one that never has keeps the paper's marks, so every
+    /// simulation without failures is as before. UBI keeps a pool of erase blocks for bad-
+    /// block handling for the same reason.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn refresh_marks(&mut self) {
+        let low = self.cfg.low_water as usize;
+        let high = self.cfg.high_water as usize;
+        let extra = self.cfg.failure_reserve as u64;
+        let failed = extra > 0
+            && (0..self.lay.segments).any(|s| self.nand.block_info(s).bad == BadState::Grown);
+        let room = failed && self.spare_segments() >= self.cfg.reserve_segments() - 2 + extra;
+        let raise = if room { extra as usize } else { 0 };
+        self.marks = (low + raise, high + raise);
     }
 
     pub(super) fn age_unit(&self) -> f64 {

@@ -74,6 +74,15 @@ pub struct FmsConfig {
     /// Clean when free segments < low water … until ≥ high water.
     pub low_water: u32,
     pub high_water: u32,
+    /// Free segments the cleaner keeps beyond both water marks once an erase block of the
+    /// medium has gone bad in use (grown bad), while the good segments left hold that many
+    /// beyond the format's reserve ([`Fms::water_marks`]). A program that fails takes the
+    /// rest of its segment with it; a cleaning starts with `low_water - 1` free segments
+    /// (one, by default), so one failure in it is absorbed and a second, back to back,
+    /// could leave every segment full with nothing erased to move a block into (QA seed
+    /// 346470). Media that never fail run exactly as the paper's marks say. Default 1; 0
+    /// keeps the marks as they are (the behaviour before stop 33).
+    pub failure_reserve: u32,
     /// Swap the most- and least-erased segments' roles when their erase counts differ by
     /// more than this.
     pub wear_threshold: Option<u32>,
@@ -179,6 +188,7 @@ impl Default for FmsConfig {
             readonly_separation: true,
             low_water: 2,
             high_water: 3,
+            failure_reserve: 1,
             wear_threshold: None,
             hot_half_life: None,
             cat_age: AgeTransform::Saturating,
@@ -427,6 +437,9 @@ pub struct Fms {
     /// Translation table: a row per logical block.
     blocks: Vec<BlockRow>,
     cleaning: bool,
+    /// The water marks the cleaner works to: the configured ones, raised by
+    /// `FmsConfig::failure_reserve` once the medium has failed ([`Fms::refresh_marks`]).
+    marks: (usize, usize),
     // Reverse map, per physical slot.
     rev: Vec<u32>,
     /// Bits of a physical slot number that hold the slot (see `new_empty`).
@@ -551,6 +564,7 @@ impl Fms {
             logical: self.logical,
             blocks: self.blocks.clone(),
             cleaning: self.cleaning,
+            marks: self.marks,
             rev: self.rev.clone(),
             slot_bits: self.slot_bits,
             segs: self.segs.clone(),
@@ -690,6 +704,7 @@ impl Fms {
             logical,
             blocks: table(n, BlockRow::UNMAPPED, "the translation table")?,
             cleaning: false,
+            marks: (cfg.low_water as usize, cfg.high_water as usize),
             rev: table(phys, NONE, "the reverse map")?,
             slot_bits,
             segs: vec![
@@ -858,6 +873,7 @@ impl Fms {
             return Err(DevError::config("no good segment for the index"));
         }
         f.rebuild_used();
+        f.refresh_marks();
         // The capacity was sized to the segments good before the format; its own erases
         // can wear some out. A medium that can no longer keep that capacity is not
         // reported formatted (QA stop 27: `fms format --force` of a nearly worn medium

@@ -1152,8 +1152,7 @@ fn format_refuses_a_damaged_fms_without_force() {
         flashkit(["fms", "info", &img]),
         &[
             "no FMS segment header decodes",
-            "programmed",
-            "segments 0, 1, 2, 3, 4 and 11 more",
+            "programmed pages remain in segments 0, 1, 2, 3, 4 and 11 more",
         ],
     );
     assert!(!err.contains("run `flashkit fms format` first"), "{err}");
@@ -1178,6 +1177,31 @@ fn format_refuses_a_damaged_fms_without_force() {
     );
     assert!(err.contains("run `flashkit fms format` first"), "{err}");
     ok(flashkit(["fms", "format", path_str(&fresh)]));
+    // Header pages a torn erase emptied (erased bytes, program count 0), data pages kept:
+    // until stop 33 only the first page was read, and this medium was formatted over.
+    let torn = tempfile::tempdir().unwrap();
+    let img = written_card(torn.path(), 50_000, 4);
+    let mut bytes = std::fs::read(&img).unwrap();
+    let pages = 16 * 32;
+    let data_off = bytes.len() - pages * 4096;
+    let page_off = 8192; // align(4096 + 16 blocks × 12)
+    for seg in 0..16 {
+        let at = data_off + seg * 32 * 4096;
+        bytes[at..at + 4096].fill(0); // inverted: reads 0xFF
+        bytes[page_off + seg * 32] = 0;
+    }
+    std::fs::write(&img, &bytes).unwrap();
+    fails_with_all(
+        flashkit(["fms", "format", &img]),
+        &[
+            "holds no FMS header that decodes",
+            "programmed pages remain in segments 0, 1 (",
+        ],
+    );
+    assert!(
+        std::fs::read(&img).unwrap() == bytes,
+        "the image is untouched"
+    );
 }
 
 /// Wear levelling in storage mode: `--wear-threshold` on the commands that write (it is

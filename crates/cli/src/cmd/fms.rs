@@ -308,23 +308,29 @@ pub(crate) enum Access {
     Inspect,
 }
 
-/// Good erase blocks whose first page (where a segment header goes) does not read erased
-/// in its first 64 bytes: on a medium where no header decodes, a damaged FMS or another
-/// format's data, which `fms format` must not erase without `--force` (QA stop 32: a
-/// medium whose every header was damaged was formatted over, and the advice to format
-/// it came first).
-fn programmed_header_pages(nand: &mut nand::Nand) -> Vec<u32> {
-    let blocks = nand.geometry().blocks;
+/// Good erase blocks holding programmed pages: a page the device counts programmed since
+/// its block's erase (the image's program-count table), or a first page (where a segment
+/// header goes) that does not read erased in its first 64 bytes. On a medium where no
+/// header decodes: a damaged FMS or another format's data, which `fms format` must not
+/// erase without `--force` (QA stop 32: a medium whose every header was damaged was
+/// formatted over, and the advice to format it came first; until stop 33 only the first
+/// page was read, so a medium whose header pages a torn erase had emptied, its data pages
+/// kept, was formatted over).
+fn programmed_blocks(nand: &mut nand::Nand) -> Vec<u32> {
+    let geo = nand.geometry().clone();
     let mut out = Vec::new();
     let mut buf = [0u8; 64];
-    for b in 0..blocks {
+    for b in 0..geo.blocks {
         if nand.is_bad(b) {
             continue;
         }
-        let page = nand.geometry().first_page(b);
-        let len = buf.len().min(nand.geometry().page_size as usize);
-        let read = nand.read(page, 0, &mut buf[..len]);
-        if read.is_err() || buf[..len].iter().any(|&x| x != 0xFF) {
+        let first = geo.first_page(b);
+        let counted = (0..geo.pages_per_block as u64).any(|i| nand.page_programs(first + i) > 0);
+        let len = buf.len().min(geo.page_size as usize);
+        if counted
+            || nand.read(first, 0, &mut buf[..len]).is_err()
+            || buf[..len].iter().any(|&x| x != 0xFF)
+        {
             out.push(b);
         }
     }
@@ -359,10 +365,10 @@ fn no_fms(path: &Path, nand: &mut nand::Nand) -> anyhow::Error {
             }
         );
     }
-    let programmed = programmed_header_pages(nand);
+    let programmed = programmed_blocks(nand);
     if !programmed.is_empty() {
         return anyhow!(
-            "{}: no FMS segment header decodes, but the header pages of {} are programmed: a damaged FMS, or another format's data (`flashkit fms format --force` would erase it)",
+            "{}: no FMS segment header decodes, but programmed pages remain in {}: a damaged FMS, or another format's data (`flashkit fms format --force` would erase it)",
             path.display(),
             some_segments(&programmed)
         );
@@ -582,12 +588,12 @@ fn format(a: FormatArgs) -> Result<()> {
         let found = Fms::probe(&mut nand).with_context(|| format!("{}", a.image.display()))?;
         let programmed = match found {
             Some(_) => Vec::new(),
-            None => programmed_header_pages(&mut nand),
+            None => programmed_blocks(&mut nand),
         };
         drop(nand);
         if !programmed.is_empty() {
             bail!(
-                "{}: holds no FMS header that decodes, but the header pages of {} are programmed (a damaged FMS, or another format's data); formatting would erase them: pass --force to format it anyway",
+                "{}: holds no FMS header that decodes, but programmed pages remain in {} (a damaged FMS, or another format's data); formatting would erase them: pass --force to format it anyway",
                 a.image.display(),
                 some_segments(&programmed)
             );

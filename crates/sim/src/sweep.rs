@@ -1669,7 +1669,9 @@ const LATE_KEYS: &[(&str, AtDefault)] = &[
     // Every other job has it inert: out of its hash.
     ("m4_average", |v| v.as_str() == Some("data")),
     // Stop 33: free segments kept beyond the water marks once the medium has failed
-    // (`FmsConfig::failure_reserve`). Jobs whose blocks never go bad run as before.
+    // (`FmsConfig::failure_reserve`). Jobs whose blocks never go bad run as before, and
+    // keep their ids; a result from before the key in which blocks went bad
+    // (`retired_segments` > 0) is refused as stale when a sweep resumes (`load_done`).
     ("failure_reserve", |v| v.as_u64() == Some(1)),
 ];
 
@@ -1953,6 +1955,16 @@ pub fn load_done(path: &Path, jobs: &[Job]) -> Result<(BTreeMap<String, Record>,
                     r.job
                 )),
                 Some(_) => Err("a torn result".to_string()),
+                None if !r.options.contains_key("failure_reserve")
+                    && r.result.get("retired_segments").and_then(Value::as_u64) > Some(0) =>
+                {
+                    Err(format!(
+                        "job {} is stale: blocks went bad in it under a flashkit from before \
+                         the failure reserve (stop 33, `failure_reserve`), which changes such \
+                         runs, so it must run again",
+                        r.job
+                    ))
+                }
                 None => {
                     if let Some(j) = jobs.iter().find(|j| j.id == r.job) {
                         r.options = j.options.clone();
@@ -2290,6 +2302,7 @@ mod tests {
             "wear_threshold",
             "low_water",
             "high_water",
+            "failure_reserve",
             "blocks",
             "page_size",
             "spare_size",
@@ -2751,6 +2764,42 @@ mod tests {
         assert_eq!(j[1].config.fms.index_wear_gap, None);
         assert_eq!(j[2].config.fms.index_wear_gap, Some(2));
         assert!(j[2].id != j[0].id && j[2].id != j[1].id);
+    }
+
+    /// `failure_reserve` (stop 33) keeps ids at its default, but a result from before it
+    /// in which blocks went bad ran without the reserve: resuming refuses it as stale. One
+    /// in which none did is the job's.
+    #[test]
+    fn results_from_before_the_failure_reserve_with_bad_blocks_are_stale() {
+        let jobs = spec("policy = \"greedy\"\nwritten = \"256KiB\"\n")
+            .unwrap()
+            .expand()
+            .unwrap();
+        assert_eq!(jobs[0].id, "b3eac94af9f55e94", "the id from before the key");
+        assert_eq!(jobs[0].options["failure_reserve"], Value::from(1));
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("r.jsonl");
+        let mut options = jobs[0].options.clone();
+        options.remove("failure_reserve");
+        let record = |retired: u64| {
+            let mut result: serde_json::Map<String, Value> = SimResult::FIELDS
+                .iter()
+                .map(|k| (k.to_string(), Value::from(0)))
+                .collect();
+            result.insert("retired_segments".into(), Value::from(retired));
+            let mut r = serde_json::json!({ "job": jobs[0].id, "options": options });
+            r.as_object_mut().unwrap().extend(result);
+            r
+        };
+        std::fs::write(&out, format!("{}\n", record(0))).unwrap();
+        let (done, _) = load_done(&out, &jobs).unwrap();
+        assert!(done.contains_key(&jobs[0].id));
+        std::fs::write(&out, format!("{}\n", record(2))).unwrap();
+        let e = load_done(&out, &jobs).unwrap_err().to_string();
+        assert!(
+            e.contains(":1: job b3eac94af9f55e94 is stale: blocks went bad"),
+            "{e}"
+        );
     }
 
     /// A job's id covers the contents of the files it reads: an edited device file or

@@ -156,6 +156,9 @@ impl Fms {
         if self.segs[seg as usize].state == SegState::Dirty && !self.nand.is_bad(seg) {
             self.free.push_back(seg);
         }
+        // Its room is the cleaner's again: the failure reserve may fit now (a mount of
+        // the medium would find it so).
+        self.refresh_marks();
     }
 
     fn drop_empty_hold(&mut self) {

@@ -2582,3 +2582,92 @@ fn writing_options_are_refused_where_the_image_is_only_read() {
         );
     }
 }
+
+/// `fms format --capacity`: a size of whole blocks or a percentage of the most the medium
+/// holds beside the reserve; the capacity is recorded (later commands mount it without
+/// the option) and data written up to it reads back; sizes that are not whole blocks,
+/// more than the medium holds, and percentages out of range are refused, the image
+/// untouched.
+#[test]
+fn format_takes_a_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("c.img");
+    let img = path_str(&img);
+    nand_image(img, "nandsim-256m", "64", &[]);
+    let most: serde_json::Value = serde_json::from_str(&run_ok(&[
+        "fms",
+        "format",
+        img,
+        "--block-size",
+        "1KiB",
+        "--json",
+    ]))
+    .unwrap();
+    let most = most["logical_blocks"].as_u64().unwrap();
+    let out = run_ok(&[
+        "fms",
+        "format",
+        img,
+        "--block-size",
+        "1KiB",
+        "--capacity",
+        "90%",
+        "--force",
+    ]);
+    assert!(
+        out.contains("segment(s) of slack beside the reserve"),
+        "{out}"
+    );
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+    assert_eq!(info["logical_blocks"].as_u64().unwrap(), most * 9 / 10);
+    ok(flashkit([
+        "fms",
+        "format",
+        img,
+        "--block-size",
+        "1KiB",
+        "--capacity",
+        "200KiB",
+        "--force",
+    ]));
+    let input = dir.path().join("in.bin");
+    std::fs::write(&input, pattern(200 * 1024, 3)).unwrap();
+    run_ok(&["fms", "write", img, "--input", path_str(&input)]);
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+    assert_eq!(info["logical_blocks"], 200);
+    assert_eq!(info["mapped_blocks"], 200);
+    assert_eq!(
+        read_all(img, 200 * 1024, dir.path()),
+        pattern(200 * 1024, 3)
+    );
+    let before = std::fs::read(img).unwrap();
+    for (capacity, says) in [
+        ("1000", "is not a whole number of 1 KiB blocks"),
+        ("10GiB", "is more than this medium holds beside the reserve"),
+        ("0", "is not a whole number"),
+        ("0%", "is no percentage above 0 and at most 100"),
+        ("101%", "is no percentage"),
+        ("x%", "is no percentage"),
+        ("0.0001%", "is less than one block"),
+    ] {
+        fails_with_all(
+            flashkit([
+                "fms",
+                "format",
+                img,
+                "--block-size",
+                "1KiB",
+                "--capacity",
+                capacity,
+                "--force",
+            ]),
+            &["--capacity", says],
+        );
+    }
+    assert!(
+        std::fs::read(img).unwrap() == before,
+        "the image is untouched"
+    );
+}

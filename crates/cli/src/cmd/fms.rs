@@ -153,6 +153,13 @@ pub struct FormatArgs {
     /// refuses an existing file.
     #[arg(long)]
     pub force: bool,
+    /// Exported capacity: a size that is a whole number of blocks (e.g. 1MiB), or a
+    /// percentage of the most the medium holds beside the reserve (e.g. 90%). Less leaves
+    /// the cleaner slack: it copies less, and once a block has gone bad the FMS keeps one
+    /// more free segment for the failures to come where the slack allows (the failure
+    /// reserve, docs/fms.md). Default: the most.
+    #[arg(long, value_name = "SIZE|P%")]
+    pub capacity: Option<String>,
     /// Format without segment summaries (spare mode): a full segment then costs a mount
     /// one spare read per slot instead of one page read, as on media formatted before
     /// them, which flashkit builds from before them can still mount. Summaries need room
@@ -619,13 +626,21 @@ fn format(a: FormatArgs) -> Result<()> {
             bail!("--no-segment-summaries: has no effect: {why}");
         }
     }
-    let cfg = FmsConfig {
+    let mut cfg = FmsConfig {
         ecc: a.ecc || a.ecc_bits.is_some(),
         ecc_strength: a.ecc_bits.unwrap_or(1),
         segment_summaries: !a.no_segment_summaries,
         ..config("cat", bs)?
     };
     let reserve = cfg.reserve_segments();
+    if let Some(c) = &a.capacity {
+        // The most: what the format exports on the segments good now.
+        let (_, slots) = Fms::exported_blocks(&geo, &cfg)
+            .with_context(|| format!("{}: format", a.image.display()))?;
+        let good = (0..geo.blocks).filter(|&b| !nand.is_bad(b)).count() as u64;
+        let most = good.saturating_sub(reserve) * slots as u64;
+        cfg.logical_blocks = Some(capacity_blocks(c, bs, most)?);
+    }
     // The block size that would export the most, if another (512 B to 64 KiB; the same
     // reserve and ECC, on the good segments, as the format counts them): 4 KiB blocks on
     // 512-byte pages lose a slot per segment to the header's page. Named when it gives
@@ -723,8 +738,17 @@ fn format(a: FormatArgs) -> Result<()> {
         reserve.saturating_sub(1 + fms.config().streams() as u64),
         r.blocks_per_segment,
     );
-    if let Some((cap, b)) =
-        better.filter(|&(cap, _)| cap > r.capacity_bytes + r.capacity_bytes / 20)
+    if a.capacity.is_some() {
+        println!(
+            "  --capacity leaves {} segment(s) of slack beside the reserve",
+            fms.spare_segments()
+                .saturating_sub(fms.config().reserve_segments() - 2)
+        );
+    }
+    // (Not with --capacity: the user chose the capacity.)
+    if let Some((cap, b)) = better
+        .filter(|&(cap, _)| cap > r.capacity_bytes + r.capacity_bytes / 20)
+        .filter(|_| a.capacity.is_none())
     {
         println!(
             "  --block-size {} would export {}",
@@ -740,6 +764,49 @@ fn format(a: FormatArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `fms format --capacity`: a size (a whole number of `bs`-byte blocks) or a percentage
+/// of `most` blocks (rounded down), as logical blocks, at least one and at most `most`.
+fn capacity_blocks(text: &str, bs: u32, most: u64) -> Result<u64> {
+    let bs = bs as u64;
+    let most_text = || format!("{} ({most} blocks)", output::bytes(most * bs));
+    let blocks = if let Some(p) = text.strip_suffix('%') {
+        let p: f64 = p
+            .trim()
+            .parse()
+            .ok()
+            .filter(|p: &f64| p.is_finite() && *p > 0.0 && *p <= 100.0)
+            .ok_or_else(|| {
+                anyhow!("--capacity: {text:?} is no percentage above 0 and at most 100")
+            })?;
+        let n = (most as f64 * p / 100.0).floor() as u64;
+        if n == 0 {
+            bail!(
+                "--capacity: {text} of {} is less than one block",
+                most_text()
+            );
+        }
+        n
+    } else {
+        let bytes = parse_size(text).map_err(|e| anyhow!("--capacity: {e}"))?;
+        if bytes == 0 || bytes % bs != 0 {
+            bail!(
+                "--capacity: {text} is not a whole number of {} blocks (give a size of whole \
+                 blocks up to {}, or a percentage such as 90%)",
+                output::bytes(bs),
+                most_text()
+            );
+        }
+        bytes / bs
+    };
+    if blocks > most {
+        bail!(
+            "--capacity: {text} is more than this medium holds beside the reserve: {}",
+            most_text()
+        );
+    }
+    Ok(blocks)
 }
 
 /// `flashkit fms info --json`.

@@ -2671,3 +2671,71 @@ fn format_takes_a_capacity() {
         "the image is untouched"
     );
 }
+
+/// `fms info` says where the failure reserve stands: without room at the default
+/// capacity, ready on a medium formatted with slack, and engaged (marks 3 and 4) once a
+/// segment has worn out in use (nandsim, endurance 15, one 16 KiB area rewritten).
+#[test]
+fn info_reports_the_failure_reserve() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("r.img");
+    let img = path_str(&img);
+    let info = |img: &str| -> serde_json::Value {
+        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap()
+    };
+    nand_image(img, "nandsim-256m", "16", &["--endurance", "15"]);
+    run_ok(&["fms", "format", img, "--block-size", "1KiB"]);
+    let i = info(img);
+    assert_eq!(
+        (i["failure_reserve"].as_str(), &i["water_marks"]),
+        (Some("no-room"), &serde_json::json!([2, 3]))
+    );
+    let text = run_ok(&["fms", "info", img]);
+    assert!(
+        text.contains("failure reserve without room (format with --capacity"),
+        "{text}"
+    );
+    run_ok(&[
+        "fms",
+        "format",
+        img,
+        "--block-size",
+        "1KiB",
+        "--capacity",
+        "90KiB",
+        "--force",
+    ]);
+    assert_eq!(info(img)["failure_reserve"], "ready");
+    let cold = dir.path().join("cold.bin");
+    std::fs::write(&cold, pattern(40960, 10)).unwrap();
+    run_ok(&[
+        "fms",
+        "write",
+        img,
+        "--offset",
+        "16384",
+        "--input",
+        path_str(&cold),
+    ]);
+    let hot = dir.path().join("hot.bin");
+    let mut n = 0;
+    let i = loop {
+        std::fs::write(&hot, pattern(16384, n)).unwrap();
+        run_ok(&["fms", "write", img, "--input", path_str(&hot)]);
+        let i = info(img);
+        if i["grown_bad_segments"].as_u64() > Some(0) {
+            break i;
+        }
+        assert_eq!(i["failure_reserve"], "ready");
+        n += 1;
+        assert!(n < 500, "no segment wore out");
+    };
+    assert_eq!(i["failure_reserve"], "engaged", "{i}");
+    assert_eq!(i["water_marks"], serde_json::json!([3, 4]));
+    let text = run_ok(&["fms", "info", img]);
+    assert!(
+        text.contains("keeps 3 to 4 segments free; failure reserve engaged"),
+        "{text}"
+    );
+    assert_eq!(read_all(img, 16384, dir.path()), pattern(16384, n));
+}

@@ -859,6 +859,13 @@ pub struct FmsInfo {
     /// Good segments the medium lacks to keep its capacity, once more went bad than
     /// `spare_segments` allowed (`Fms::segments_short`; 0 until then).
     pub segments_short: u64,
+    /// The cleaner's free-segment marks in effect (low, high): the configured ones, raised
+    /// by the failure reserve when it is engaged.
+    pub water_marks: [usize; 2],
+    /// Where the failure reserve stands (`ftl::fms::FailureReserve`): `off`, `no-room`
+    /// (the capacity takes the slack it needs: `fms format --capacity` leaves some),
+    /// `ready` (room, no block gone bad in use yet), `engaged` (marks raised).
+    pub failure_reserve: &'static str,
     /// The newest device time recorded on the medium (segment headers; header-mode
     /// entries): the device clock goes on from there (docs/format/fms.md, Mount step 7).
     pub medium_time_s: f64,
@@ -997,6 +1004,8 @@ fn info(a: InfoArgs) -> Result<()> {
         reserve_segments: fms.config().reserve_segments(),
         spare_segments: fms.spare_segments(),
         segments_short: fms.segments_short(),
+        water_marks: fms.water_marks().into(),
+        failure_reserve: fms.failure_reserve().name(),
         medium_time_s: fms.medium_time_ps() as f64 / 1e12,
         mount_time_s: fms.mount_time_ps() as f64 / 1e12,
         ram_bytes: fms.ram_bytes(),
@@ -1154,6 +1163,20 @@ fn info(a: InfoArgs) -> Result<()> {
                     r.reserve_segments
                 )
             },
+        )
+        .add(
+            "cleaner",
+            format!(
+                "keeps {} to {} segments free; failure reserve {}",
+                r.water_marks[0],
+                r.water_marks[1],
+                match r.failure_reserve {
+                    "engaged" => "engaged (a block went bad in use: marks raised)",
+                    "ready" => "ready (raises the marks once a block goes bad in use)",
+                    "no-room" => "without room (format with --capacity below the most to leave some)",
+                    _ => "off",
+                }
+            ),
         )
         .add(
             "device time",

@@ -199,12 +199,28 @@ impl Fms {
     pub(super) fn refresh_marks(&mut self) {
         let low = self.cfg.low_water as usize;
         let high = self.cfg.high_water as usize;
-        let extra = self.cfg.failure_reserve as u64;
-        let failed = extra > 0
-            && (0..self.lay.segments).any(|s| self.nand.block_info(s).bad == BadState::Grown);
-        let room = failed && self.spare_segments() >= self.cfg.reserve_segments() - 2 + extra;
-        let raise = if room { extra as usize } else { 0 };
+        let raise = match self.failure_reserve() {
+            FailureReserve::Engaged => self.cfg.failure_reserve as usize,
+            _ => 0,
+        };
         self.marks = (low + raise, high + raise);
+    }
+
+    /// Where the failure reserve stands on this medium ([`Fms::refresh_marks`]).
+    pub fn failure_reserve(&self) -> FailureReserve {
+        let extra = self.cfg.failure_reserve as u64;
+        if extra == 0 {
+            return FailureReserve::Off;
+        }
+        if self.spare_segments() < self.cfg.reserve_segments() - 2 + extra {
+            return FailureReserve::NoRoom;
+        }
+        let failed = (0..self.lay.segments).any(|s| self.nand.block_info(s).bad == BadState::Grown);
+        if failed {
+            FailureReserve::Engaged
+        } else {
+            FailureReserve::Ready
+        }
     }
 
     pub(super) fn age_unit(&self) -> f64 {

@@ -295,6 +295,33 @@ impl FmsConfig {
     }
 }
 
+/// Where the failure reserve stands ([`FmsConfig::failure_reserve`],
+/// [`Fms::failure_reserve`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureReserve {
+    /// `failure_reserve` is 0.
+    Off,
+    /// The good segments hold no room for it beside the format's reserve: the medium's
+    /// capacity takes it (`fms format` without `--capacity`).
+    NoRoom,
+    /// Room for it, and no block has gone bad in use yet: the configured marks.
+    Ready,
+    /// A block has gone bad in use: the marks are raised.
+    Engaged,
+}
+
+impl FailureReserve {
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureReserve::Off => "off",
+            FailureReserve::NoRoom => "no-room",
+            FailureReserve::Ready => "ready",
+            FailureReserve::Engaged => "engaged",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum SegState {
     /// Erased, header written, waiting in the free list.

@@ -2611,7 +2611,7 @@ fn format_takes_a_capacity() {
         "--block-size",
         "1KiB",
         "--capacity",
-        "90%",
+        "90% ",
         "--force",
     ]);
     assert!(
@@ -2646,7 +2646,8 @@ fn format_takes_a_capacity() {
     for (capacity, says) in [
         ("1000", "is not a whole number of 1 KiB blocks"),
         ("10GiB", "is more than this medium holds beside the reserve"),
-        ("0", "is not a whole number"),
+        ("0", "is less than one block"),
+        ("-5%", "is no percentage"),
         ("0%", "is no percentage above 0 and at most 100"),
         ("101%", "is no percentage"),
         ("x%", "is no percentage"),
@@ -2672,9 +2673,10 @@ fn format_takes_a_capacity() {
     );
 }
 
-/// `fms info` says where the failure reserve stands: without room at the default
-/// capacity, ready on a medium formatted with slack, and engaged (marks 3 and 4) once a
-/// segment has worn out in use (nandsim, endurance 15, one 16 KiB area rewritten).
+/// `fms info` says where the failure reserve stands: ready on an empty medium, without
+/// room once data fills the capacity (a segment going bad would leave none), ready again
+/// on a medium formatted with slack, and engaged (marks 3 and 4) once a segment has worn
+/// out in use (nandsim, endurance 15, one 16 KiB area rewritten).
 #[test]
 fn info_reports_the_failure_reserve() {
     let dir = tempfile::tempdir().unwrap();
@@ -2686,13 +2688,19 @@ fn info_reports_the_failure_reserve() {
     nand_image(img, "nandsim-256m", "16", &["--endurance", "15"]);
     run_ok(&["fms", "format", img, "--block-size", "1KiB"]);
     let i = info(img);
+    assert_eq!(i["failure_reserve"], "ready");
+    let full = dir.path().join("full.bin");
+    let capacity = i["capacity_bytes"].as_u64().unwrap() as usize;
+    std::fs::write(&full, pattern(capacity, 4)).unwrap();
+    run_ok(&["fms", "write", img, "--input", path_str(&full)]);
+    let i = info(img);
     assert_eq!(
         (i["failure_reserve"].as_str(), &i["water_marks"]),
         (Some("no-room"), &serde_json::json!([2, 3]))
     );
     let text = run_ok(&["fms", "info", img]);
     assert!(
-        text.contains("failure reserve without room (format with --capacity"),
+        text.contains("failure reserve without room (the valid data"),
         "{text}"
     );
     run_ok(&[

@@ -158,7 +158,7 @@ pub struct FormatArgs {
     /// the cleaner slack: it copies less, and once a block has gone bad the FMS keeps one
     /// more free segment for the failures to come where the slack allows (the failure
     /// reserve, docs/fms.md). Default: the most.
-    #[arg(long, value_name = "SIZE|P%")]
+    #[arg(long, value_name = "SIZE|P%", allow_hyphen_values = true)]
     pub capacity: Option<String>,
     /// Format without segment summaries (spare mode): a full segment then costs a mount
     /// one spare read per slot instead of one page read, as on media formatted before
@@ -769,6 +769,7 @@ fn format(a: FormatArgs) -> Result<()> {
 /// `fms format --capacity`: a size (a whole number of `bs`-byte blocks) or a percentage
 /// of `most` blocks (rounded down), as logical blocks, at least one and at most `most`.
 fn capacity_blocks(text: &str, bs: u32, most: u64) -> Result<u64> {
+    let text = text.trim();
     let bs = bs as u64;
     let most_text = || format!("{} ({most} blocks)", output::bytes(most * bs));
     let blocks = if let Some(p) = text.strip_suffix('%') {
@@ -790,7 +791,10 @@ fn capacity_blocks(text: &str, bs: u32, most: u64) -> Result<u64> {
         n
     } else {
         let bytes = parse_size(text).map_err(|e| anyhow!("--capacity: {e}"))?;
-        if bytes == 0 || bytes % bs != 0 {
+        if bytes == 0 {
+            bail!("--capacity: {text} is less than one block");
+        }
+        if bytes % bs != 0 {
             bail!(
                 "--capacity: {text} is not a whole number of {} blocks (give a size of whole \
                  blocks up to {}, or a percentage such as 90%)",
@@ -863,8 +867,9 @@ pub struct FmsInfo {
     /// by the failure reserve when it is engaged.
     pub water_marks: [usize; 2],
     /// Where the failure reserve stands (`ftl::fms::FailureReserve`): `off`, `no-room`
-    /// (the capacity takes the slack it needs: `fms format --capacity` leaves some),
-    /// `ready` (room, no block gone bad in use yet), `engaged` (marks raised).
+    /// (the valid data and bad segments leave too few good segments beside the reserve),
+    /// `ready` (no block gone bad in use yet, and room for it after one), `engaged`
+    /// (marks raised).
     pub failure_reserve: &'static str,
     /// The newest device time recorded on the medium (segment headers; header-mode
     /// entries): the device clock goes on from there (docs/format/fms.md, Mount step 7).
@@ -1173,7 +1178,11 @@ fn info(a: InfoArgs) -> Result<()> {
                 match r.failure_reserve {
                     "engaged" => "engaged (a block went bad in use: marks raised)",
                     "ready" => "ready (raises the marks once a block goes bad in use)",
-                    "no-room" => "without room (format with --capacity below the most to leave some)",
+                    "no-room" => {
+                        "without room (the valid data and bad segments leave too few good \
+                         segments beside the reserve; deleting data, or a format with \
+                         --capacity below the most, leaves more)"
+                    }
                     _ => "off",
                 }
             ),

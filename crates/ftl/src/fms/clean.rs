@@ -18,6 +18,13 @@ impl Fms {
 
     #[inline(never)]
     pub(super) fn make_space(&mut self) -> DevResult<()> {
+        if self.failed_good.is_some() {
+            // The valid blocks may have grown or shrunk since the marks were set.
+            self.update_marks();
+            if self.free.len() >= self.water_marks().0 {
+                return Ok(());
+            }
+        }
         let high = self.water_marks().1;
         while self.free.len() < high {
             if !self.clean_one()? {
@@ -168,21 +175,19 @@ impl Fms {
     /// The water marks, at least 2 and 3 (`FmsConfig::validate` refuses lower ones). With
     /// the borrowing rule of `active_slot_segment` one free segment at the start of a
     /// cleaning suffices, and a user write leaves at least `low - 1 >= 1` free. Both are
-    /// raised by `FmsConfig::failure_reserve` on a medium that has failed
-    /// ([`Fms::refresh_marks`]).
+    /// raised by `FmsConfig::failure_reserve` on a medium that has failed, while it has
+    /// the room ([`Fms::update_marks`]).
     #[inline(always)]
     pub fn water_marks(&self) -> (usize, usize) {
         self.marks
     }
 
-    /// Set the water marks for what the medium is now (at format and mount, and whenever
-    /// a segment goes bad): the configured ones, each raised by
-    /// `FmsConfig::failure_reserve` once any erase block of the medium has gone bad in use
-    /// (grown bad; factory-bad blocks never failed a program), provided the good segments
-    /// keep that many beyond the format's reserve ([`Fms::spare_segments`] at least
-    /// [`FmsConfig::reserve_segments`] − 2 + the extra): a medium whose capacity already
-    /// takes the room cannot hold more free segments, and raising its marks would only
-    /// make the cleaner copy without end.
+    /// Count what the failure reserve needs to know of the medium, and set the water
+    /// marks (at format and mount, whenever a segment goes bad, and when a held segment
+    /// is released): whether any erase block of the medium has gone bad in use (grown
+    /// bad; factory-bad blocks never failed a program), and if so its good segments
+    /// (`failed_good`). From then on the marks are the configured ones raised by
+    /// `FmsConfig::failure_reserve` while the medium has the room ([`Fms::update_marks`]).
     ///
     /// Why: the rest of a segment a program failed in is lost with it. A cleaning starts
     /// with `low_water - 1` free segments (one at the default marks) and the stream's
@@ -197,29 +202,61 @@ impl Fms {
     #[cold]
     #[inline(never)]
     pub(super) fn refresh_marks(&mut self) {
-        let low = self.cfg.low_water as usize;
-        let high = self.cfg.high_water as usize;
-        let raise = match self.failure_reserve() {
-            FailureReserve::Engaged => self.cfg.failure_reserve as usize,
+        let failed = self.cfg.failure_reserve > 0
+            && (0..self.lay.segments).any(|s| self.nand.block_info(s).bad == BadState::Grown);
+        self.failed_good = failed.then(|| self.good_segments());
+        self.update_marks();
+    }
+
+    /// The marks for the medium's data now, in O(1): raised by `failure_reserve` once the
+    /// medium has failed ([`Fms::refresh_marks`]) while its good segments hold that many
+    /// beyond the format's reserve and what the valid blocks fill
+    /// ([`Fms::reserve_fits`]). Measured against the valid blocks, not the exported
+    /// capacity: a medium holding less than its capacity has the room now (the simulator's
+    /// pre-fill leaves a share of the capacity unwritten; so do most file systems), and
+    /// once its data grows past it the marks come down again, where raised marks could not
+    /// be reached and the cleaner would only copy. Called by [`Fms::make_space`] before
+    /// every cleaning on such a medium.
+    #[inline]
+    pub(super) fn update_marks(&mut self) {
+        let (low, high) = (self.cfg.low_water as usize, self.cfg.high_water as usize);
+        let raise = match self.failed_good {
+            Some(good) if self.reserve_fits(good) => self.cfg.failure_reserve as usize,
             _ => 0,
         };
         self.marks = (low + raise, high + raise);
     }
 
-    /// Where the failure reserve stands on this medium ([`Fms::refresh_marks`]).
+    /// Whether `good` good segments hold the failure reserve beside the format's reserve
+    /// (the index, the cleaner's high-water mark, one segment per stream) and the
+    /// segments the valid blocks fill: as at the default marks with a full medium, the
+    /// raised high-water mark can then be reached by cleaning every segment with garbage.
+    fn reserve_fits(&self, good: u64) -> bool {
+        let data = self.valid_slots().div_ceil(self.lay.slots as u64);
+        let need = self.cfg.reserve_segments() + self.cfg.failure_reserve as u64;
+        good >= data + need
+    }
+
+    /// Segments whose erase block is good and not held for lost blocks or rescued trims.
+    fn good_segments(&self) -> u64 {
+        (0..self.lay.segments)
+            .filter(|&s| !self.nand.is_bad(s) && !self.is_held(s))
+            .count() as u64
+    }
+
+    /// Where the failure reserve stands on this medium ([`Fms::refresh_marks`]): `Ready`
+    /// only when it would still fit with one more segment gone bad.
     pub fn failure_reserve(&self) -> FailureReserve {
-        let extra = self.cfg.failure_reserve as u64;
-        if extra == 0 {
+        if self.cfg.failure_reserve == 0 {
             return FailureReserve::Off;
         }
-        if self.spare_segments() < self.cfg.reserve_segments() - 2 + extra {
-            return FailureReserve::NoRoom;
-        }
-        let failed = (0..self.lay.segments).any(|s| self.nand.block_info(s).bad == BadState::Grown);
-        if failed {
-            FailureReserve::Engaged
-        } else {
-            FailureReserve::Ready
+        match self.failed_good {
+            Some(good) if self.reserve_fits(good) => FailureReserve::Engaged,
+            Some(_) => FailureReserve::NoRoom,
+            None if self.reserve_fits(self.good_segments().saturating_sub(1)) => {
+                FailureReserve::Ready
+            }
+            None => FailureReserve::NoRoom,
         }
     }
 

@@ -75,8 +75,8 @@ pub struct FmsConfig {
     pub low_water: u32,
     pub high_water: u32,
     /// Free segments the cleaner keeps beyond both water marks once an erase block of the
-    /// medium has gone bad in use (grown bad), while the good segments left hold that many
-    /// beyond the format's reserve ([`Fms::water_marks`]). A program that fails takes the
+    /// medium has gone bad in use (grown bad), while the good segments hold that many
+    /// beyond the format's reserve and what the valid blocks fill ([`Fms::water_marks`]). A program that fails takes the
     /// rest of its segment with it; a cleaning starts with `low_water - 1` free segments
     /// (one, by default), so one failure in it is absorbed and a second, back to back,
     /// could leave every segment full with nothing erased to move a block into (QA seed
@@ -302,12 +302,13 @@ impl FmsConfig {
 pub enum FailureReserve {
     /// `failure_reserve` is 0.
     Off,
-    /// The good segments hold no room for it beside the format's reserve: the medium's
-    /// capacity takes it (`fms format` without `--capacity`).
+    /// The good segments hold no room for it beside the format's reserve and the
+    /// segments the valid blocks fill (after one more goes bad, when none has yet).
     NoRoom,
-    /// Room for it, and no block has gone bad in use yet: the configured marks.
+    /// No block has gone bad in use yet, and there would be room for it after one: the
+    /// configured marks.
     Ready,
-    /// A block has gone bad in use: the marks are raised.
+    /// A block has gone bad in use and there is room: the marks are raised.
     Engaged,
 }
 
@@ -465,8 +466,11 @@ pub struct Fms {
     blocks: Vec<BlockRow>,
     cleaning: bool,
     /// The water marks the cleaner works to: the configured ones, raised by
-    /// `FmsConfig::failure_reserve` once the medium has failed ([`Fms::refresh_marks`]).
+    /// `FmsConfig::failure_reserve` once the medium has failed ([`Fms::update_marks`]).
     marks: (usize, usize),
+    /// Once a block of the medium has gone bad in use (and `failure_reserve` is on): its
+    /// good segments, as last counted ([`Fms::refresh_marks`]); `None` before.
+    failed_good: Option<u64>,
     // Reverse map, per physical slot.
     rev: Vec<u32>,
     /// Bits of a physical slot number that hold the slot (see `new_empty`).
@@ -592,6 +596,7 @@ impl Fms {
             blocks: self.blocks.clone(),
             cleaning: self.cleaning,
             marks: self.marks,
+            failed_good: self.failed_good,
             rev: self.rev.clone(),
             slot_bits: self.slot_bits,
             segs: self.segs.clone(),
@@ -732,6 +737,7 @@ impl Fms {
             blocks: table(n, BlockRow::UNMAPPED, "the translation table")?,
             cleaning: false,
             marks: (cfg.low_water as usize, cfg.high_water as usize),
+            failed_good: None,
             rev: table(phys, NONE, "the reverse map")?,
             slot_bits,
             segs: vec![

@@ -4874,52 +4874,91 @@ fn two_failures_in_one_cleaning_leave_a_failed_medium_writable() {
 }
 
 /// The failure reserve's marks follow the medium: raised once a block went bad in use
-/// where the good segments keep a spare one beyond the format's reserve, by a mount and by
-/// a new format of the failed medium too; not on a medium whose capacity takes the room,
-/// nor with `failure_reserve` 0.
+/// while the good segments hold the reserve beside the format's and the segments the
+/// valid blocks fill, by the running FMS, a mount and a new format alike; lowered again
+/// when the data grows past that room and raised when trims give it back (at the next
+/// cleaning); never with `failure_reserve` 0. `fms info`'s state agrees.
 #[test]
 fn the_failure_reserve_needs_a_failure_and_the_room() {
     let spec = shrunk("nandsim-256m", 20, 16);
-    let marks_after_a_failure = |cfg: &FmsConfig| {
+    let cfg = FmsConfig {
+        block_size: 1024,
+        policy: Policy::Greedy,
+        redistribution: Redistribution::M1,
+        readonly_separation: false,
+        ..FmsConfig::default()
+    };
+    // (running, mounted, formatted again) marks after one program failure with `fill`
+    // blocks written, and the state the running FMS reports.
+    let after_a_failure = |cfg: &FmsConfig, fill: u32| {
         let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
         assert_eq!(f.water_marks(), (2, 3));
+        for lbn in 0..fill {
+            f.write_block(lbn, Some(&[1u8; 1024])).unwrap();
+        }
         f.nand.set_faults(nand::FaultPlan {
             fail_ops: vec![1],
             ..nand::FaultPlan::default()
         });
-        f.write_block(0, Some(&[1u8; 1024])).unwrap();
+        f.write_block(0, Some(&[2u8; 1024])).unwrap();
         f.nand.set_faults(nand::FaultPlan::default());
         assert_eq!(f.nand.counters().program_failures, 1);
-        let running = f.water_marks();
+        let (running, state) = (f.water_marks(), f.failure_reserve());
         f.flush().unwrap();
         let f = reopened(f, &spec, cfg);
         let mounted = f.water_marks();
         let nd = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
         let formatted = Fms::format(nd, cfg.clone()).unwrap().water_marks();
-        (running, mounted, formatted)
+        (running, mounted, formatted, state)
     };
-    let full = FmsConfig {
-        block_size: 1024,
-        ..FmsConfig::default()
-    };
-    let probe = Fms::format(Nand::ram(spec.clone()).unwrap(), full.clone()).unwrap();
-    let (default_capacity, slots) = (probe.logical_blocks(), probe.lay.slots as u64);
-    assert_eq!(marks_after_a_failure(&full), ((2, 3), (2, 3), (2, 3)));
-    // Two segments of slack: one is left after a segment goes bad.
-    let spare = FmsConfig {
-        logical_blocks: Some(default_capacity - 2 * slots),
-        ..full.clone()
-    };
-    assert_eq!(marks_after_a_failure(&spare), ((3, 4), (3, 4), (3, 4)));
+    let probe = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    assert_eq!(probe.failure_reserve(), FailureReserve::Ready);
+    let (capacity, slots) = (probe.logical_blocks() as u32, probe.lay.slots);
+    // Little data: room, whatever the capacity. A new format holds none.
+    let raised = ((3, 4), (3, 4), (3, 4), FailureReserve::Engaged);
+    assert_eq!(after_a_failure(&cfg, 10), raised);
+    // The whole capacity: no room once a segment went bad (the marks could not be
+    // reached); the new format, sized to the good segments and empty, has it.
+    let full = ((2, 3), (2, 3), (3, 4), FailureReserve::NoRoom);
+    assert_eq!(after_a_failure(&cfg, capacity), full);
+    // The boundary: two segments' worth of data less than the capacity (one for the
+    // segment gone bad, one for the reserve) fits it; a block more does not.
+    let boundary = capacity - 2 * slots;
+    assert_eq!(after_a_failure(&cfg, boundary), raised);
+    assert_eq!(after_a_failure(&cfg, boundary + 1).0, (2, 3));
     let off = FmsConfig {
         failure_reserve: 0,
-        ..spare.clone()
+        ..cfg.clone()
     };
-    assert_eq!(marks_after_a_failure(&off), ((2, 3), (2, 3), (2, 3)));
-    let two = FmsConfig {
-        failure_reserve: 2,
-        ..spare.clone()
-    };
-    // Two more free segments need two of slack after the failure: there is one.
-    assert_eq!(marks_after_a_failure(&two), ((2, 3), (2, 3), (2, 3)));
+    let plain = ((2, 3), (2, 3), (2, 3), FailureReserve::Off);
+    assert_eq!(after_a_failure(&off, 10), plain);
+    // The data grows past the room and shrinks again: the marks follow at the next
+    // cleanings.
+    let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+    f.nand.set_faults(nand::FaultPlan {
+        fail_ops: vec![1],
+        ..nand::FaultPlan::default()
+    });
+    f.write_block(0, Some(&[2u8; 1024])).unwrap();
+    f.nand.set_faults(nand::FaultPlan::default());
+    assert_eq!(f.water_marks(), (3, 4));
+    for round in 0..3 {
+        for lbn in 0..capacity {
+            f.write_block(lbn, Some(&[round; 1024])).unwrap();
+        }
+    }
+    assert_eq!(f.water_marks(), (2, 3), "the whole capacity written");
+    assert_eq!(f.failure_reserve(), FailureReserve::NoRoom);
+    // (A segment below the boundary: the trim list holding the tombstones takes a slot.)
+    let kept = boundary - slots;
+    let spb = 1024 / SECTOR as u64;
+    f.trim(kept as u64 * spb, ((capacity - kept) as u64 * spb) as u32)
+        .unwrap();
+    for round in 0..3 {
+        for lbn in 0..kept {
+            f.write_block(lbn, Some(&[round; 1024])).unwrap();
+        }
+    }
+    assert_eq!(f.water_marks(), (3, 4), "trimmed back below the boundary");
+    assert_eq!(f.failure_reserve(), FailureReserve::Engaged);
 }

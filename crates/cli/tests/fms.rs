@@ -14,6 +14,11 @@ fn run_ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `fms info IMG --json`, parsed.
+fn info_json(img: &str) -> serde_json::Value {
+    serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap()
+}
+
 /// Create `img`, an erased NAND image of `device` with `blocks` erase blocks (and `nand
 /// format`'s `extra` options).
 fn nand_image(img: &str, device: &str, blocks: &str, extra: &[&str]) {
@@ -2618,8 +2623,7 @@ fn format_takes_a_capacity() {
         out.contains("segment(s) of slack beside the reserve"),
         "{out}"
     );
-    let info: serde_json::Value =
-        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+    let info = info_json(img);
     assert_eq!(info["logical_blocks"].as_u64().unwrap(), most * 9 / 10);
     ok(flashkit([
         "fms",
@@ -2634,8 +2638,7 @@ fn format_takes_a_capacity() {
     let input = dir.path().join("in.bin");
     std::fs::write(&input, pattern(200 * 1024, 3)).unwrap();
     run_ok(&["fms", "write", img, "--input", path_str(&input)]);
-    let info: serde_json::Value =
-        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap();
+    let info = info_json(img);
     assert_eq!(info["logical_blocks"], 200);
     assert_eq!(info["mapped_blocks"], 200);
     assert_eq!(
@@ -2682,9 +2685,7 @@ fn info_reports_the_failure_reserve() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("r.img");
     let img = path_str(&img);
-    let info = |img: &str| -> serde_json::Value {
-        serde_json::from_str(&run_ok(&["fms", "info", img, "--json"])).unwrap()
-    };
+    let info = info_json;
     nand_image(img, "nandsim-256m", "16", &["--endurance", "15"]);
     run_ok(&["fms", "format", img, "--block-size", "1KiB"]);
     let i = info(img);

@@ -2743,7 +2743,9 @@ fn info_reports_the_failure_reserve() {
     assert_eq!(i["water_marks"], serde_json::json!([3, 4]));
     let text = run_ok(&["fms", "info", img]);
     assert!(
-        text.contains("keeps 3 to 4 segments free; failure reserve engaged"),
+        text.contains(
+            "cleans when fewer than 3 segments are free, up to 4; failure reserve engaged"
+        ),
         "{text}"
     );
     assert_eq!(read_all(img, 16384, dir.path()), pattern(16384, n));

@@ -164,6 +164,10 @@ pub struct Nand {
     write_ptr: Vec<u32>,
     /// Bad-block flags, cached from the store (checked on every program).
     bad: Vec<bool>,
+    /// How many blocks are bad, and how many of those grown bad (failed or worn out in
+    /// use): kept with `bad`, so that a caller asks in O(1).
+    bad_count: u32,
+    grown_count: u32,
     ops: u64,
     /// `ops` when the fault plan was installed; plan indices count from here.
     fault_base: u64,
@@ -222,8 +226,12 @@ impl Nand {
             }
         }
         let mut bad = config_table(geo.blocks as u64, false, "the bad-block flags")?;
+        let (mut bad_count, mut grown_count) = (0, 0);
         for (b, bad) in bad.iter_mut().enumerate() {
-            *bad = store.block_info(b as u32).bad != BadState::Good;
+            let state = store.block_info(b as u32).bad;
+            *bad = state != BadState::Good;
+            bad_count += *bad as u32;
+            grown_count += (state == BadState::Grown) as u32;
         }
         let mut nand = Nand {
             spec,
@@ -233,6 +241,8 @@ impl Nand {
             clock_ps: 0,
             counters: Counters::default(),
             bad,
+            bad_count,
+            grown_count,
             write_ptr,
             ops: 0,
             fault_base: 0,
@@ -288,6 +298,8 @@ impl Nand {
             counters: self.counters.clone(),
             write_ptr: self.write_ptr.clone(),
             bad: self.bad.clone(),
+            bad_count: self.bad_count,
+            grown_count: self.grown_count,
             ops: self.ops,
             fault_base: self.fault_base,
             dead: self.dead,
@@ -414,6 +426,24 @@ impl Nand {
     pub fn is_bad(&self, block: u32) -> bool {
         self.bad[block as usize]
     }
+    /// Blocks bad, factory and grown, in O(1).
+    #[inline]
+    pub fn bad_blocks(&self) -> u32 {
+        self.bad_count
+    }
+    /// Blocks grown bad (a program or erase reported failure, or the block wore out), in
+    /// O(1).
+    #[inline]
+    pub fn grown_bad_blocks(&self) -> u32 {
+        self.grown_count
+    }
+    /// Keep the bad counts as block `block` goes from `was` to `now`.
+    fn count_bad(&mut self, was: BadState, now: BadState) {
+        let bad = |s: BadState| (s != BadState::Good) as u32;
+        let grown = |s: BadState| (s == BadState::Grown) as u32;
+        self.bad_count = self.bad_count - bad(was) + bad(now);
+        self.grown_count = self.grown_count - grown(was) + grown(now);
+    }
     pub fn erase_count(&self, block: u32) -> u32 {
         self.store.block_info(block).erase_count
     }
@@ -437,6 +467,7 @@ impl Nand {
         for &b in blocks {
             self.check_block(b)?;
             let mut info = self.store.block_info(b);
+            self.count_bad(info.bad, BadState::Factory);
             info.bad = BadState::Factory;
             self.bad[b as usize] = true;
             self.store.set_block_info(b, info)?;
@@ -1316,6 +1347,7 @@ impl Nand {
     fn grow_bad(&mut self, block: u32) -> Result<()> {
         self.bad[block as usize] = true;
         let mut info = self.store.block_info(block);
+        self.count_bad(info.bad, BadState::Grown);
         info.bad = BadState::Grown;
         self.store.set_block_info(block, info)
     }

@@ -884,9 +884,15 @@ fn injected_program_and_erase_failures_grow_bad_blocks() {
         NandError::BadBlock { block: 0 }
     );
     assert_err!(n.erase(2), NandError::BadBlock { block: 2 });
-    // Bad state is on the medium: it survives a reopen.
+    // The counts (kept with the flags, O(1)) agree with the flags.
+    assert_eq!((n.bad_blocks(), n.grown_bad_blocks()), (2, 2));
+    n.mark_factory_bad(&[5, 0]).unwrap(); // 0: grown bad, now factory bad
+    assert_eq!((n.bad_blocks(), n.grown_bad_blocks()), (3, 1));
+    // Bad state is on the medium: it survives a reopen, and so do the counts.
     let n = reopen(n);
     assert!(n.is_bad(0) && n.is_bad(2) && !n.is_bad(1));
+    assert_eq!((n.bad_blocks(), n.grown_bad_blocks()), (3, 1));
+    assert_eq!(n.try_clone().unwrap().grown_bad_blocks(), 1);
 
     // Rates: 1.0 fails every operation.
     let mut n = ram(&spec);

@@ -739,10 +739,22 @@ fn format(a: FormatArgs) -> Result<()> {
         r.blocks_per_segment,
     );
     if a.capacity.is_some() {
+        let slack = fms
+            .spare_segments()
+            .saturating_sub(fms.config().reserve_segments() - 2);
+        // With the capacity full, the failure reserve fits while the slack exceeds the
+        // segments gone bad by `failure_reserve` (docs/fms.md, "The failure reserve").
+        let need = fms.config().failure_reserve as u64 + 1;
         println!(
-            "  --capacity leaves {} segment(s) of slack beside the reserve",
-            fms.spare_segments()
-                .saturating_sub(fms.config().reserve_segments() - 2)
+            "  --capacity leaves {slack} segment(s) of slack beside the reserve{}",
+            if slack < need {
+                format!(
+                    " (the failure reserve needs {need} to hold through a first failure \
+                     when the capacity is full)"
+                )
+            } else {
+                String::new()
+            }
         );
     }
     // (Not with --capacity: the user chose the capacity.)
@@ -1172,7 +1184,7 @@ fn info(a: InfoArgs) -> Result<()> {
         .add(
             "cleaner",
             format!(
-                "keeps {} to {} segments free; failure reserve {}",
+                "cleans when fewer than {} segments are free, up to {}; failure reserve {}",
                 r.water_marks[0],
                 r.water_marks[1],
                 match r.failure_reserve {

@@ -18,8 +18,8 @@ impl Fms {
 
     #[inline(never)]
     pub(super) fn make_space(&mut self) -> DevResult<()> {
-        if self.failed_good.is_some() {
-            // The valid blocks may have grown or shrunk since the marks were set.
+        if self.reserve_applies() {
+            // The valid blocks may have grown since the marks were set.
             self.update_marks();
             if self.free.len() >= self.water_marks().0 {
                 return Ok(());
@@ -182,12 +182,19 @@ impl Fms {
         self.marks
     }
 
-    /// Count what the failure reserve needs to know of the medium, and set the water
-    /// marks (at format and mount, whenever a segment goes bad, and when a held segment
-    /// is released): whether any erase block of the medium has gone bad in use (grown
-    /// bad; factory-bad blocks never failed a program), and if so its good segments
-    /// (`failed_good`). From then on the marks are the configured ones raised by
-    /// `FmsConfig::failure_reserve` while the medium has the room ([`Fms::update_marks`]).
+    /// Set the water marks for the medium now: the configured ones, each raised by
+    /// `FmsConfig::failure_reserve` once any erase block of the medium has gone bad in use
+    /// (grown bad; factory-bad blocks never failed a program), while the good segments
+    /// hold that many beyond the format's reserve and the segments the valid blocks fill
+    /// ([`Fms::reserve_fits`]). Measured against the valid blocks, not the exported
+    /// capacity: a medium holding less than its capacity has the room now (the simulator's
+    /// pre-fill leaves a share of the capacity unwritten; so do most file systems), and
+    /// once its data grows past it the marks come down again, where raised marks could not
+    /// be reached and the cleaner would only copy. O(1) but for segments held for lost
+    /// blocks (few): called at format and mount, when a segment goes bad or a held one is
+    /// released, after a trim, and by [`Fms::make_space`] before every cleaning of a
+    /// medium that has failed (writes only add data: the marks they make too high come
+    /// down there).
     ///
     /// Why: the rest of a segment a program failed in is lost with it. A cleaning starts
     /// with `low_water - 1` free segments (one at the default marks) and the stream's
@@ -199,32 +206,20 @@ impl Fms {
     /// one likely to fail again; one that never has keeps the paper's marks, so every
     /// simulation without failures is as before. UBI keeps a pool of erase blocks for bad-
     /// block handling for the same reason.
-    #[cold]
-    #[inline(never)]
-    pub(super) fn refresh_marks(&mut self) {
-        let failed = self.cfg.failure_reserve > 0
-            && (0..self.lay.segments).any(|s| self.nand.block_info(s).bad == BadState::Grown);
-        self.failed_good = failed.then(|| self.good_segments());
-        self.update_marks();
-    }
-
-    /// The marks for the medium's data now, in O(1): raised by `failure_reserve` once the
-    /// medium has failed ([`Fms::refresh_marks`]) while its good segments hold that many
-    /// beyond the format's reserve and what the valid blocks fill
-    /// ([`Fms::reserve_fits`]). Measured against the valid blocks, not the exported
-    /// capacity: a medium holding less than its capacity has the room now (the simulator's
-    /// pre-fill leaves a share of the capacity unwritten; so do most file systems), and
-    /// once its data grows past it the marks come down again, where raised marks could not
-    /// be reached and the cleaner would only copy. Called by [`Fms::make_space`] before
-    /// every cleaning on such a medium.
     #[inline]
     pub(super) fn update_marks(&mut self) {
         let (low, high) = (self.cfg.low_water as usize, self.cfg.high_water as usize);
-        let raise = match self.failed_good {
-            Some(good) if self.reserve_fits(good) => self.cfg.failure_reserve as usize,
+        let raise = match self.failure_reserve() {
+            FailureReserve::Engaged => self.cfg.failure_reserve as usize,
             _ => 0,
         };
         self.marks = (low + raise, high + raise);
+    }
+
+    /// Whether the medium has failed in use and the reserve is on: the marks may be raised.
+    #[inline(always)]
+    pub(super) fn reserve_applies(&self) -> bool {
+        self.nand.grown_bad_blocks() > 0 && self.cfg.failure_reserve > 0
     }
 
     /// Whether `good` good segments hold the failure reserve beside the format's reserve
@@ -237,26 +232,33 @@ impl Fms {
         good >= data + need
     }
 
-    /// Segments whose erase block is good and not held for lost blocks or rescued trims.
+    /// Segments whose erase block is good and not held for lost blocks or rescued trims:
+    /// from the device's count of bad blocks, less the held ones (few).
     fn good_segments(&self) -> u64 {
-        (0..self.lay.segments)
-            .filter(|&s| !self.nand.is_bad(s) && !self.is_held(s))
-            .count() as u64
+        let held = self.held_segments();
+        let held_good = held.iter().filter(|&&s| !self.nand.is_bad(s)).count() as u64;
+        (self.lay.segments as u64)
+            .saturating_sub(self.nand.bad_blocks() as u64)
+            .saturating_sub(held_good)
     }
 
-    /// Where the failure reserve stands on this medium ([`Fms::refresh_marks`]): `Ready`
+    /// Where the failure reserve stands on this medium ([`Fms::update_marks`]): `Ready`
     /// only when it would still fit with one more segment gone bad.
     pub fn failure_reserve(&self) -> FailureReserve {
         if self.cfg.failure_reserve == 0 {
             return FailureReserve::Off;
         }
-        match self.failed_good {
-            Some(good) if self.reserve_fits(good) => FailureReserve::Engaged,
-            Some(_) => FailureReserve::NoRoom,
-            None if self.reserve_fits(self.good_segments().saturating_sub(1)) => {
-                FailureReserve::Ready
+        let good = self.good_segments();
+        if self.reserve_applies() {
+            if self.reserve_fits(good) {
+                FailureReserve::Engaged
+            } else {
+                FailureReserve::NoRoom
             }
-            None => FailureReserve::NoRoom,
+        } else if self.reserve_fits(good.saturating_sub(1)) {
+            FailureReserve::Ready
+        } else {
+            FailureReserve::NoRoom
         }
     }
 

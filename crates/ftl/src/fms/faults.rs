@@ -16,7 +16,7 @@ impl Fms {
         if !self.nand.is_bad(seg) {
             return;
         }
-        self.refresh_marks();
+        self.update_marks();
         let s = &mut self.segs[seg as usize];
         if s.state == SegState::Active {
             s.next = self.lay.slots;
@@ -165,7 +165,7 @@ impl Fms {
         s.state = SegState::Bad;
         s.next = slots;
         self.sync_used(seg);
-        self.refresh_marks();
+        self.update_marks();
     }
 
     /// `seg`'s erase or header program failed (`newly`: it went bad just now, and is

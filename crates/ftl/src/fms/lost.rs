@@ -158,7 +158,7 @@ impl Fms {
         }
         // Its room is the cleaner's again: the failure reserve may fit now (a mount of
         // the medium would find it so).
-        self.refresh_marks();
+        self.update_marks();
     }
 
     fn drop_empty_hold(&mut self) {

@@ -468,9 +468,6 @@ pub struct Fms {
     /// The water marks the cleaner works to: the configured ones, raised by
     /// `FmsConfig::failure_reserve` once the medium has failed ([`Fms::update_marks`]).
     marks: (usize, usize),
-    /// Once a block of the medium has gone bad in use (and `failure_reserve` is on): its
-    /// good segments, as last counted ([`Fms::refresh_marks`]); `None` before.
-    failed_good: Option<u64>,
     // Reverse map, per physical slot.
     rev: Vec<u32>,
     /// Bits of a physical slot number that hold the slot (see `new_empty`).
@@ -596,7 +593,6 @@ impl Fms {
             blocks: self.blocks.clone(),
             cleaning: self.cleaning,
             marks: self.marks,
-            failed_good: self.failed_good,
             rev: self.rev.clone(),
             slot_bits: self.slot_bits,
             segs: self.segs.clone(),
@@ -737,7 +733,6 @@ impl Fms {
             blocks: table(n, BlockRow::UNMAPPED, "the translation table")?,
             cleaning: false,
             marks: (cfg.low_water as usize, cfg.high_water as usize),
-            failed_good: None,
             rev: table(phys, NONE, "the reverse map")?,
             slot_bits,
             segs: vec![
@@ -906,7 +901,7 @@ impl Fms {
             return Err(DevError::config("no good segment for the index"));
         }
         f.rebuild_used();
-        f.refresh_marks();
+        f.update_marks();
         // The capacity was sized to the segments good before the format; its own erases
         // can wear some out. A medium that can no longer keep that capacity is not
         // reported formatted (QA stop 27: `fms format --force` of a nearly worn medium
@@ -2424,6 +2419,11 @@ impl BlockDevice for Fms {
                 }
             }
             lba_i += n;
+        }
+        if self.reserve_applies() {
+            // The data shrank: the failure reserve may fit again (before the next
+            // cleaning, which would otherwise start at the lower marks).
+            self.update_marks();
         }
         Ok(())
     }

@@ -951,7 +951,7 @@ fn rebuild(
     f.mount_report.dirty_segments =
         f.segs.iter().filter(|s| s.state == SegState::Dirty).count() as u64;
     f.rebuild_used();
-    f.refresh_marks();
+    f.update_marks();
     // The mount's own device time: the clock's jump to the medium's time is not spent.
     let end = f.nand.clock_ps();
     f.mount_ps = end.saturating_sub(clock0).saturating_sub(jump);

@@ -82,6 +82,11 @@ pub struct TortureArgs {
     /// always wrap in place). 0 moves it whenever it is ahead at all [default: 8]
     #[arg(long, value_name = "N|none")]
     pub index_wear_gap: Option<String>,
+    /// Free segments the cleaner keeps beyond its water marks once a block has gone bad in
+    /// use, while the data leaves room (the failure reserve; 0: the marks alone)
+    /// [default: 1]
+    #[arg(long, value_name = "N")]
+    pub failure_reserve: Option<u32>,
     /// Worker threads (default: one per core).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -252,6 +257,9 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
     c.fms.wear_threshold = a.wear_threshold.and_then(|w| w.0);
     if let Some(g) = &a.index_wear_gap {
         c.fms.index_wear_gap = super::common::parse_index_wear_gap(g)?;
+    }
+    if let Some(r) = a.failure_reserve {
+        c.fms.failure_reserve = r;
     }
     if let Some(f) = a.fill_writes {
         c.fill_writes = f;

@@ -176,7 +176,7 @@ impl Fms {
     /// the borrowing rule of `active_slot_segment` one free segment at the start of a
     /// cleaning suffices, and a user write leaves at least `low - 1 >= 1` free. Both are
     /// raised by `FmsConfig::failure_reserve` on a medium that has failed, while it has
-    /// the room ([`Fms::update_marks`]).
+    /// the room (`Fms::update_marks`).
     #[inline(always)]
     pub fn water_marks(&self) -> (usize, usize) {
         self.marks
@@ -242,7 +242,7 @@ impl Fms {
             .saturating_sub(held_good)
     }
 
-    /// Where the failure reserve stands on this medium ([`Fms::update_marks`]): `Ready`
+    /// Where the failure reserve stands on this medium (`Fms::update_marks`): `Ready`
     /// only when it would still fit with one more segment gone bad.
     pub fn failure_reserve(&self) -> FailureReserve {
         if self.cfg.failure_reserve == 0 {

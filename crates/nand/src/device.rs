@@ -441,8 +441,8 @@ impl Nand {
     fn count_bad(&mut self, was: BadState, now: BadState) {
         let bad = |s: BadState| (s != BadState::Good) as u32;
         let grown = |s: BadState| (s == BadState::Grown) as u32;
-        self.bad_count = self.bad_count - bad(was) + bad(now);
-        self.grown_count = self.grown_count - grown(was) + grown(now);
+        self.bad_count = (self.bad_count + bad(now)).saturating_sub(bad(was));
+        self.grown_count = (self.grown_count + grown(now)).saturating_sub(grown(was));
     }
     pub fn erase_count(&self, block: u32) -> u32 {
         self.store.block_info(block).erase_count

@@ -633,11 +633,11 @@ fn format(a: FormatArgs) -> Result<()> {
         ..config("cat", bs)?
     };
     let reserve = cfg.reserve_segments();
+    let good = geo.blocks.saturating_sub(nand.bad_blocks()) as u64;
     if let Some(c) = &a.capacity {
         // The most: what the format exports on the segments good now.
         let (_, slots) = Fms::exported_blocks(&geo, &cfg)
             .with_context(|| format!("{}: format", a.image.display()))?;
-        let good = (0..geo.blocks).filter(|&b| !nand.is_bad(b)).count() as u64;
         let most = good.saturating_sub(reserve) * slots as u64;
         cfg.logical_blocks = Some(capacity_blocks(c, bs, most)?);
     }
@@ -645,7 +645,6 @@ fn format(a: FormatArgs) -> Result<()> {
     // reserve and ECC, on the good segments, as the format counts them): 4 KiB blocks on
     // 512-byte pages lose a slot per segment to the header's page. Named when it gives
     // more than 5 % more.
-    let good = (0..geo.blocks).filter(|&b| !nand.is_bad(b)).count() as u64;
     let better = (9..=16)
         .map(|k| 1u32 << k)
         .filter(|&b| b != bs)

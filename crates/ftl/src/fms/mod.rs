@@ -76,12 +76,13 @@ pub struct FmsConfig {
     pub high_water: u32,
     /// Free segments the cleaner keeps beyond both water marks once an erase block of the
     /// medium has gone bad in use (grown bad), while the good segments hold that many
-    /// beyond the format's reserve and what the valid blocks fill ([`Fms::water_marks`]). A program that fails takes the
-    /// rest of its segment with it; a cleaning starts with `low_water - 1` free segments
-    /// (one, by default), so one failure in it is absorbed and a second, back to back,
-    /// could leave every segment full with nothing erased to move a block into (QA seed
-    /// 346470). Media that never fail run exactly as the paper's marks say. Default 1; 0
-    /// keeps the marks as they are (the behaviour before stop 33).
+    /// beyond the format's reserve and what the valid blocks fill ([`Fms::water_marks`]).
+    /// A program that fails takes the rest of its segment with it; a cleaning starts with
+    /// `low_water - 1` free segments (one, by default), so one failure in it is absorbed
+    /// and a second, back to back, could leave every segment full with nothing erased to
+    /// move a block into (QA seed 346470). Media that never fail run exactly as the
+    /// paper's marks say. Default 1; 0 keeps the marks as they are (the behaviour before
+    /// stop 33).
     pub failure_reserve: u32,
     /// Swap the most- and least-erased segments' roles when their erase counts differ by
     /// more than this.

@@ -234,7 +234,7 @@ impl Fms {
 
     /// Segments whose erase block is good and not held for lost blocks or rescued trims:
     /// from the device's count of bad blocks, less the held ones (few).
-    fn good_segments(&self) -> u64 {
+    pub(super) fn good_segments(&self) -> u64 {
         let held = self.held_segments();
         let held_good = held.iter().filter(|&&s| !self.nand.is_bad(s)).count() as u64;
         (self.lay.segments as u64)

@@ -1061,9 +1061,7 @@ impl Fms {
     /// Segments held for lost blocks or rescued trims (`lost.rs`) count as not good while
     /// held: their room is not the cleaner's.
     fn good_and_needed_segments(&self) -> (u64, u64) {
-        let good = (0..self.lay.segments)
-            .filter(|&s| !self.nand.is_bad(s) && !self.is_held(s))
-            .count() as u64;
+        let good = self.good_segments();
         let data = self.logical.div_ceil(self.lay.slots as u64);
         (good, data + 2)
     }

@@ -2670,6 +2670,20 @@ fn format_takes_a_capacity() {
             &["--capacity", says],
         );
     }
+    // A malformed capacity is named before the image is looked at (not "already holds an
+    // FMS: pass --force").
+    fails_with_all(
+        flashkit([
+            "fms",
+            "format",
+            img,
+            "--block-size",
+            "1KiB",
+            "--capacity",
+            "x%",
+        ]),
+        &["--capacity", "is no percentage"],
+    );
     assert!(
         std::fs::read(img).unwrap() == before,
         "the image is untouched"

@@ -587,6 +587,10 @@ fn format(a: FormatArgs) -> Result<()> {
     super::common::refuse_csv_over(&a.report, &[(&a.image, "image being formatted")])?;
     let bs = parse_size(&a.block_size).map_err(|e| anyhow!("--block-size: {e}"))?;
     let bs = u32::try_from(bs).map_err(|_| anyhow!("--block-size: {bs} too large"))?;
+    let capacity = match &a.capacity {
+        Some(c) => Some((Capacity::parse(c, bs)?, c)),
+        None => None,
+    };
     if !a.force {
         // Any segment header that decodes: a mountable FMS, or what is left of one. Looked
         // for on a read-only open, so the probe's reads neither reach the image (its
@@ -634,12 +638,12 @@ fn format(a: FormatArgs) -> Result<()> {
     };
     let reserve = cfg.reserve_segments();
     let good = geo.blocks.saturating_sub(nand.bad_blocks()) as u64;
-    if let Some(c) = &a.capacity {
+    if let Some((c, text)) = &capacity {
         // The most: what the format exports on the segments good now.
         let (_, slots) = Fms::exported_blocks(&geo, &cfg)
             .with_context(|| format!("{}: format", a.image.display()))?;
         let most = good.saturating_sub(reserve) * slots as u64;
-        cfg.logical_blocks = Some(capacity_blocks(c, bs, most)?);
+        cfg.logical_blocks = Some(c.blocks(text, bs, most)?);
     }
     // The block size that would export the most, if another (512 B to 64 KiB; the same
     // reserve and ECC, on the good segments, as the format counts them): 4 KiB blocks on
@@ -777,30 +781,31 @@ fn format(a: FormatArgs) -> Result<()> {
     Ok(())
 }
 
-/// `fms format --capacity`: a size (a whole number of `bs`-byte blocks) or a percentage
-/// of `most` blocks (rounded down), as logical blocks, at least one and at most `most`.
-fn capacity_blocks(text: &str, bs: u32, most: u64) -> Result<u64> {
-    let text = text.trim();
-    let bs = bs as u64;
-    let most_text = || format!("{} ({most} blocks)", output::bytes(most * bs));
-    let blocks = if let Some(p) = text.strip_suffix('%') {
-        let p: f64 = p
-            .trim()
-            .parse()
-            .ok()
-            .filter(|p: &f64| p.is_finite() && *p > 0.0 && *p <= 100.0)
-            .ok_or_else(|| {
-                anyhow!("--capacity: {text:?} is no percentage above 0 and at most 100")
-            })?;
-        let n = (most as f64 * p / 100.0).floor() as u64;
-        if n == 0 {
-            bail!(
-                "--capacity: {text} of {} is less than one block",
-                most_text()
-            );
+/// `fms format --capacity`: a share of the most the medium holds beside the reserve, or a
+/// number of blocks. Parsed before the image is read ([`Capacity::parse`]: its own errors
+/// come first), resolved against the medium's most ([`Capacity::blocks`]).
+enum Capacity {
+    Percent(f64),
+    Blocks(u64),
+}
+
+impl Capacity {
+    /// `text`: `P%` (above 0, at most 100) or a size that is a whole number of `bs`-byte
+    /// blocks, at least one.
+    fn parse(text: &str, bs: u32) -> Result<Capacity> {
+        let text = text.trim();
+        let bs = bs as u64;
+        if let Some(p) = text.strip_suffix('%') {
+            return p
+                .trim()
+                .parse()
+                .ok()
+                .filter(|p: &f64| p.is_finite() && *p > 0.0 && *p <= 100.0)
+                .map(Capacity::Percent)
+                .ok_or_else(|| {
+                    anyhow!("--capacity: {text:?} is no percentage above 0 and at most 100")
+                });
         }
-        n
-    } else {
         let bytes = parse_size(text).map_err(|e| anyhow!("--capacity: {e}"))?;
         if bytes == 0 {
             bail!("--capacity: {text} is less than one block");
@@ -808,20 +813,39 @@ fn capacity_blocks(text: &str, bs: u32, most: u64) -> Result<u64> {
         if bytes % bs != 0 {
             bail!(
                 "--capacity: {text} is not a whole number of {} blocks (give a size of whole \
-                 blocks up to {}, or a percentage such as 90%)",
-                output::bytes(bs),
+                 blocks, or a percentage such as 90%)",
+                output::bytes(bs)
+            );
+        }
+        Ok(Capacity::Blocks(bytes / bs))
+    }
+
+    /// The logical blocks, of a medium that holds at most `most` blocks of `bs` bytes
+    /// beside the reserve (a percentage rounded down); at least one, at most `most`.
+    fn blocks(&self, text: &str, bs: u32, most: u64) -> Result<u64> {
+        let text = text.trim();
+        let most_text = || format!("{} ({most} blocks)", output::bytes(most * bs as u64));
+        let blocks = match *self {
+            Capacity::Percent(p) => {
+                let n = (most as f64 * p / 100.0).floor() as u64;
+                if n == 0 {
+                    bail!(
+                        "--capacity: {text} of {} is less than one block",
+                        most_text()
+                    );
+                }
+                n
+            }
+            Capacity::Blocks(n) => n,
+        };
+        if blocks > most {
+            bail!(
+                "--capacity: {text} is more than this medium holds beside the reserve: {}",
                 most_text()
             );
         }
-        bytes / bs
-    };
-    if blocks > most {
-        bail!(
-            "--capacity: {text} is more than this medium holds beside the reserve: {}",
-            most_text()
-        );
+        Ok(blocks)
     }
-    Ok(blocks)
 }
 
 /// `flashkit fms info --json`.

@@ -95,6 +95,9 @@ def configs(seed, runs, long, flips=False, traces=False, formats=False, chains=F
     cfrng = random.Random(seed ^ 0xC4A2)
     # The failure reserve (stop 33), drawn apart too, for runs with failures.
     rrng = random.Random(seed ^ 0xFA11)
+    # The reserve from the start (stop 34), drawn apart too, for any run: it raises the
+    # marks of media that never fail.
+    srng = random.Random(seed ^ 0xFA12)
     ops = [200, 400, 600] + ([1000] if long else [])
     segments = [10, 12, 16, 20, 24] + ([32] if long else [])
     for _ in range(runs):
@@ -120,6 +123,8 @@ def configs(seed, runs, long, flips=False, traces=False, formats=False, chains=F
                 args += ["--spare-size", str(rng.choice([0, 8, 16, 64]))]
         if args[args.index("--failures") + 1] != "0" and rrng.random() < 0.3:
             args += ["--failure-reserve", rrng.choice(["0", "2"])]
+        if srng.random() < 0.2:
+            args += ["--failure-reserve-from", "start"]
         if irng.random() < 0.3:
             # Segments of few pages make an index cycle shorter than the segment count.
             args += ["--index-wear-gap", irng.choice(["0", "1", "none"])]

@@ -497,7 +497,8 @@ fn a_worn_out_image_says_so_and_stays_readable() {
     if short > 0 {
         assert!(
             text_info.contains(&format!(
-                "the capacity can no longer be kept: {short} segments short"
+                "the capacity can no longer be kept: {short} segment{} short",
+                if short == 1 { "" } else { "s" }
             )),
             "{text_info}"
         );
@@ -2531,6 +2532,16 @@ fn writing_options_are_refused_where_the_image_is_only_read() {
         vec!["fms", "check", img, "--policy", "greedy"],
         vec!["fms", "read", img, "--length", "512", "--policy", "cat"],
         vec!["fms", "check", img, "--scrub-threshold", "0"],
+        vec!["fms", "check", img, "--failure-reserve", "2"],
+        vec![
+            "fms",
+            "read",
+            img,
+            "--length",
+            "512",
+            "--failure-reserve-from",
+            "start",
+        ],
     ] {
         fails_with_all(
             flashkit(&args),
@@ -2608,19 +2619,17 @@ fn format_takes_a_capacity() {
         "--json",
     ]))
     .unwrap();
+    assert_eq!(most["slack_segments"], 0, "{most}");
     let most = most["logical_blocks"].as_u64().unwrap();
-    let out = run_ok(&[
-        "fms",
-        "format",
-        img,
-        "--block-size",
-        "1KiB",
-        "--capacity",
-        "90% ",
-        "--force",
-    ]);
+    let ninety = ["--block-size", "1KiB", "--capacity", "90% ", "--force"];
+    let out = run_ok(&[&["fms", "format", img][..], &ninety[..]].concat());
+    let o = ok(flashkit(
+        [&["fms", "format", img, "--json"][..], &ninety[..]].concat(),
+    ));
+    let slack = json(&o)["slack_segments"].as_u64().unwrap();
+    assert!(slack >= 2, "{slack}");
     assert!(
-        out.contains("segment(s) of slack beside the reserve"),
+        out.contains(&format!("{slack} segments of slack beside the reserve")),
         "{out}"
     );
     let info = info_json(img);
@@ -2763,4 +2772,50 @@ fn info_reports_the_failure_reserve() {
         "{text}"
     );
     assert_eq!(read_all(img, 16384, dir.path()), pattern(16384, n));
+    // Kept from the start (not recorded on flash: given to each command), on a medium
+    // that never failed; `fms info` takes the options for the state it reports.
+    let img = dir.path().join("new.img");
+    let img = path_str(&img);
+    nand_image(img, "nandsim-256m", "16", &[]);
+    run_ok(&["fms", "format", img, "--block-size", "1KiB"]);
+    let from = ["--failure-reserve-from", "start"];
+    let o = ok(flashkit(["fms", "info", img, "--json", from[0], from[1]]));
+    let i = json(&o);
+    assert_eq!(
+        (
+            &i["failure_reserve"],
+            &i["failure_reserve_from"],
+            &i["water_marks"]
+        ),
+        (
+            &serde_json::json!("engaged"),
+            &serde_json::json!("start"),
+            &serde_json::json!([3, 4])
+        ),
+        "{i}"
+    );
+    assert_eq!(i["grown_bad_segments"], 0);
+    let text = run_ok(&["fms", "info", img, from[0], from[1]]);
+    assert!(
+        text.contains("failure reserve engaged (from the start: marks raised)"),
+        "{text}"
+    );
+    let o = ok(flashkit([
+        "fms",
+        "info",
+        img,
+        "--json",
+        "--failure-reserve",
+        "2",
+        from[0],
+        from[1],
+    ]));
+    assert_eq!(json(&o)["water_marks"], serde_json::json!([4, 5]));
+    assert_eq!(info(img)["failure_reserve"], "ready");
+    let o = flashkit(["fms", "info", img, from[0], "always"]);
+    let err = common::text(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    for n in ["--failure-reserve-from", "'always'", "first-failure, start"] {
+        assert!(err.contains(n), "{err}");
+    }
 }

@@ -31,6 +31,7 @@ use anyhow::{anyhow, Context, Result};
 use ftl::fms::dac::{AgeRule, RegionSelect};
 use ftl::fms::redistribute::{M4Average, Redistribution};
 use ftl::fms::select::{AgeTransform, CbAge, Policy};
+use ftl::fms::ReserveFrom;
 use nand::DeviceSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -511,6 +512,13 @@ pub const KEYS: &[KeyDef] = &[
         .fms
         .failure_reserve =
         u32_of(v)),
+    key!(
+        "failure_reserve_from",
+        Text,
+        "first-failure",
+        names::<ReserveFrom>,
+        |v, d| d.cfg.fms.failure_reserve_from = named(v)
+    ),
     key!(
         "cat_age",
         Text,
@@ -1673,6 +1681,11 @@ const LATE_KEYS: &[(&str, AtDefault)] = &[
     // keep their ids; a result from before the key in which blocks went bad
     // (`retired_segments` > 0) is refused as stale when a sweep resumes (`load_done`).
     ("failure_reserve", |v| v.as_u64() == Some(1)),
+    // Stop 34: the reserve from the start (`FmsConfig::failure_reserve_from`); at its
+    // default every job runs as before.
+    ("failure_reserve_from", |v| {
+        v.as_str() == Some("first-failure")
+    }),
 ];
 
 impl Job {

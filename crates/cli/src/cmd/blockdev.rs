@@ -169,7 +169,7 @@ fn mount_cmd(a: MountCmdArgs) -> Result<()> {
         );
     }
     let access = if a.read_only {
-        a.mount.refuse_policy_where_only_read()?;
+        a.mount.refuse_writer_options_where_only_read()?;
         Access::Inspect
     } else {
         Access::Write

@@ -94,15 +94,41 @@ pub struct MountArgs {
     /// read (`fms info`, `fms read`, `fms check` without --repair).
     #[arg(long, value_name = "N")]
     pub scrub_threshold: Option<u8>,
+    /// Free segments the cleaner keeps beyond its water marks once a block has gone bad in
+    /// use (or from the start, --failure-reserve-from start), while the data leaves room:
+    /// two program failures close together then find a segment to copy into (0: the
+    /// marks alone) [default: 1]. Not recorded on flash; `fms info` takes it for the state
+    /// it reports. Refused where the image is only read (`fms read`, `fms check` without
+    /// --repair).
+    #[arg(long, value_name = "N")]
+    pub failure_reserve: Option<u32>,
+    /// When the failure reserve applies: first-failure (once a block has gone bad in use:
+    /// a medium that never failed cleans at the paper's marks) or start (from the format
+    /// on: its first failures find the reserve too, at the price of cleaning a segment
+    /// earlier all along) [default: first-failure]
+    #[arg(long, value_name = "WHEN")]
+    pub failure_reserve_from: Option<ftl::fms::ReserveFrom>,
 }
 
 impl MountArgs {
-    /// `--policy` where the image is only read and nothing reported depends on it (`fms
-    /// info` reports the reserve and RAM it sizes; `fms read`, `fms check` and a
-    /// read-only `blockdev mount` report neither): refused as having no effect (stop 28).
-    pub(crate) fn refuse_policy_where_only_read(&self) -> Result<()> {
+    /// `--policy`, `--failure-reserve` and `--failure-reserve-from` where the image is
+    /// only read and nothing reported depends on them (`fms info` reports the reserve and
+    /// RAM the policy sizes and where the failure reserve stands; `fms read`, `fms check`
+    /// and a read-only `blockdev mount` report neither): refused as having no effect
+    /// (stop 28; the failure reserve's, stop 34).
+    pub(crate) fn refuse_writer_options_where_only_read(&self) -> Result<()> {
         if self.policy.is_some() {
             bail!("--policy: has no effect: this command only reads the image (give it to the commands that write, or to `fms info` for the reserve it sizes)");
+        }
+        let given = [
+            ("--failure-reserve", self.failure_reserve.is_some()),
+            (
+                "--failure-reserve-from",
+                self.failure_reserve_from.is_some(),
+            ),
+        ];
+        if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+            bail!("{flag}: has no effect: this command only reads the image (give it to the commands that write, or to `fms info` for the state it reports)");
         }
         Ok(())
     }
@@ -118,6 +144,10 @@ impl MountArgs {
             wear_threshold: self.wear_threshold.and_then(|w| w.0),
             index_wear_gap,
             scrub_threshold: self.scrub_threshold,
+            failure_reserve: self.failure_reserve.unwrap_or(cfg.failure_reserve),
+            failure_reserve_from: self
+                .failure_reserve_from
+                .unwrap_or(cfg.failure_reserve_from),
             ..cfg
         })
     }
@@ -200,6 +230,11 @@ pub struct FormatReport {
     /// bit flipped for good), the mount closing a segment whose tail holds a record one or
     /// two bits from valid (header features bit 8: every new spare-mode format).
     pub record_correction: bool,
+    /// Good segments beyond the reserve and the segments the capacity fills: 0 at the
+    /// most the medium holds, more with `--capacity` (stop 34; before, the text alone said
+    /// it). With the capacity full, the failure reserve holds through a first failure
+    /// while this is at least `failure_reserve` + 1.
+    pub slack_segments: u64,
     /// Device time the format took (erasing every good segment, writing the headers).
     pub format_time_s: f64,
 }
@@ -384,6 +419,11 @@ fn no_fms(path: &Path, nand: &mut nand::Nand) -> anyhow::Error {
         "{}: no FMS segment header: not an FMS medium (run `flashkit fms format` first)",
         path.display()
     )
+}
+
+/// "1 segment", "N segments".
+fn segments(n: u64) -> String {
+    format!("{n} segment{}", if n == 1 { "" } else { "s" })
 }
 
 /// Open the image and mount the FMS on it, with the block size recorded on flash.
@@ -702,6 +742,9 @@ fn format(a: FormatArgs) -> Result<()> {
         header_code: fms.layout().header_code_t().is_some(),
         segment_summaries: fms.layout().summary_page.is_some(),
         record_correction: fms.layout().corrects_records(),
+        slack_segments: fms
+            .spare_segments()
+            .saturating_sub(fms.config().reserve_segments() - 2),
         format_time_s: fms.nand().clock_s(),
     };
     if let Some(p) = &a.report.csv {
@@ -742,14 +785,13 @@ fn format(a: FormatArgs) -> Result<()> {
         r.blocks_per_segment,
     );
     if a.capacity.is_some() {
-        let slack = fms
-            .spare_segments()
-            .saturating_sub(fms.config().reserve_segments() - 2);
+        let slack = r.slack_segments;
         // With the capacity full, the failure reserve fits while the slack exceeds the
         // segments gone bad by `failure_reserve` (docs/fms.md, "The failure reserve").
         let need = fms.config().failure_reserve as u64 + 1;
         println!(
-            "  --capacity leaves {slack} segment(s) of slack beside the reserve{}",
+            "  --capacity leaves {} of slack beside the reserve{}",
+            segments(slack),
             if slack < need {
                 format!(
                     " (the failure reserve needs {need} to hold through a first failure \
@@ -906,6 +948,9 @@ pub struct FmsInfo {
     /// `ready` (no block gone bad in use yet, and room for it after one), `engaged`
     /// (marks raised).
     pub failure_reserve: &'static str,
+    /// When the failure reserve applies (`--failure-reserve-from`, not recorded on
+    /// flash): `first-failure` or `start`.
+    pub failure_reserve_from: &'static str,
     /// The newest device time recorded on the medium (segment headers; header-mode
     /// entries): the device clock goes on from there (docs/format/fms.md, Mount step 7).
     pub medium_time_s: f64,
@@ -1046,6 +1091,7 @@ fn info(a: InfoArgs) -> Result<()> {
         segments_short: fms.segments_short(),
         water_marks: fms.water_marks().into(),
         failure_reserve: fms.failure_reserve().name(),
+        failure_reserve_from: fms.config().failure_reserve_from.name(),
         medium_time_s: fms.medium_time_ps() as f64 / 1e12,
         mount_time_s: fms.mount_time_ps() as f64 / 1e12,
         ram_bytes: fms.ram_bytes(),
@@ -1180,18 +1226,20 @@ fn info(a: InfoArgs) -> Result<()> {
                 // "worn out" of a medium no segment of which had gone bad).
                 format!(
                     "{} factory, {} grown; with {} segment(s) held (below) the capacity \
-                     cannot be kept: {} segments short until they are released (writes may \
-                     fail for want of space)",
+                     cannot be kept: {} short until they are released (writes may fail \
+                     for want of space)",
                     r.factory_bad_segments,
                     r.grown_bad_segments,
                     r.held_segments.len(),
-                    r.segments_short
+                    segments(r.segments_short)
                 )
             } else if r.segments_short > 0 {
                 format!(
-                    "{} factory, {} grown; the capacity can no longer be kept: {} segments \
-                     short (writes fail once the free space left is used: worn out)",
-                    r.factory_bad_segments, r.grown_bad_segments, r.segments_short
+                    "{} factory, {} grown; the capacity can no longer be kept: {} short \
+                     (writes fail once the free space left is used: worn out)",
+                    r.factory_bad_segments,
+                    r.grown_bad_segments,
+                    segments(r.segments_short)
                 )
             } else {
                 format!(
@@ -1211,6 +1259,9 @@ fn info(a: InfoArgs) -> Result<()> {
                 r.water_marks[0],
                 r.water_marks[1],
                 match r.failure_reserve {
+                    "engaged" if r.failure_reserve_from == "start" => {
+                        "engaged (from the start: marks raised)"
+                    }
                     "engaged" => "engaged (a block went bad in use: marks raised)",
                     "ready" => "ready (raises the marks once a block goes bad in use)",
                     "no-room" => {
@@ -1771,7 +1822,7 @@ fn read(a: ReadArgs) -> Result<()> {
     super::common::refuse_csv_over(&a.report, &inputs)?;
     let lba = sector_offset(&a.offset)?;
     let len = parse_size(&a.length).map_err(|e| anyhow!("--length: {e}"))?;
-    a.mount.refuse_policy_where_only_read()?;
+    a.mount.refuse_writer_options_where_only_read()?;
     let mut fms = mount(&a.image, &a.mount, Access::Inspect)?;
     let spent = Spent::since_mount(&fms);
     let sectors = len.div_ceil(SECTOR as u64);
@@ -1971,7 +2022,7 @@ fn check(a: CheckArgs) -> Result<()> {
     let access = if a.repair {
         Access::Write
     } else {
-        a.mount.refuse_policy_where_only_read()?;
+        a.mount.refuse_writer_options_where_only_read()?;
         Access::Inspect
     };
     let mut fms = mount(&a.image, &a.mount, access)?;

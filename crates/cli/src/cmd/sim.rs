@@ -106,6 +106,11 @@ pub struct SimArgs {
     /// cleaning then finds a segment to copy into (0 = the marks alone).
     #[arg(long, default_value = default_of("failure_reserve"), value_delimiter = ',')]
     pub failure_reserve: Vec<String>,
+    /// When the failure reserve applies: first-failure (once a block has gone bad in use)
+    /// or start (from the format on, on every device with room for it: a medium's first
+    /// failures find it too, at the price of cleaning a segment earlier all along).
+    #[arg(long, default_value = default_of("failure_reserve_from"), value_delimiter = ',')]
+    pub failure_reserve_from: Vec<String>,
     /// CAT age transformation: saturating, log, linear, clamp:X.
     #[arg(long, default_value = default_of("cat_age"), value_delimiter = ',')]
     pub cat_age: Vec<String>,
@@ -261,7 +266,7 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
             s.set_flag(k, &[v])?;
         }
     }
-    let lists: [(&str, &Vec<String>); 25] = [
+    let lists: [(&str, &Vec<String>); 26] = [
         ("block_size", &a.block_size),
         ("fill", &a.fill),
         ("workload", &a.workload),
@@ -282,6 +287,7 @@ pub fn spec(a: &SimArgs) -> Result<Spec> {
         ("low_water", &a.low_water),
         ("high_water", &a.high_water),
         ("failure_reserve", &a.failure_reserve),
+        ("failure_reserve_from", &a.failure_reserve_from),
         ("cat_age", &a.cat_age),
         ("cb_age", &a.cb_age),
         ("m4_average", &a.m4_average),

@@ -87,6 +87,10 @@ pub struct TortureArgs {
     /// [default: 1]
     #[arg(long, value_name = "N")]
     pub failure_reserve: Option<u32>,
+    /// When the failure reserve applies: first-failure (once a block has gone bad in use)
+    /// or start (from the format on, where the data leaves room) [default: first-failure]
+    #[arg(long, value_name = "WHEN")]
+    pub failure_reserve_from: Option<ftl::fms::ReserveFrom>,
     /// Worker threads (default: one per core).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -260,6 +264,9 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
     }
     if let Some(r) = a.failure_reserve {
         c.fms.failure_reserve = r;
+    }
+    if let Some(w) = a.failure_reserve_from {
+        c.fms.failure_reserve_from = w;
     }
     if let Some(f) = a.fill_writes {
         c.fill_writes = f;

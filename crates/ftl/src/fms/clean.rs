@@ -216,10 +216,13 @@ impl Fms {
         self.marks = (low + raise, high + raise);
     }
 
-    /// Whether the medium has failed in use and the reserve is on: the marks may be raised.
+    /// Whether the reserve is on and applies (the medium has failed in use, or it applies
+    /// from the start): the marks may be raised.
     #[inline(always)]
     pub(super) fn reserve_applies(&self) -> bool {
-        self.nand.grown_bad_blocks() > 0 && self.cfg.failure_reserve > 0
+        self.cfg.failure_reserve > 0
+            && (self.nand.grown_bad_blocks() > 0
+                || self.cfg.failure_reserve_from == ReserveFrom::Start)
     }
 
     /// Whether `good` good segments hold the failure reserve beside the format's reserve

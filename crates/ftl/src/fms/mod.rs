@@ -84,6 +84,13 @@ pub struct FmsConfig {
     /// paper's marks say. Default 1; 0 keeps the marks as they are (the behaviour before
     /// stop 33).
     pub failure_reserve: u32,
+    /// When the failure reserve applies: from the medium's first block gone bad in use
+    /// (the default; media that never fail run at the paper's marks) or from the start
+    /// (UBI's reserve of erase blocks for bad-block handling is kept from the start too):
+    /// two program failures close together on a medium that had never failed then find
+    /// the extra free segment too, at the price of cleaning one segment earlier all along
+    /// ([`ReserveFrom`]).
+    pub failure_reserve_from: ReserveFrom,
     /// Swap the most- and least-erased segments' roles when their erase counts differ by
     /// more than this.
     pub wear_threshold: Option<u32>,
@@ -190,6 +197,7 @@ impl Default for FmsConfig {
             low_water: 2,
             high_water: 3,
             failure_reserve: 1,
+            failure_reserve_from: ReserveFrom::FirstFailure,
             wear_threshold: None,
             hot_half_life: None,
             cat_age: AgeTransform::Saturating,
@@ -296,6 +304,44 @@ impl FmsConfig {
     }
 }
 
+/// When the failure reserve applies ([`FmsConfig::failure_reserve_from`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReserveFrom {
+    /// Once an erase block of the medium has gone bad in use (grown bad). The default.
+    FirstFailure,
+    /// From the format on, on every medium with room for it.
+    Start,
+}
+
+impl ReserveFrom {
+    pub const ALL: [ReserveFrom; 2] = [ReserveFrom::FirstFailure, ReserveFrom::Start];
+    pub fn name(self) -> &'static str {
+        match self {
+            ReserveFrom::FirstFailure => "first-failure",
+            ReserveFrom::Start => "start",
+        }
+    }
+}
+
+impl std::str::FromStr for ReserveFrom {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_named(
+            s,
+            &ReserveFrom::ALL,
+            ReserveFrom::name,
+            "start of the failure reserve",
+        )
+    }
+}
+
+impl std::fmt::Display for ReserveFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Where the failure reserve stands ([`FmsConfig::failure_reserve`],
 /// [`Fms::failure_reserve`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -307,9 +353,10 @@ pub enum FailureReserve {
     /// segments the valid blocks fill (after one more goes bad, when none has yet).
     NoRoom,
     /// No block has gone bad in use yet, and there would be room for it after one: the
-    /// configured marks.
+    /// configured marks (never with [`ReserveFrom::Start`]).
     Ready,
-    /// A block has gone bad in use and there is room: the marks are raised.
+    /// A block has gone bad in use (or the reserve applies from the start) and there is
+    /// room: the marks are raised.
     Engaged,
 }
 

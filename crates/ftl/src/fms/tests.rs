@@ -4864,23 +4864,28 @@ fn double_failures(reserve: u32, from: ReserveFrom, first_failure: bool) -> (u32
     (tried, wedged)
 }
 
+/// [`double_failures`] with `with` leaves the medium writable in every case (over a
+/// hundred of them), with `without` it wedges it in some.
+fn double_failures_wedge_only_without(
+    with: (u32, ReserveFrom),
+    without: (u32, ReserveFrom),
+    first_failure: bool,
+) {
+    let (tried, wedged) = double_failures(with.0, with.1, first_failure);
+    assert!(tried > 100, "{tried} cases with two program failures");
+    assert_eq!(wedged, 0, "{wedged} of {tried} wedged with {with:?}");
+    let (tried, wedged) = double_failures(without.0, without.1, first_failure);
+    assert!(wedged > 0, "none of {tried} wedged with {without:?}");
+}
+
 /// On a medium that has failed before, with `failure_reserve` (the default, 1) a cleaning
 /// hit by two program failures has a third segment to copy into and every later write
 /// succeeds; without it (0) many of these cases wedge the medium (when written: 1 955 of
 /// 7 593 cases without, 0 of 11 596 with).
 #[test]
 fn two_failures_in_one_cleaning_leave_a_failed_medium_writable() {
-    let (tried, wedged) = double_failures(1, ReserveFrom::FirstFailure, true);
-    assert!(tried > 100, "{tried} cases with two program failures");
-    assert_eq!(
-        wedged, 0,
-        "{wedged} of {tried} wedged with the failure reserve"
-    );
-    let (tried, wedged) = double_failures(0, ReserveFrom::FirstFailure, true);
-    assert!(
-        wedged > 0,
-        "none of {tried} wedged without the failure reserve"
-    );
+    let first = ReserveFrom::FirstFailure;
+    double_failures_wedge_only_without((1, first), (0, first), true);
 }
 
 /// On a medium that never failed, the reserve kept from the first failure comes too late
@@ -4889,17 +4894,8 @@ fn two_failures_in_one_cleaning_leave_a_failed_medium_writable() {
 /// 7 344).
 #[test]
 fn the_failure_reserve_from_the_start_protects_a_medium_that_never_failed() {
-    let (tried, wedged) = double_failures(1, ReserveFrom::Start, false);
-    assert!(tried > 100, "{tried} cases with two program failures");
-    assert_eq!(
-        wedged, 0,
-        "{wedged} of {tried} wedged with the reserve from the start"
-    );
-    let (tried, wedged) = double_failures(1, ReserveFrom::FirstFailure, false);
-    assert!(
-        wedged > 0,
-        "none of {tried} wedged with the reserve from the first failure"
-    );
+    let (start, first) = (ReserveFrom::Start, ReserveFrom::FirstFailure);
+    double_failures_wedge_only_without((1, start), (1, first), false);
 }
 
 /// Kept from the start (`ReserveFrom::Start`), the reserve needs only the room: a new

@@ -1413,6 +1413,11 @@ fn no_effect_static(
                 "hot degrees are used only by the m3 and m6 redistributions (not with DAC regions)",
             )
         }
+        "failure_reserve_from"
+            if options.get("failure_reserve").and_then(Value::as_u64) == Some(0) =>
+        {
+            Some("there is no failure reserve (failure_reserve is 0)")
+        }
         "readonly_separation"
             if options.get("readonly_fraction").and_then(Value::as_f64) == Some(0.0) =>
         {
@@ -2443,6 +2448,19 @@ mod tests {
         assert!(e.starts_with("s.toml:2: cb_age: has no effect"), "{e}");
         let e = err("policy = \"greedy\"\ncat_age = \"log\"\n");
         assert!(e.contains("cat_age: has no effect"), "{e}");
+        let e = err("failure_reserve = 0\nfailure_reserve_from = \"start\"\n");
+        assert!(
+            e.starts_with(
+                "s.toml:2: failure_reserve_from: has no effect: there is no failure reserve"
+            ),
+            "{e}"
+        );
+        assert!(
+            spec("failure_reserve = 2\nfailure_reserve_from = \"start\"\n")
+                .unwrap()
+                .expand()
+                .is_ok()
+        );
         let e = err("policy = \"cat\"\nadaptive_window = 100\n");
         assert!(e.contains("adaptive_window: has no effect"), "{e}");
         let e = err("region_threshold = \"30m\"\n");

@@ -154,7 +154,9 @@
 //! space) makes the whole run an error
 //! naming the operation and the failures, not a violation, as without failures. So that
 //! the bad blocks the run makes do not end it that way, the FMS is formatted with N
-//! segments' worth of blocks fewer than it would export (unless `logical_blocks` is set).
+//! segments' worth of blocks fewer than it would export (unless `logical_blocks` is set);
+//! with the failure reserve kept from the start (`ReserveFrom::Start`), `failure_reserve`
+//! segments' worth fewer again, the room it needs (even without failures).
 //!
 //! Cut points are independent and run on all cores; the report does not depend on the
 //! number of threads.
@@ -169,7 +171,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use ftl::fms::layout::{RecordMode, SegHeader, SEG_HEADER};
-use ftl::fms::{Fms, FmsConfig, MountReport, SegState};
+use ftl::fms::{Fms, FmsConfig, MountReport, ReserveFrom, SegState};
 use nand::blockdev::{BlockDevice, DevError, SECTOR};
 use nand::{DeviceSpec, FaultPlan, Nand, TornMode};
 use rand::{Rng, RngCore, SeedableRng};
@@ -2110,8 +2112,17 @@ pub fn run_with_progress(
     // With failures, each of which may retire a segment, the format exports that many
     // segments fewer (unless the configuration sets the capacity): a device left without
     // room by the bad blocks the run itself makes tests nothing.
+    // With the failure reserve kept from the start, `failure_reserve` segments fewer too,
+    // so that a run whose workload fills the capacity keeps the room the reserve needs and
+    // cleans at the raised marks (stop 34 review: without, runs without failures barely
+    // differed from the default's).
     let mut fms_cfg = cfg.fms.clone();
-    if cfg.failures > 0 && fms_cfg.logical_blocks.is_none() {
+    let from_start = if fms_cfg.failure_reserve_from == ReserveFrom::Start {
+        fms_cfg.failure_reserve as u64
+    } else {
+        0
+    };
+    if cfg.failures + from_start > 0 && fms_cfg.logical_blocks.is_none() {
         let (blocks, slots) =
             Fms::exported_blocks(&spec.geometry, &fms_cfg).map_err(|e| format!("FMS: {e}"))?;
         let spare = cfg.failures.saturating_mul(slots as u64);
@@ -2119,6 +2130,13 @@ pub fn run_with_progress(
             return Err(format!(
                 "failures: {} failures may retire {} segments of {slots} blocks each, {spare} blocks, and the FMS exports only {blocks} on {} segments, so nothing would be left to write; ask for fewer or raise --segments",
                 cfg.failures, cfg.failures, spec.geometry.blocks
+            ));
+        }
+        let spare = spare.saturating_add(from_start.saturating_mul(slots as u64));
+        if spare >= blocks {
+            return Err(format!(
+                "failure_reserve: a reserve of {from_start} segment(s) from the start, with {} failures, leaves nothing to write of the {blocks} blocks the FMS exports on {} segments; ask for a smaller reserve or raise --segments",
+                cfg.failures, spec.geometry.blocks
             ));
         }
         fms_cfg.logical_blocks = Some(blocks - spare);

@@ -105,7 +105,8 @@ pub struct MountArgs {
     /// When the failure reserve applies: first-failure (once a block has gone bad in use:
     /// a medium that never failed cleans at the paper's marks) or start (from the format
     /// on: its first failures find the reserve too, at the price of cleaning a segment
-    /// earlier all along) [default: first-failure]
+    /// earlier all along) [default: first-failure]. Not recorded on flash; refused where
+    /// the image is only read.
     #[arg(long, value_name = "WHEN")]
     pub failure_reserve_from: Option<ftl::fms::ReserveFrom>,
 }
@@ -1240,6 +1241,16 @@ fn info(a: InfoArgs) -> Result<()> {
                     r.factory_bad_segments,
                     r.grown_bad_segments,
                     segments(r.segments_short)
+                )
+            } else if r.spare_segments == 0 && r.grown_bad_segments > 0 {
+                // At the limit: the capacity is kept on paper, but the slack left is
+                // spread over the segments, and writes fail once the free space is used
+                // (stop 34 review: "0 more may go bad" beside writes failing "worn out").
+                format!(
+                    "{} factory, {} grown; at the limit: none more may go bad before the \
+                     capacity can no longer be kept, and writes fail (worn out) once the free \
+                     space left is used ({} in reserve)",
+                    r.factory_bad_segments, r.grown_bad_segments, r.reserve_segments
                 )
             } else {
                 format!(

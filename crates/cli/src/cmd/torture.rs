@@ -83,12 +83,14 @@ pub struct TortureArgs {
     #[arg(long, value_name = "N|none")]
     pub index_wear_gap: Option<String>,
     /// Free segments the cleaner keeps beyond its water marks once a block has gone bad in
-    /// use, while the data leaves room (the failure reserve; 0: the marks alone)
+    /// use (or from the start, --failure-reserve-from start), while the data leaves room
+    /// (the failure reserve; 0: the marks alone)
     /// [default: 1]
     #[arg(long, value_name = "N")]
     pub failure_reserve: Option<u32>,
     /// When the failure reserve applies: first-failure (once a block has gone bad in use)
-    /// or start (from the format on, where the data leaves room) [default: first-failure]
+    /// or start (from the format on, where the data leaves room; the format then exports
+    /// that many segments fewer, as for --failures) [default: first-failure]
     #[arg(long, value_name = "WHEN")]
     pub failure_reserve_from: Option<ftl::fms::ReserveFrom>,
     /// Worker threads (default: one per core).

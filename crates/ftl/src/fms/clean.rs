@@ -175,8 +175,9 @@ impl Fms {
     /// The water marks, at least 2 and 3 (`FmsConfig::validate` refuses lower ones). With
     /// the borrowing rule of `active_slot_segment` one free segment at the start of a
     /// cleaning suffices, and a user write leaves at least `low - 1 >= 1` free. Both are
-    /// raised by `FmsConfig::failure_reserve` on a medium that has failed, while it has
-    /// the room (`Fms::update_marks`).
+    /// raised by `FmsConfig::failure_reserve` on a medium that has failed (or from the
+    /// start, `FmsConfig::failure_reserve_from`), while it has the room
+    /// (`Fms::update_marks`).
     #[inline(always)]
     pub fn water_marks(&self) -> (usize, usize) {
         self.marks
@@ -184,7 +185,8 @@ impl Fms {
 
     /// Set the water marks for the medium now: the configured ones, each raised by
     /// `FmsConfig::failure_reserve` once any erase block of the medium has gone bad in use
-    /// (grown bad; factory-bad blocks never failed a program), while the good segments
+    /// (grown bad; factory-bad blocks never failed a program), or from the format on with
+    /// [`ReserveFrom::Start`], while the good segments
     /// hold that many beyond the format's reserve and the segments the valid blocks fill
     /// ([`Fms::reserve_fits`]). Measured against the valid blocks, not the exported
     /// capacity: a medium holding less than its capacity has the room now (the simulator's
@@ -192,9 +194,9 @@ impl Fms {
     /// once its data grows past it the marks come down again, where raised marks could not
     /// be reached and the cleaner would only copy. O(1) but for segments held for lost
     /// blocks (few): called at format and mount, when a segment goes bad or a held one is
-    /// released, after a trim, and by [`Fms::make_space`] before every cleaning of a
-    /// medium that has failed (writes only add data: the marks they make too high come
-    /// down there).
+    /// released, after a trim, and by [`Fms::make_space`] before every cleaning where the
+    /// reserve applies (writes only add data: the marks they make too high come down
+    /// there).
     ///
     /// Why: the rest of a segment a program failed in is lost with it. A cleaning starts
     /// with `low_water - 1` free segments (one at the default marks) and the stream's
@@ -203,9 +205,11 @@ impl Fms {
     /// could move to, so no cleaning can ever finish and every write fails "worn out"
     /// with most of the medium garbage (QA seed 346470: 26 blocks, 2 already bad, then
     /// two program failures in one cleaning). A medium that has started to fail is the
-    /// one likely to fail again; one that never has keeps the paper's marks, so every
-    /// simulation without failures is as before. UBI keeps a pool of erase blocks for bad-
-    /// block handling for the same reason.
+    /// one likely to fail again; one that never has keeps the paper's marks by default, so
+    /// every simulation without failures is as before; [`ReserveFrom::Start`] protects a
+    /// medium's first failures too, at the price of cleaning one segment earlier all
+    /// along. UBI keeps a pool of erase blocks for bad-block handling for the same reason,
+    /// from the start.
     #[inline]
     pub(super) fn update_marks(&mut self) {
         let (low, high) = (self.cfg.low_water as usize, self.cfg.high_water as usize);

@@ -75,13 +75,14 @@ pub struct FmsConfig {
     pub low_water: u32,
     pub high_water: u32,
     /// Free segments the cleaner keeps beyond both water marks once an erase block of the
-    /// medium has gone bad in use (grown bad), while the good segments hold that many
+    /// medium has gone bad in use (grown bad; or from the start, `failure_reserve_from`),
+    /// while the good segments hold that many
     /// beyond the format's reserve and what the valid blocks fill ([`Fms::water_marks`]).
     /// A program that fails takes the rest of its segment with it; a cleaning starts with
     /// `low_water - 1` free segments (one, by default), so one failure in it is absorbed
     /// and a second, back to back, could leave every segment full with nothing erased to
     /// move a block into (QA seed 346470). Media that never fail run exactly as the
-    /// paper's marks say. Default 1; 0 keeps the marks as they are (the behaviour before
+    /// paper's marks say (by default). Default 1; 0 keeps the marks as they are (the behaviour before
     /// stop 33).
     pub failure_reserve: u32,
     /// When the failure reserve applies: from the medium's first block gone bad in use
@@ -514,7 +515,8 @@ pub struct Fms {
     blocks: Vec<BlockRow>,
     cleaning: bool,
     /// The water marks the cleaner works to: the configured ones, raised by
-    /// `FmsConfig::failure_reserve` once the medium has failed ([`Fms::update_marks`]).
+    /// `FmsConfig::failure_reserve` once the medium has failed, or from the start
+    /// ([`Fms::update_marks`]).
     marks: (usize, usize),
     // Reverse map, per physical slot.
     rev: Vec<u32>,

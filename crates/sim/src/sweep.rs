@@ -1983,6 +1983,18 @@ pub fn load_done(path: &Path, jobs: &[Job]) -> Result<(BTreeMap<String, Record>,
                         r.job
                     ))
                 }
+                None if !r.options.contains_key("failure_reserve_from")
+                    && r.options.get("failure_reserve").and_then(Value::as_u64) > Some(1)
+                    && r.result.get("retired_segments").and_then(Value::as_u64) > Some(0) =>
+                {
+                    Err(format!(
+                        "job {} is stale: blocks went bad in it under a flashkit from before \
+                         stop 34, whose failure reserve of more than one segment raised \
+                         nothing where it did not fit whole (now as many as fit), so it must \
+                         run again",
+                        r.job
+                    ))
+                }
                 None => {
                     if let Some(j) = jobs.iter().find(|j| j.id == r.job) {
                         r.options = j.options.clone();
@@ -2831,6 +2843,43 @@ mod tests {
             e.contains(":1: job b3eac94af9f55e94 is stale: blocks went bad"),
             "{e}"
         );
+    }
+
+    /// A reserve of more than one segment is raised by as many as fit since stop 34 (it
+    /// was all or nothing): a result from before `failure_reserve_from` with such a
+    /// reserve and blocks gone bad is stale; one of stop 34 (the key present) and one
+    /// without bad blocks are not.
+    #[test]
+    fn results_with_a_larger_reserve_from_before_stop_34_with_bad_blocks_are_stale() {
+        let jobs = spec("policy = \"greedy\"\nwritten = \"256KiB\"\nfailure_reserve = 2\n")
+            .unwrap()
+            .expand()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("r.jsonl");
+        let record = |retired: u64, from_key: bool| {
+            let mut options = jobs[0].options.clone();
+            if !from_key {
+                options.remove("failure_reserve_from");
+            }
+            let mut result: serde_json::Map<String, Value> = SimResult::FIELDS
+                .iter()
+                .map(|k| (k.to_string(), Value::from(0)))
+                .collect();
+            result.insert("retired_segments".into(), Value::from(retired));
+            let mut r = serde_json::json!({ "job": jobs[0].id, "options": options });
+            r.as_object_mut().unwrap().extend(result);
+            r
+        };
+        for (retired, from_key) in [(0, false), (2, true)] {
+            std::fs::write(&out, format!("{}\n", record(retired, from_key))).unwrap();
+            let (done, _) = load_done(&out, &jobs).unwrap();
+            assert!(done.contains_key(&jobs[0].id), "{retired} {from_key}");
+        }
+        std::fs::write(&out, format!("{}\n", record(2, false))).unwrap();
+        let e = load_done(&out, &jobs).unwrap_err().to_string();
+        assert!(e.contains("is stale: blocks went bad"), "{e}");
+        assert!(e.contains("before stop 34"), "{e}");
     }
 
     /// A job's id covers the contents of the files it reads: an edited device file or

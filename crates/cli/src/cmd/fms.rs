@@ -95,8 +95,8 @@ pub struct MountArgs {
     #[arg(long, value_name = "N")]
     pub scrub_threshold: Option<u8>,
     /// Free segments the cleaner keeps beyond its water marks once a block has gone bad in
-    /// use (or from the start, --failure-reserve-from start), while the data leaves room:
-    /// two program failures close together then find a segment to copy into (0: the
+    /// use (or from the start, --failure-reserve-from start), as many as the data leaves
+    /// room for: two program failures close together then find a segment to copy into (0: the
     /// marks alone) [default: 1]. Not recorded on flash; `fms info` takes it for the state
     /// it reports. Refused where the image is only read (`fms read`, `fms check` without
     /// --repair).
@@ -105,8 +105,9 @@ pub struct MountArgs {
     /// When the failure reserve applies: first-failure (once a block has gone bad in use:
     /// a medium that never failed cleans at the paper's marks) or start (from the format
     /// on: its first failures find the reserve too, at the price of cleaning a segment
-    /// earlier all along) [default: first-failure]. Not recorded on flash; refused where
-    /// the image is only read.
+    /// earlier all along) [default: first-failure]. Not recorded on flash; `fms info` takes
+    /// it for the state it reports. Refused where the image is only read (`fms read`, `fms
+    /// check` without --repair).
     #[arg(long, value_name = "WHEN")]
     pub failure_reserve_from: Option<ftl::fms::ReserveFrom>,
 }

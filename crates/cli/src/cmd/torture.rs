@@ -83,8 +83,8 @@ pub struct TortureArgs {
     #[arg(long, value_name = "N|none")]
     pub index_wear_gap: Option<String>,
     /// Free segments the cleaner keeps beyond its water marks once a block has gone bad in
-    /// use (or from the start, --failure-reserve-from start), while the data leaves room
-    /// (the failure reserve; 0: the marks alone)
+    /// use (or from the start, --failure-reserve-from start), as many as the data leaves
+    /// room for (the failure reserve; 0: the marks alone)
     /// [default: 1]
     #[arg(long, value_name = "N")]
     pub failure_reserve: Option<u32>,

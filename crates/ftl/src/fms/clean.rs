@@ -188,7 +188,7 @@ impl Fms {
     /// (grown bad; factory-bad blocks never failed a program), or from the format on with
     /// [`ReserveFrom::Start`], while the good segments
     /// hold that many beyond the format's reserve and the segments the valid blocks fill
-    /// ([`Fms::reserve_fits`]). Measured against the valid blocks, not the exported
+    /// ([`Fms::reserve_room`]; as many as they hold). Measured against the valid blocks, not the exported
     /// capacity: a medium holding less than its capacity has the room now (the simulator's
     /// pre-fill leaves a share of the capacity unwritten; so do most file systems), and
     /// once its data grows past it the marks come down again, where raised marks could not
@@ -213,9 +213,10 @@ impl Fms {
     #[inline]
     pub(super) fn update_marks(&mut self) {
         let (low, high) = (self.cfg.low_water as usize, self.cfg.high_water as usize);
-        let raise = match self.failure_reserve() {
-            FailureReserve::Engaged => self.cfg.failure_reserve as usize,
-            _ => 0,
+        let raise = if self.reserve_applies() {
+            self.reserve_room(self.good_segments()) as usize
+        } else {
+            0
         };
         self.marks = (low + raise, high + raise);
     }
@@ -229,14 +230,17 @@ impl Fms {
                 || self.cfg.failure_reserve_from == ReserveFrom::Start)
     }
 
-    /// Whether `good` good segments hold the failure reserve beside the format's reserve
-    /// (the index, the cleaner's high-water mark, one segment per stream) and the
-    /// segments the valid blocks fill: as at the default marks with a full medium, the
-    /// raised high-water mark can then be reached by cleaning every segment with garbage.
-    fn reserve_fits(&self, good: u64) -> bool {
+    /// How many of the failure reserve's segments (at most `failure_reserve`) `good` good
+    /// segments hold beside the format's reserve (the index, the cleaner's high-water
+    /// mark, one segment per stream) and the segments the valid blocks fill: with the
+    /// marks raised by that many, as at the default marks with a full medium, the raised
+    /// high-water mark can be reached by cleaning every segment with garbage. As many as
+    /// fit, not all or nothing (stop 34; before, a reserve of 6 where 5 fit raised
+    /// nothing, so a larger reserve could protect less than a smaller one).
+    fn reserve_room(&self, good: u64) -> u64 {
         let data = self.valid_slots().div_ceil(self.lay.slots as u64);
-        let need = self.cfg.reserve_segments() + self.cfg.failure_reserve as u64;
-        good >= data + need
+        good.saturating_sub(data + self.cfg.reserve_segments())
+            .min(self.cfg.failure_reserve as u64)
     }
 
     /// Segments whose erase block is good and not held for lost blocks or rescued trims:
@@ -250,19 +254,19 @@ impl Fms {
     }
 
     /// Where the failure reserve stands on this medium (`Fms::update_marks`): `Ready`
-    /// only when it would still fit with one more segment gone bad.
+    /// only when a segment of it would still fit with one more segment gone bad.
     pub fn failure_reserve(&self) -> FailureReserve {
         if self.cfg.failure_reserve == 0 {
             return FailureReserve::Off;
         }
         let good = self.good_segments();
         if self.reserve_applies() {
-            if self.reserve_fits(good) {
+            if self.reserve_room(good) > 0 {
                 FailureReserve::Engaged
             } else {
                 FailureReserve::NoRoom
             }
-        } else if self.reserve_fits(good.saturating_sub(1)) {
+        } else if self.reserve_room(good.saturating_sub(1)) > 0 {
             FailureReserve::Ready
         } else {
             FailureReserve::NoRoom

@@ -75,8 +75,8 @@ pub struct FmsConfig {
     pub low_water: u32,
     pub high_water: u32,
     /// Free segments the cleaner keeps beyond both water marks once an erase block of the
-    /// medium has gone bad in use (grown bad; or from the start, `failure_reserve_from`),
-    /// while the good segments hold that many
+    /// medium has gone bad in use (grown bad; or from the start, `failure_reserve_from`):
+    /// as many of them as the good segments hold
     /// beyond the format's reserve and what the valid blocks fill ([`Fms::water_marks`]).
     /// A program that fails takes the rest of its segment with it; a cleaning starts with
     /// `low_water - 1` free segments (one, by default), so one failure in it is absorbed

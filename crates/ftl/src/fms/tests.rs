@@ -4901,7 +4901,7 @@ fn the_failure_reserve_from_the_start_protects_a_medium_that_never_failed() {
 /// Kept from the start (`ReserveFrom::Start`), the reserve needs only the room: a new
 /// format and a mount raise the marks with no block gone bad; data within a segment of the
 /// capacity leaves none (the marks come down at the next cleaning), trims give it back;
-/// never `Ready`.
+/// never `Ready`; a reserve larger than the room is raised by the room.
 #[test]
 fn the_failure_reserve_from_the_start_needs_only_the_room() {
     let spec = shrunk("nandsim-256m", 20, 16);
@@ -4943,6 +4943,26 @@ fn the_failure_reserve_from_the_start_needs_only_the_room() {
         .unwrap();
     assert_eq!(f.water_marks(), (3, 4), "trimmed back below the boundary");
     assert_eq!(f.failure_reserve(), FailureReserve::Engaged);
+    // A larger reserve is raised by as many segments as there is room for (stop 34; it
+    // was all or nothing): never less protection than a smaller one.
+    let big = FmsConfig {
+        failure_reserve: 3,
+        ..cfg.clone()
+    };
+    for (data_segments, raised) in [(0, 3), (capacity / slots - 2, 2), (capacity / slots - 1, 1)] {
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), big.clone()).unwrap();
+        for round in 0..3 {
+            for lbn in 0..data_segments * slots {
+                f.write_block(lbn, Some(&[round; 1024])).unwrap();
+            }
+        }
+        assert_eq!(
+            f.water_marks(),
+            (2 + raised, 3 + raised),
+            "{data_segments} segments of data"
+        );
+        assert_eq!(f.failure_reserve(), FailureReserve::Engaged);
+    }
 }
 
 /// The failure reserve's marks follow the medium: raised once a block went bad in use

@@ -186,10 +186,9 @@ impl Fms {
     /// Set the water marks for the medium now: the configured ones, each raised by
     /// `FmsConfig::failure_reserve` once any erase block of the medium has gone bad in use
     /// (grown bad; factory-bad blocks never failed a program), or from the format on with
-    /// [`ReserveFrom::Start`], while the good segments
-    /// hold that many beyond the format's reserve and the segments the valid blocks fill
-    /// ([`Fms::reserve_room`]; as many as they hold). Measured against the valid blocks, not the exported
-    /// capacity: a medium holding less than its capacity has the room now (the simulator's
+    /// [`ReserveFrom::Start`]: by as many as the good segments hold beyond the format's
+    /// reserve and the segments the valid blocks fill ([`Fms::reserve_room`]). Measured
+    /// against the valid blocks, not the exported capacity: a medium holding less than its capacity has the room now (the simulator's
     /// pre-fill leaves a share of the capacity unwritten; so do most file systems), and
     /// once its data grows past it the marks come down again, where raised marks could not
     /// be reached and the cleaner would only copy. O(1) but for segments held for lost

@@ -76,14 +76,13 @@ pub struct FmsConfig {
     pub high_water: u32,
     /// Free segments the cleaner keeps beyond both water marks once an erase block of the
     /// medium has gone bad in use (grown bad; or from the start, `failure_reserve_from`):
-    /// as many of them as the good segments hold
-    /// beyond the format's reserve and what the valid blocks fill ([`Fms::water_marks`]).
-    /// A program that fails takes the rest of its segment with it; a cleaning starts with
-    /// `low_water - 1` free segments (one, by default), so one failure in it is absorbed
-    /// and a second, back to back, could leave every segment full with nothing erased to
-    /// move a block into (QA seed 346470). Media that never fail run exactly as the
-    /// paper's marks say (by default). Default 1; 0 keeps the marks as they are (the behaviour before
-    /// stop 33).
+    /// as many of them as the good segments hold beyond the format's reserve and what the
+    /// valid blocks fill ([`Fms::water_marks`]). A program that fails takes the rest of its
+    /// segment with it; a cleaning starts with `low_water - 1` free segments (one, by
+    /// default), so one failure in it is absorbed and a second, back to back, could leave
+    /// every segment full with nothing erased to move a block into (QA seed 346470). By
+    /// default media that never fail run exactly as the paper's marks say. Default 1; 0
+    /// keeps the marks as they are (the behaviour before stop 33).
     pub failure_reserve: u32,
     /// When the failure reserve applies: from the medium's first block gone bad in use
     /// (the default; media that never fail run at the paper's marks) or from the start

@@ -123,7 +123,9 @@ def configs(seed, runs, long, flips=False, traces=False, formats=False, chains=F
                 args += ["--spare-size", str(rng.choice([0, 8, 16, 64]))]
         if args[args.index("--failures") + 1] != "0" and rrng.random() < 0.3:
             args += ["--failure-reserve", rrng.choice(["0", "2"])]
-        if srng.random() < 0.2:
+        # (Not with reserve 0, which torture refuses it with: it has no effect.)
+        no_reserve = "--failure-reserve" in args and args[args.index("--failure-reserve") + 1] == "0"
+        if srng.random() < 0.2 and not no_reserve:
             args += ["--failure-reserve-from", "start"]
         if irng.random() < 0.3:
             # Segments of few pages make an index cycle shorter than the segment count.
@@ -260,6 +262,7 @@ def run(flashkit, args, cross=False):
     # make one.
     if (p.returncode == 1 and len(lines) == 1
             and lines[0].startswith(("flashkit: torture: FMS: configuration:", "flashkit: torture: failures:",
+                                     "flashkit: torture: failure_reserve:",
                                      "flashkit: --pages-per-block: the derived device keeps at most"))):
         return "refused", 0, 0, f"refused {shown} | {lines[0]}", {}
     tail = err[-600:].replace("\n", " / ")

@@ -2814,6 +2814,18 @@ fn info_reports_the_failure_reserve() {
         from[1],
     ]));
     assert_eq!(json(&o)["water_marks"], serde_json::json!([4, 5]));
+    fails_with_all(
+        flashkit([
+            "fms",
+            "info",
+            img,
+            "--failure-reserve",
+            "0",
+            from[0],
+            from[1],
+        ]),
+        &["--failure-reserve-from: has no effect: --failure-reserve is 0"],
+    );
     assert_eq!(info(img)["failure_reserve"], "ready");
     let o = flashkit(["fms", "info", img, from[0], "always"]);
     let err = common::text(&o.stderr);

@@ -1990,8 +1990,8 @@ pub fn load_done(path: &Path, jobs: &[Job]) -> Result<(BTreeMap<String, Record>,
                     Err(format!(
                         "job {} is stale: blocks went bad in it under a flashkit from before \
                          stop 34, whose failure reserve of more than one segment raised \
-                         nothing where it did not fit whole (now as many as fit), so it must \
-                         run again",
+                         nothing where it did not fit whole (now one segment), so it must run \
+                         again",
                         r.job
                     ))
                 }
@@ -2845,8 +2845,8 @@ mod tests {
         );
     }
 
-    /// A reserve of more than one segment is raised by as many as fit since stop 34 (it
-    /// was all or nothing): a result from before `failure_reserve_from` with such a
+    /// A reserve of more than one segment that does not fit whole is raised by one since
+    /// stop 34 (it was all or nothing): a result from before `failure_reserve_from` with such a
     /// reserve and blocks gone bad is stale; one of stop 34 (the key present) and one
     /// without bad blocks are not.
     #[test]

@@ -2135,7 +2135,8 @@ pub fn run_with_progress(
         let spare = spare.saturating_add(from_start.saturating_mul(slots as u64));
         if spare >= blocks {
             return Err(format!(
-                "failure_reserve: a reserve of {from_start} segment(s) from the start, with {} failures, leaves nothing to write of the {blocks} blocks the FMS exports on {} segments; ask for a smaller reserve or raise --segments",
+                "failure_reserve: a reserve of {from_start} segment{} from the start, with {} failures, leaves nothing to write of the {blocks} blocks the FMS exports on {} segments; ask for a smaller reserve or raise --segments",
+                if from_start == 1 { "" } else { "s" },
                 cfg.failures, spec.geometry.blocks
             ));
         }

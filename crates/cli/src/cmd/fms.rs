@@ -95,8 +95,8 @@ pub struct MountArgs {
     #[arg(long, value_name = "N")]
     pub scrub_threshold: Option<u8>,
     /// Free segments the cleaner keeps beyond its water marks once a block has gone bad in
-    /// use (or from the start, --failure-reserve-from start), as many as the data leaves
-    /// room for: two program failures close together then find a segment to copy into (0: the
+    /// use (or from the start, --failure-reserve-from start), while the data leaves room
+    /// (one segment where N do not fit): two program failures close together then find a segment to copy into (0: the
     /// marks alone) [default: 1]. Not recorded on flash; `fms info` takes it for the state
     /// it reports. Refused where the image is only read (`fms read`, `fms check` without
     /// --repair).
@@ -137,6 +137,9 @@ impl MountArgs {
 
     /// The runtime knobs of the FMS these options give, on top of `cfg`.
     fn apply(&self, cfg: FmsConfig) -> Result<FmsConfig> {
+        if self.failure_reserve == Some(0) && self.failure_reserve_from.is_some() {
+            bail!("--failure-reserve-from: has no effect: --failure-reserve is 0 (no reserve)");
+        }
         let index_wear_gap = match self.index_wear_gap.as_deref() {
             None => cfg.index_wear_gap,
             Some(g) => super::common::parse_index_wear_gap(g)?,
@@ -947,8 +950,8 @@ pub struct FmsInfo {
     pub water_marks: [usize; 2],
     /// Where the failure reserve stands (`ftl::fms::FailureReserve`): `off`, `no-room`
     /// (the valid data and bad segments leave too few good segments beside the reserve),
-    /// `ready` (no block gone bad in use yet, and room for it after one), `engaged`
-    /// (marks raised).
+    /// `ready` (no block gone bad in use yet, and room for a segment of it after one),
+    /// `engaged` (marks raised).
     pub failure_reserve: &'static str,
     /// When the failure reserve applies (`--failure-reserve-from`, not recorded on
     /// flash): `first-failure` or `start`.

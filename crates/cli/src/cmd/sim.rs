@@ -102,8 +102,8 @@ pub struct SimArgs {
     pub high_water: Vec<String>,
     /// Free segments the cleaner keeps beyond both water marks once a block of the device
     /// has gone bad in use (worn out under --endurance; or from the start,
-    /// --failure-reserve-from start), as many as the good segments hold beyond the reserve
-    /// and the pre-filled data: a second program failure in one
+    /// --failure-reserve-from start), while the good segments hold that many beyond the
+    /// reserve and the pre-filled data (one where they do not): a second program failure in one
     /// cleaning then finds a segment to copy into (0 = the marks alone).
     #[arg(long, default_value = default_of("failure_reserve"), value_delimiter = ',')]
     pub failure_reserve: Vec<String>,

@@ -83,8 +83,8 @@ pub struct TortureArgs {
     #[arg(long, value_name = "N|none")]
     pub index_wear_gap: Option<String>,
     /// Free segments the cleaner keeps beyond its water marks once a block has gone bad in
-    /// use (or from the start, --failure-reserve-from start), as many as the data leaves
-    /// room for (the failure reserve; 0: the marks alone)
+    /// use (or from the start, --failure-reserve-from start), while the data leaves room
+    /// (one segment where N do not fit; the failure reserve; 0: the marks alone)
     /// [default: 1]
     #[arg(long, value_name = "N")]
     pub failure_reserve: Option<u32>,
@@ -268,6 +268,9 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
         c.fms.failure_reserve = r;
     }
     if let Some(w) = a.failure_reserve_from {
+        if c.fms.failure_reserve == 0 {
+            bail!("--failure-reserve-from: has no effect: --failure-reserve is 0 (no reserve)");
+        }
         c.fms.failure_reserve_from = w;
     }
     if let Some(f) = a.fill_writes {

@@ -186,9 +186,10 @@ impl Fms {
     /// Set the water marks for the medium now: the configured ones, each raised by
     /// `FmsConfig::failure_reserve` once any erase block of the medium has gone bad in use
     /// (grown bad; factory-bad blocks never failed a program), or from the format on with
-    /// [`ReserveFrom::Start`]: by as many as the good segments hold beyond the format's
-    /// reserve and the segments the valid blocks fill ([`Fms::reserve_room`]). Measured
-    /// against the valid blocks, not the exported capacity: a medium holding less than its capacity has the room now (the simulator's
+    /// [`ReserveFrom::Start`], while the good segments hold that many beyond the format's
+    /// reserve and the segments the valid blocks fill, else by one while they hold one
+    /// ([`Fms::reserve_room`]). Measured against the valid blocks, not the exported
+    /// capacity: a medium holding less than its capacity has the room now (the simulator's
     /// pre-fill leaves a share of the capacity unwritten; so do most file systems), and
     /// once its data grows past it the marks come down again, where raised marks could not
     /// be reached and the cleaner would only copy. O(1) but for segments held for lost
@@ -229,17 +230,26 @@ impl Fms {
                 || self.cfg.failure_reserve_from == ReserveFrom::Start)
     }
 
-    /// How many of the failure reserve's segments (at most `failure_reserve`) `good` good
-    /// segments hold beside the format's reserve (the index, the cleaner's high-water
-    /// mark, one segment per stream) and the segments the valid blocks fill: with the
-    /// marks raised by that many, as at the default marks with a full medium, the raised
-    /// high-water mark can be reached by cleaning every segment with garbage. As many as
-    /// fit, not all or nothing (stop 34; before, a reserve of 6 where 5 fit raised
-    /// nothing, so a larger reserve could protect less than a smaller one).
+    /// How many segments the marks are raised by, given `good` good segments: the room is
+    /// what they hold beside the format's reserve (the index, the cleaner's high-water
+    /// mark, one segment per stream) and the segments the valid blocks fill; with the marks
+    /// raised by at most that, as at the default marks with a full medium, the raised
+    /// high-water mark can be reached by cleaning every segment with garbage. The whole
+    /// `failure_reserve` where it fits; where it does not, one segment while there is room
+    /// for one, as the default reserve keeps (stop 34; before, nothing, so a reserve of 6
+    /// where 5 fitted protected less than a reserve of 1, which a QA pass saw). Not as
+    /// many as fit: a raise equal to the room leaves no slack for garbage, and the cleaner
+    /// must then compact the medium at every cleaning; one segment costs that only within
+    /// a segment of data of the boundary, as the default does.
     fn reserve_room(&self, good: u64) -> u64 {
         let data = self.valid_slots().div_ceil(self.lay.slots as u64);
-        good.saturating_sub(data + self.cfg.reserve_segments())
-            .min(self.cfg.failure_reserve as u64)
+        let room = good.saturating_sub(data + self.cfg.reserve_segments());
+        let reserve = self.cfg.failure_reserve as u64;
+        if room >= reserve {
+            reserve
+        } else {
+            room.min(1)
+        }
     }
 
     /// Segments whose erase block is good and not held for lost blocks or rescued trims:

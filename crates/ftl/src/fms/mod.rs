@@ -76,8 +76,9 @@ pub struct FmsConfig {
     pub high_water: u32,
     /// Free segments the cleaner keeps beyond both water marks once an erase block of the
     /// medium has gone bad in use (grown bad; or from the start, `failure_reserve_from`):
-    /// as many of them as the good segments hold beyond the format's reserve and what the
-    /// valid blocks fill ([`Fms::water_marks`]). A program that fails takes the rest of its
+    /// while the good segments hold that many beyond the format's reserve and what the
+    /// valid blocks fill, else one while they hold one ([`Fms::water_marks`],
+    /// `Fms::reserve_room`). A program that fails takes the rest of its
     /// segment with it; a cleaning starts with `low_water - 1` free segments (one, by
     /// default), so one failure in it is absorbed and a second, back to back, could leave
     /// every segment full with nothing erased to move a block into (QA seed 346470). By
@@ -352,11 +353,12 @@ pub enum FailureReserve {
     /// The good segments hold no room for it beside the format's reserve and the
     /// segments the valid blocks fill (after one more goes bad, when none has yet).
     NoRoom,
-    /// No block has gone bad in use yet, and there would be room for it after one: the
-    /// configured marks (never with [`ReserveFrom::Start`]).
+    /// No block has gone bad in use yet, and there would be room for at least a segment
+    /// of it after one: the configured marks (never with [`ReserveFrom::Start`]).
     Ready,
     /// A block has gone bad in use (or the reserve applies from the start) and there is
-    /// room: the marks are raised.
+    /// room: the marks are raised by the reserve, or by one segment where it does not fit
+    /// whole.
     Engaged,
 }
 

@@ -4901,7 +4901,7 @@ fn the_failure_reserve_from_the_start_protects_a_medium_that_never_failed() {
 /// Kept from the start (`ReserveFrom::Start`), the reserve needs only the room: a new
 /// format and a mount raise the marks with no block gone bad; data within a segment of the
 /// capacity leaves none (the marks come down at the next cleaning), trims give it back;
-/// never `Ready`; a reserve larger than the room is raised by the room.
+/// never `Ready`; a reserve larger than the room is raised by one segment.
 #[test]
 fn the_failure_reserve_from_the_start_needs_only_the_room() {
     let spec = shrunk("nandsim-256m", 20, 16);
@@ -4943,13 +4943,19 @@ fn the_failure_reserve_from_the_start_needs_only_the_room() {
         .unwrap();
     assert_eq!(f.water_marks(), (3, 4), "trimmed back below the boundary");
     assert_eq!(f.failure_reserve(), FailureReserve::Engaged);
-    // A larger reserve is raised by as many segments as there is room for (stop 34; it
-    // was all or nothing): never less protection than a smaller one.
+    // A larger reserve that does not fit whole is raised by one segment while there is
+    // room for one (stop 34; it was all or nothing): never less protection than the
+    // default reserve.
     let big = FmsConfig {
         failure_reserve: 3,
         ..cfg.clone()
     };
-    for (data_segments, raised) in [(0, 3), (capacity / slots - 2, 2), (capacity / slots - 1, 1)] {
+    for (data_segments, raised) in [
+        (0, 3),
+        (capacity / slots - 3, 3),
+        (capacity / slots - 2, 1),
+        (capacity / slots - 1, 1),
+    ] {
         let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), big.clone()).unwrap();
         for round in 0..3 {
             for lbn in 0..data_segments * slots {

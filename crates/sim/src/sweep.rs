@@ -2812,6 +2812,19 @@ mod tests {
     /// `failure_reserve` (stop 33) keeps ids at its default, but a result from before it
     /// in which blocks went bad ran without the reserve: resuming refuses it as stale. One
     /// in which none did is the job's.
+    /// A result line of job `id` run with `options`: every result field 0 but
+    /// `retired_segments`.
+    fn result_line(id: &str, options: &BTreeMap<String, Value>, retired: u64) -> Value {
+        let mut result: serde_json::Map<String, Value> = SimResult::FIELDS
+            .iter()
+            .map(|k| (k.to_string(), Value::from(0)))
+            .collect();
+        result.insert("retired_segments".into(), Value::from(retired));
+        let mut r = serde_json::json!({ "job": id, "options": options });
+        r.as_object_mut().unwrap().extend(result);
+        r
+    }
+
     #[test]
     fn results_from_before_the_failure_reserve_with_bad_blocks_are_stale() {
         let jobs = spec("policy = \"greedy\"\nwritten = \"256KiB\"\n")
@@ -2824,16 +2837,7 @@ mod tests {
         let out = dir.path().join("r.jsonl");
         let mut options = jobs[0].options.clone();
         options.remove("failure_reserve");
-        let record = |retired: u64| {
-            let mut result: serde_json::Map<String, Value> = SimResult::FIELDS
-                .iter()
-                .map(|k| (k.to_string(), Value::from(0)))
-                .collect();
-            result.insert("retired_segments".into(), Value::from(retired));
-            let mut r = serde_json::json!({ "job": jobs[0].id, "options": options });
-            r.as_object_mut().unwrap().extend(result);
-            r
-        };
+        let record = |retired: u64| result_line(&jobs[0].id, &options, retired);
         std::fs::write(&out, format!("{}\n", record(0))).unwrap();
         let (done, _) = load_done(&out, &jobs).unwrap();
         assert!(done.contains_key(&jobs[0].id));
@@ -2862,14 +2866,7 @@ mod tests {
             if !from_key {
                 options.remove("failure_reserve_from");
             }
-            let mut result: serde_json::Map<String, Value> = SimResult::FIELDS
-                .iter()
-                .map(|k| (k.to_string(), Value::from(0)))
-                .collect();
-            result.insert("retired_segments".into(), Value::from(retired));
-            let mut r = serde_json::json!({ "job": jobs[0].id, "options": options });
-            r.as_object_mut().unwrap().extend(result);
-            r
+            result_line(&jobs[0].id, &options, retired)
         };
         for (retired, from_key) in [(0, false), (2, true)] {
             std::fs::write(&out, format!("{}\n", record(retired, from_key))).unwrap();

@@ -4775,6 +4775,17 @@ fn an_explicit_capacity_mounts_after_a_segment_went_bad() {
     assert!(e.contains("does not fit"), "{e}");
 }
 
+/// The failure reserve tests' configuration: greedy with M1, 1 KiB blocks, one stream.
+fn greedy_1k() -> FmsConfig {
+    FmsConfig {
+        block_size: 1024,
+        policy: Policy::Greedy,
+        redistribution: Redistribution::M1,
+        readonly_separation: false,
+        ..FmsConfig::default()
+    }
+}
+
 /// Two program failures close together in one write (QA seed 346470), on a medium that
 /// keeps room for the failure reserve (two segments of slack beyond the format's reserve):
 /// each of 300 writes of a random workload is tried, on a copy, with failures at every
@@ -4787,14 +4798,10 @@ fn double_failures(reserve: u32, from: ReserveFrom, first_failure: bool) -> (u32
     use rand::{Rng, SeedableRng};
     let spec = shrunk("nandsim-256m", 20, 16);
     let config = |logical_blocks| FmsConfig {
-        block_size: 1024,
-        policy: Policy::Greedy,
-        redistribution: Redistribution::M1,
-        readonly_separation: false,
         logical_blocks,
         failure_reserve: reserve,
         failure_reserve_from: from,
-        ..FmsConfig::default()
+        ..greedy_1k()
     };
     let probe = Fms::format(Nand::ram(spec.clone()).unwrap(), config(None)).unwrap();
     let slots = probe.lay.slots as u64;
@@ -4906,12 +4913,8 @@ fn the_failure_reserve_from_the_start_protects_a_medium_that_never_failed() {
 fn the_failure_reserve_from_the_start_needs_only_the_room() {
     let spec = shrunk("nandsim-256m", 20, 16);
     let cfg = FmsConfig {
-        block_size: 1024,
-        policy: Policy::Greedy,
-        redistribution: Redistribution::M1,
-        readonly_separation: false,
         failure_reserve_from: ReserveFrom::Start,
-        ..FmsConfig::default()
+        ..greedy_1k()
     };
     let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
     assert_eq!(f.water_marks(), (3, 4), "a new format");
@@ -4979,13 +4982,7 @@ fn the_failure_reserve_from_the_start_needs_only_the_room() {
 #[test]
 fn the_failure_reserve_needs_a_failure_and_the_room() {
     let spec = shrunk("nandsim-256m", 20, 16);
-    let cfg = FmsConfig {
-        block_size: 1024,
-        policy: Policy::Greedy,
-        redistribution: Redistribution::M1,
-        readonly_separation: false,
-        ..FmsConfig::default()
-    };
+    let cfg = greedy_1k();
     // (running, mounted, formatted again) marks after one program failure with `fill`
     // blocks written, and the state the running FMS reports.
     let after_a_failure = |cfg: &FmsConfig, fill: u32| {

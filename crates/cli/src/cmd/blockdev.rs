@@ -200,7 +200,7 @@ fn mount_cmd(a: MountCmdArgs) -> Result<()> {
         fms.stats().user_writes,
         fms.stats().blocks_copied,
         fms.nand().counters().erases,
-        fms.nand().clock_s(),
+        fms.nand().clock_ps(),
         fms.stats().scrubbed,
     );
     let opts = fuse::Options {
@@ -248,7 +248,9 @@ fn mount_cmd(a: MountCmdArgs) -> Result<()> {
         blocks_copied: fms.stats().blocks_copied - c0,
         erasures: fms.nand().counters().erases - e0,
         scrubbed: fms.stats().scrubbed - s0,
-        device_time_s: fms.nand().clock_s() - t0,
+        // In picoseconds, then seconds: a difference of two seconds figures prints
+        // rounding noise (0.12300000000000001).
+        device_time_s: fms.nand().clock_ps().saturating_sub(t0) as f64 / 1e12,
         lost_blocks_resolved: super::fms::lost_resolved(&a.image, &lost_before, &fms),
         held_segments: fms.held_segments(),
     };

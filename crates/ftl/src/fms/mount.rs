@@ -13,9 +13,10 @@
 //!   record's live flag was cleared (header mode: the block was trimmed) the block is
 //!   unmapped. In spare mode a trim list's tombstone unmaps its block when no record of
 //!   the block is as new as the trim (`trims.rs`).
-//! * A segment's first free slot follows its last slot with a record; if that slot is not
-//!   fully erased (a write torn before its record was programmed) it is skipped too (on
-//!   in-order devices, where no page after it may be programmed, the segment is closed).
+//! * A segment's first free slot follows its last slot with a record; if a write of that
+//!   slot was begun (a write torn before its record was programmed; spare mode reads the
+//!   slot's first page, `slot_unwritten`) it is skipped too (on in-order devices, where no
+//!   page after it may be programmed, it is padded before the next write).
 //!   The slots after it are not read: the FMS reads them before its first write there
 //!   (`Tail`, `Fms::check_tail`), so that a mount costs the same whatever the free space.
 //! * Active segments come from the index log (each stream's newest entry only, each segment
@@ -1118,8 +1119,9 @@ fn list_before_bad_chunk(f: &mut Fms, phys: u32, buf: &mut [u8]) -> DevResult<bo
 /// a torn one cannot be skipped: the first free slot is the torn one, and `true` says
 /// that it must be padded before a write (`Fms::pad_torn_slot`).
 ///
-/// `scanned.stop`: a slot the record scan already read fully erased
-/// ([`for_each_record`]'s stop), not read again. On media with record correction, a
+/// A slot counts as torn when a write of it was begun ([`slot_unwritten`]). `scanned.stop`:
+/// a slot the record scan already found unwritten ([`for_each_record`]'s stop), not read
+/// again. On media with record correction, a
 /// segment whose tail holds a record one or two bits from valid (`scanned.closed`,
 /// [`settle`]) is full: no slot is written after such a record.
 fn first_free(f: &mut Fms, seg: u32, scanned: Scanned) -> DevResult<(u32, bool)> {
@@ -1129,12 +1131,12 @@ fn first_free(f: &mut Fms, seg: u32, scanned: Scanned) -> DevResult<(u32, bool)>
     }
     let erased = scanned.stop;
     let mut next = scanned.last_used.map_or(0, |s| s + 1);
-    if next < slots && erased != Some(next) && !slot_erased(f, seg, next)? {
+    if next < slots && erased != Some(next) && !slot_unwritten(f, seg, next)? {
         if f.nand.geometry().in_order {
             return Ok((next, true));
         }
         next += 1;
-        while next < slots && !slot_erased(f, seg, next)? {
+        while next < slots && !slot_unwritten(f, seg, next)? {
             next += 1;
         }
     }
@@ -1499,6 +1501,31 @@ fn erased(ecc: bool, b: &[u8]) -> bool {
 /// [`page_erased`]. Spare-mode slots are whole pages, each read with its spare in one
 /// read (one page read of device time, where data and spare apart were two).
 pub(super) fn slot_erased(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
+    slot_pages_erased(f, seg, slot, f.lay.pages_per_slot)
+}
+
+/// Mount's test of a slot after a segment's last record ([`first_free`],
+/// [`scan_ends_at`]): whether a write of it was never begun. A spare-mode slot is written
+/// a page at a time in page order, every page with a mark or the record in its spare
+/// (`Fms::program_slot`, the cleaner's runs alike), so a power cut in its write leaves
+/// its first page programmed (or, cut in that page's own program, reading erased as the
+/// rest then does): its first page tells, as [`slot_erased`] reading every page would
+/// (stop 35; before, mount read every page of the slot). Only pages a torn erase kept can
+/// tell the two apart: a slot erased at its first page and not further on is taken for
+/// free, unchecked like the slots after it, and the FMS reads it whole before its first
+/// program there (`Fms::check_tail`): a free segment is erased again, an open one
+/// closed. Header mode reads the slot's bytes, as before (a slot there is at most a few
+/// pages of a NOR-style card, read as one span).
+fn slot_unwritten(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
+    match f.lay.mode {
+        RecordMode::Spare => slot_pages_erased(f, seg, slot, 1),
+        RecordMode::Header => slot_erased(f, seg, slot),
+    }
+}
+
+/// [`slot_erased`] of the first `pages` pages of the slot (spare mode; header mode reads
+/// the whole slot).
+fn slot_pages_erased(f: &mut Fms, seg: u32, slot: u32, pages: u32) -> DevResult<bool> {
     let geo = f.nand.geometry().clone();
     let first = geo.first_page(seg);
     let (lay, off) = (f.lay.clone(), f.lay.slot_offset(slot));
@@ -1507,7 +1534,7 @@ pub(super) fn slot_erased(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
         let ps = geo.page_size as usize;
         let mut page = vec![0u8; ps + geo.spare_size as usize];
         let p0 = first + off / geo.page_size as u64;
-        for k in 0..lay.pages_per_slot as u64 {
+        for k in 0..pages.min(lay.pages_per_slot) as u64 {
             let (mut data, mut spare) = (false, false);
             for t in 0..=f.cfg.meta_read_retries() {
                 if t > 0 {
@@ -1630,7 +1657,7 @@ struct Flips {
 
 /// Read the records of segment `seg` into `found`: the newest per block, superseded copies
 /// still live, trim-list slots. Returns the last slot holding a record, torn or not, and
-/// the slot where the scan stopped, read fully erased (spare mode, [`for_each_record`]).
+/// the slot where the scan stopped, read unwritten (spare mode, [`for_each_record`]).
 ///
 /// `header`: the erase sequence and format number of the segment's header, which a
 /// segment summary must carry to be read instead of the records (`segsum.rs`).
@@ -1732,8 +1759,8 @@ fn read_records(
 struct Scanned {
     /// The last slot holding a record, torn or not.
     last_used: Option<u32>,
-    /// The slot where the scan stopped, read fully erased (spare mode,
-    /// [`for_each_record`]).
+    /// The slot where the scan stopped, read unwritten (spare mode, [`for_each_record`],
+    /// [`slot_unwritten`]).
     stop: Option<u32>,
     /// The tail holds a record one or two bits from valid and the medium has record
     /// correction ([`settle`]): the segment takes no more writes.
@@ -2001,7 +2028,7 @@ fn spare_near(b: &[u8], logical: u64) -> RecordRead {
 /// the model's flips, which are transient: a torn record a flip brought one bit from
 /// valid in one read must not be taken by one mount and not by the next.
 ///
-/// Spare mode stops at the first slot that reads fully erased and whose next slot's
+/// Spare mode stops at the first slot that reads unwritten and whose next slot's
 /// record reads erased too ([`scan_ends_at`]), and returns it; header mode reads every
 /// entry (they come in one read) and returns `None`.
 ///
@@ -2154,8 +2181,9 @@ pub(super) fn record_page(f: &Fms, seg: u32, slot: u32) -> u64 {
 }
 
 /// Spare mode: whether the record scan of `seg` may stop at `slot`, whose record reads
-/// erased: the record of the slot after it reads erased too, and `slot` reads fully
-/// erased ([`slot_erased`]). Every slot after it is then erased, or holds pages a torn
+/// erased: the record of the slot after it reads erased too, and no write of `slot` was
+/// begun ([`slot_unwritten`]: in spare mode its first page reads erased). Every slot
+/// after it is then erased, or holds pages a torn
 /// erase kept (found before the first program there, [`Tail::Unchecked`]): the FMS
 /// writes a segment's slots in order and goes past a slot only once it is programmed
 /// (a cut leaves the slot being written torn and the later ones erased), or, at mount,
@@ -2175,5 +2203,5 @@ fn scan_ends_at(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
             return Ok(false);
         }
     }
-    slot_erased(f, seg, slot)
+    slot_unwritten(f, seg, slot)
 }

@@ -2293,32 +2293,167 @@ fn pages_a_torn_erase_kept_after_the_first_free_slot() {
     }
 }
 
-/// Spare mode: mount's record scan of a segment stops at the first slot that reads fully
-/// erased when the next slot's record reads erased too (`mount::scan_ends_at`), so an
-/// empty segment costs its header, two records and its first slot's pages, not a read of
-/// every slot's record. Counted on a freshly formatted medium (nandsim, MLC with 2-page
-/// slots). Fails if the scan reads every record again.
+/// Spare mode: mount's record scan of a segment stops at the first slot that reads
+/// unwritten when the next slot's record reads erased too (`mount::scan_ends_at`), so an
+/// empty segment costs its header, two records and its first slot's first page
+/// (`mount::slot_unwritten`, stop 35), not a read of every slot's record (stop 22) nor of
+/// every page of its first slot (until stop 34: 555 µs of device time a free segment of a
+/// fresh `nandsim-256m` with 4 KiB blocks, 9.1 s to mount it; 165 µs and 2.7 s now).
+/// Counted on a freshly formatted medium (nandsim with 1- and 8-page slots, MLC with
+/// 2-page slots). Fails if the scan reads every record, or every page of the slot.
 #[test]
-fn mount_reads_a_free_segments_first_slot_not_every_record() {
-    for (preset, pages, bs) in [("nandsim-256m", 32, 512), ("mlc2-2g", 32, 4096)] {
+fn mount_reads_a_free_segments_first_page_not_every_record() {
+    for (preset, pages, bs) in [
+        ("nandsim-256m", 32, 512),
+        ("nandsim-256m", 32, 4096),
+        ("mlc2-2g", 32, 4096),
+    ] {
         let (spec, cfg, f) = formatted_shrunk(preset, 16, pages, bs);
         let slots = f.lay.slots as u64;
-        let pps = f.lay.pages_per_slot as u64;
         let segs = f.segs.len() as u64;
-        assert!(slots >= 7, "{preset}: {slots} slots");
+        assert!(slots >= 3, "{preset}: {slots} slots");
         let nd = Nand::open(spec.clone(), f.into_nand().into_store()).unwrap();
         let f = Fms::mount(nd, cfg.clone()).unwrap();
         let c = f.nand.counters();
         let reads = c.page_reads + c.spare_reads;
-        // Per data segment: its header, the records of slots 0 and 1, slot 0's pages;
-        // the index segment: its header and log (a page or two).
-        let most = segs * (1 + 2 + pps) + 4;
+        // Per data segment: its header, the records of slots 0 and 1, slot 0's first
+        // page; the index segment: its header and log (a page or two).
+        let most = segs * (1 + 2 + 1) + 4;
         assert!(
             reads <= most,
-            "{preset}: mount made {reads} reads, at most {most} expected ({segs} segments of {slots} slots)"
+            "{preset} {bs}: mount made {reads} reads, at most {most} expected ({segs} segments of {slots} slots)"
         );
         assert!(f.segs.iter().filter(|s| s.state == SegState::Free).count() as u64 >= segs - 2);
     }
+}
+
+/// Spare mode: mount takes a slot past the last record for torn when its first page is
+/// programmed (`mount::slot_unwritten`): a write of a slot programs its pages in order,
+/// each with a page mark or the record. Two slots torn in a row at the start of a
+/// segment (two cuts, each in the first write after a mount) and a block written after
+/// them: the scan must not stop at slot 0, whose record and slot 1's read erased.
+/// Planted on the open segment of a fresh medium (7 slots of 8 pages), its first pages
+/// programmed as a cut in their slots' second page leaves them; then made by such cuts
+/// at the start of a segment. The block reads back
+/// after a remount, which rebuilds the same tables. Fails if mount takes slot 0 for
+/// free without reading it.
+#[test]
+fn two_torn_slots_before_a_record_are_skipped() {
+    let (spec, cfg, mut f) = formatted_shrunk("nandsim-256m", 16, 64, 4096);
+    assert_eq!((f.lay.pages_per_slot, f.lay.slots), (8, 7));
+    f.write_block(0, Some(&[1; 4096])).unwrap();
+    f.flush().unwrap();
+    let seg = f.active[0];
+    assert_eq!(f.segs[seg as usize].next, 1);
+    // Slots 1 and 2 torn: their first pages, with their marks.
+    let first = f.nand.geometry().first_page(seg);
+    for slot in [1u64, 2] {
+        f.nand
+            .program(
+                first + 1 + slot * 8,
+                0,
+                nand::Data::Bytes(&[7; 512]),
+                Some((1, &layout::PAGE_MARK)),
+            )
+            .unwrap();
+    }
+    f.segs[seg as usize].next = 3;
+    f.write_block(1, Some(&[2; 4096])).unwrap();
+    f.flush().unwrap();
+    assert_eq!(f.lookup(1), Some(seg * f.lay.slots + 3));
+    let (diff, mut g) = remount_differs(f, &spec, &cfg);
+    assert_eq!(diff, None);
+    assert_reads(&mut g, 0..1, 1, "block 0");
+    assert_reads(&mut g, 1..2, 2, "block 1, after two torn slots");
+    assert_eq!(g.segs[seg as usize].next, 4);
+    // The same at the start of a segment, by power cuts: the first write of a fresh
+    // medium cut in slot 0's second page, the first write after the remount cut in
+    // slot 1's, and after a second remount a write that completes into slot 2.
+    let cut_write = |mut f: Fms, at: u64, byte: u8| -> Fms {
+        f.nand.set_faults(nand::FaultPlan {
+            power_cut_at: Some(at),
+            torn: nand::TornMode::Complete,
+            ..nand::FaultPlan::default()
+        });
+        assert!(f.write_block(0, Some(&[byte; 4096])).is_err());
+        reopened(f, &spec, &cfg)
+    };
+    let torn = |f: &Fms, next: u32| {
+        f.segs
+            .iter()
+            .position(|s| s.next == next && s.valid == 0 && s.state != SegState::Free)
+    };
+    let fresh = || formatted_shrunk("nandsim-256m", 16, 64, 4096).2;
+    let (k1, seg) = (1..=16)
+        .find_map(|k| torn(&cut_write(fresh(), k, 1), 1).map(|seg| (k, seg)))
+        .expect("a cut leaving slot 0 torn, its segment used");
+    let k2 = (1..=16)
+        .find(|&k| torn(&cut_write(cut_write(fresh(), k1, 1), k, 2), 2) == Some(seg))
+        .expect("a cut after the remount leaving slot 1 torn too");
+    let mut f = cut_write(cut_write(fresh(), k1, 1), k2, 2);
+    let first = f.nand.geometry().first_page(seg as u32);
+    for page in [first + 1, first + 9] {
+        assert!(
+            !mount::page_erased(&mut f, page).unwrap(),
+            "slot's first page"
+        );
+    }
+    f.write_block(0, Some(&[3; 4096])).unwrap();
+    f.flush().unwrap();
+    assert_eq!(f.lookup(0), Some(seg as u32 * f.lay.slots + 2));
+    let (diff, mut g) = remount_differs(f, &spec, &cfg);
+    assert_eq!(diff, None);
+    assert_reads(
+        &mut g,
+        0..1,
+        3,
+        "block 0, after two torn slots at the start",
+    );
+    assert_eq!(g.segs[seg].next, 3);
+}
+
+/// Spare mode: a page a torn erase kept further into a free segment's slot 0 (its first
+/// page erased) is not looked for at mount: the segment is free, its tail unchecked, and
+/// the FMS reads slot 0 whole before its first program there (`Fms::check_tail`), erasing
+/// the segment again. Until stop 34 mount read every page of slot 0 and took the segment
+/// for used, its slot 0 garbage until cleaned. Fails if mount reads the kept page, or if
+/// the FMS writes into the segment without erasing it.
+#[test]
+fn a_page_a_torn_erase_kept_in_a_free_slot_is_found_before_use() {
+    let (spec, cfg, f) = formatted_shrunk("nandsim-256m", 16, 32, 4096);
+    let mut f = reopened(f, &spec, &cfg);
+    let seg = *f.free.back().expect("a free segment");
+    let first = f.nand.geometry().first_page(seg);
+    f.nand
+        .program(
+            first + 1 + 3,
+            0,
+            nand::Data::Bytes(&[7; 512]),
+            Some((1, &layout::PAGE_MARK)),
+        )
+        .unwrap();
+    let mut g = reopened(f, &spec, &cfg);
+    let s = g.segs[seg as usize];
+    assert_eq!(
+        (s.state, s.next, s.tail),
+        (SegState::Free, 0, Tail::Unchecked)
+    );
+    let ec = s.erase_count;
+    // Write until the segment has been used.
+    let n = g.logical as u32;
+    let mut round = 0u8;
+    while g.segs[seg as usize].erase_count == ec {
+        round += 1;
+        assert!(round < 8, "segment {seg} never used");
+        for l in 0..n {
+            g.write_block(l, Some(&[round; 4096])).unwrap();
+        }
+        g.flush().unwrap();
+    }
+    assert_reads(&mut g, 0..n, round, "after the segment was erased again");
+    let (diff, mut h) = remount_differs(g, &spec, &cfg);
+    assert_eq!(diff, None);
+    assert_reads(&mut h, 0..n, round, "remounted");
 }
 
 /// The scan goes on past an erased slot whose next slot holds a record: a mount that

@@ -365,6 +365,21 @@ fn a_segment_reused_by_another_stream_stays_that_streams() {
     }
 }
 
+/// Stop 35's first version of the mount's first-page test (`mount::slot_unwritten`)
+/// read only the first page of a slot after a segment's last record too: a torn erase of
+/// a full segment that kept its header, its summary and some pages of its last slot, not
+/// that slot's first page, then mounted full from the summary and with its last slot free
+/// from the records (`scripts/torture-sweep.py --seed 1735`, 6 violations, every cut
+/// point with chained cuts). Now only slots with no record before them are read at their
+/// first page.
+#[test]
+fn a_torn_erase_keeping_a_summary_mounts_alike_with_and_without_it() {
+    every_cut_is_clean(
+        "--device slc-large-1g --seed 814 --ops 200 --failures 0 --segments 12 --page-size 64 --block-size 1024 --wear-threshold 1 --fill-writes false --policy cost-benefit --redistribution m4 --chain 8 --chain-within 1",
+        6000,
+    );
+}
+
 /// Spare-mode trims with wear swaps and program failures, every cut point. The first
 /// design of durable trims dropped a tombstone once no segment held a record older than
 /// it; a randomised sweep (`scripts/torture-sweep.py --seed 1601`) then found remounted

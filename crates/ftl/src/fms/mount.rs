@@ -1131,12 +1131,13 @@ fn first_free(f: &mut Fms, seg: u32, scanned: Scanned) -> DevResult<(u32, bool)>
     }
     let erased = scanned.stop;
     let mut next = scanned.last_used.map_or(0, |s| s + 1);
-    if next < slots && erased != Some(next) && !slot_unwritten(f, seg, next)? {
+    let empty = scanned.last_used.is_none();
+    if next < slots && erased != Some(next) && !slot_unwritten(f, seg, next, empty)? {
         if f.nand.geometry().in_order {
             return Ok((next, true));
         }
         next += 1;
-        while next < slots && !slot_unwritten(f, seg, next)? {
+        while next < slots && !slot_unwritten(f, seg, next, empty)? {
             next += 1;
         }
     }
@@ -1505,21 +1506,26 @@ pub(super) fn slot_erased(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
 }
 
 /// Mount's test of a slot after a segment's last record ([`first_free`],
-/// [`scan_ends_at`]): whether a write of it was never begun. A spare-mode slot is written
-/// a page at a time in page order, every page with a mark or the record in its spare
-/// (`Fms::program_slot`, the cleaner's runs alike), so a power cut in its write leaves
-/// its first page programmed (or, cut in that page's own program, reading erased as the
-/// rest then does): its first page tells, as [`slot_erased`] reading every page would
-/// (stop 35; before, mount read every page of the slot). Only pages a torn erase kept can
-/// tell the two apart: a slot erased at its first page and not further on is taken for
-/// free, unchecked like the slots after it, and the FMS reads it whole before its first
-/// program there (`Fms::check_tail`): a free segment is erased again, an open one
-/// closed. Header mode reads the slot's bytes, as before (a slot there is at most a few
+/// [`scan_ends_at`]): whether a write of it was never begun. In a segment none of whose
+/// slots before `slot` holds a record (`empty`: a free segment, or one whose first slots a
+/// cut tore) spare mode reads the slot's first page only (stop 35; before, every page of
+/// it): a spare-mode slot is written a page at a time in page order, every page with a
+/// mark or the record (`Fms::program_slot`, the cleaner's runs alike), so a power cut in
+/// its write leaves its first page programmed (or, cut in that page's own program,
+/// reading erased as the rest then does). Only pages a torn erase kept can tell the two
+/// apart: a slot erased at its first page and not further on is taken for free,
+/// unchecked like the slots after it, and the FMS reads it whole before its first
+/// program there (`Fms::check_tail`): a free segment is erased again, an open one closed.
+/// After a record, every page is read, as before: a torn erase of a full segment may
+/// keep its segment summary, which a mount reads instead of the records only when slot
+/// 0's record reads programmed, and a mount reading every record must find the same
+/// first free slot there (torture sweep, seed 1735: a first-page test made it 2 where the
+/// summary said 3). Header mode reads the slot's bytes (a slot there is at most a few
 /// pages of a NOR-style card, read as one span).
-fn slot_unwritten(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
+fn slot_unwritten(f: &mut Fms, seg: u32, slot: u32, empty: bool) -> DevResult<bool> {
     match f.lay.mode {
-        RecordMode::Spare => slot_pages_erased(f, seg, slot, 1),
-        RecordMode::Header => slot_erased(f, seg, slot),
+        RecordMode::Spare if empty => slot_pages_erased(f, seg, slot, 1),
+        _ => slot_erased(f, seg, slot),
     }
 }
 
@@ -2127,6 +2133,8 @@ fn for_each_record(
                 return Ok(None);
             }
             let mut spare = [0u8; SPARE_RECORD - 1];
+            // No slot before this one holds a record ([`slot_unwritten`]'s `empty`).
+            let mut empty = true;
             for slot in 0..slots {
                 let last = record_page(f, seg, slot);
                 let mut seen: Vec<[u8; SPARE_RECORD - 1]> = Vec::new();
@@ -2160,11 +2168,12 @@ fn for_each_record(
                     seen.push(spare);
                 }
                 if all_erased(&spare) {
-                    if scan_ends_at(f, seg, slot)? {
+                    if scan_ends_at(f, seg, slot, empty)? {
                         return Ok(Some(slot));
                     }
                     continue;
                 }
+                empty = false;
                 let got = got.or(flipped).unwrap_or(RecordRead::Torn);
                 visit(slot, got)?;
             }
@@ -2182,8 +2191,9 @@ pub(super) fn record_page(f: &Fms, seg: u32, slot: u32) -> u64 {
 
 /// Spare mode: whether the record scan of `seg` may stop at `slot`, whose record reads
 /// erased: the record of the slot after it reads erased too, and no write of `slot` was
-/// begun ([`slot_unwritten`]: in spare mode its first page reads erased). Every slot
-/// after it is then erased, or holds pages a torn
+/// begun ([`slot_unwritten`]: where no slot before it holds a record, `empty`, its first
+/// page reads erased; otherwise all of it). Every slot after it is then erased, or holds
+/// pages a torn
 /// erase kept (found before the first program there, [`Tail::Unchecked`]): the FMS
 /// writes a segment's slots in order and goes past a slot only once it is programmed
 /// (a cut leaves the slot being written torn and the later ones erased), or, at mount,
@@ -2193,7 +2203,7 @@ pub(super) fn record_page(f: &Fms, seg: u32, slot: u32) -> u64 {
 /// record too makes the scan stop early only where that happened to two slots in a
 /// row at one mount. The next record is one spare read; without the stop a mount read
 /// every slot's record (35.6 s of device time on an empty `mlc2-2g`, 3.8 s with it).
-fn scan_ends_at(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
+fn scan_ends_at(f: &mut Fms, seg: u32, slot: u32, empty: bool) -> DevResult<bool> {
     let lay = &f.lay;
     if slot + 1 < lay.slots {
         let last = record_page(f, seg, slot + 1);
@@ -2203,5 +2213,5 @@ fn scan_ends_at(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
             return Ok(false);
         }
     }
-    slot_unwritten(f, seg, slot)
+    slot_unwritten(f, seg, slot, empty)
 }

@@ -44,6 +44,9 @@ pub struct ImageStore {
     overlay: Option<HashMap<u64, Vec<u8>>>,
     /// What opening the image had to repair (corrupt block-table entries), a line each.
     repairs: Vec<String>,
+    /// Writable image: the blocks whose corrupt entries the open repaired in RAM, written
+    /// to the file with the first change to it ([`ImageStore::write_repairs`]).
+    unwritten_repairs: Vec<u32>,
 }
 
 fn align(x: u64) -> u64 {
@@ -359,8 +362,11 @@ impl ImageStore {
         // the block is taken as grown bad, which keeps its pages readable (a layer above
         // can move what it holds) and refuses programs and erases, with the largest erase
         // count of the valid entries (its own is not to be trusted). A writable open
-        // rewrites the entry so; every open says what it did (`repairs`).
+        // rewrites the entry so, with the first change it makes to the image (so that a
+        // command that fails before it changes anything leaves the image as it was); every
+        // open says what it did (`repairs`).
         let mut corrupt = Vec::new();
+        let mut most = 0;
         for (b, e) in table.chunks_exact(12).enumerate() {
             let crc = u32::from_le_bytes(e[8..12].try_into().unwrap());
             let bad = match u32::from_le_bytes(e[4..8].try_into().unwrap()) {
@@ -374,28 +380,19 @@ impl ImageStore {
                 erase_count: u32::from_le_bytes(e[0..4].try_into().unwrap()),
                 bad: *bad.as_ref().unwrap_or(&BadState::Grown),
             });
-            if let Err(why) = bad {
-                corrupt.push((b as u32, why));
+            match bad {
+                Ok(_) => most = most.max(blocks[b].erase_count),
+                Err(why) => corrupt.push((b as u32, why)),
             }
         }
-        let most = blocks
-            .iter()
-            .enumerate()
-            .filter(|(b, _)| !corrupt.iter().any(|c| c.0 as usize == *b))
-            .map(|(_, i)| i.erase_count)
-            .max()
-            .unwrap_or(0);
         let mut repairs = Vec::with_capacity(corrupt.len());
         for (b, why) in &corrupt {
-            let info = BlockInfo {
+            blocks[*b as usize] = BlockInfo {
                 erase_count: most,
                 bad: BadState::Grown,
             };
-            blocks[*b as usize] = info;
             let done = if writable {
-                file.write_all_at(&encode_block(info), block_off + *b as u64 * BLOCK_ENTRY)
-                    .map_err(|e| Self::err(path, format!("i/o: {e}")))?;
-                "entry rewritten"
+                "entry rewritten with the first change to the image"
             } else {
                 "image left as it is (read-only)"
             };
@@ -419,6 +416,11 @@ impl ImageStore {
             buf: Vec::new(),
             overlay: (!writable).then(HashMap::new),
             repairs,
+            unwritten_repairs: if writable {
+                corrupt.iter().map(|&(b, _)| b).collect()
+            } else {
+                Vec::new()
+            },
         };
         Ok((spec, store))
     }
@@ -454,6 +456,24 @@ impl ImageStore {
         Ok(pages.get_mut(&ppn).expect("just inserted"))
     }
 
+    /// Before the first change to a writable image: the block-table entries the open
+    /// repaired (taken as grown bad), as the blocks stand now. Not at the open itself, so
+    /// that a command that fails before it changes anything leaves the file as it was
+    /// (a table overwritten whole would otherwise be written back all grown bad by a
+    /// command that then found nothing to do).
+    fn write_repairs(&mut self) -> Result<()> {
+        if self.unwritten_repairs.is_empty() || self.overlay.is_some() {
+            return Ok(());
+        }
+        for b in std::mem::take(&mut self.unwritten_repairs) {
+            let at = self.block_off + b as u64 * BLOCK_ENTRY;
+            self.file
+                .write_all_at(&encode_block(self.blocks[b as usize]), at)
+                .map_err(|e| self.io_err(e))?;
+        }
+        Ok(())
+    }
+
     /// Write file bytes `bytes` at column `col` of page `ppn`: to the file, or to the
     /// overlay of a read-only image.
     fn put(&mut self, ppn: u64, col: u32, bytes: &[u8]) -> Result<()> {
@@ -462,6 +482,7 @@ impl ImageStore {
             page[col as usize..col as usize + bytes.len()].copy_from_slice(bytes);
             return Ok(());
         }
+        self.write_repairs()?;
         self.file
             .write_all_at(bytes, self.off(ppn, col))
             .map_err(|e| self.io_err(e))
@@ -473,6 +494,7 @@ impl ImageStore {
         if self.overlay.is_some() {
             return Ok(());
         }
+        self.write_repairs()?;
         self.file
             .write_all_at(bytes, at)
             .map_err(|e| self.io_err(e))
@@ -525,6 +547,7 @@ impl Store for ImageStore {
         } else {
             // Only a block that is not erased already is zeroed: erasing never-written
             // blocks (formatting a fresh image) keeps the file sparse.
+            self.write_repairs()?;
             let off = self.off(first, 0);
             let mut cur = std::mem::take(&mut self.buf);
             cur.resize(n * self.raw as usize, 0);

@@ -1714,8 +1714,9 @@ fn corrupt_images_give_clear_errors() {
 /// A corrupt block-table entry (a wrong checksum, an unknown state) costs its block, not
 /// the image: the block opens grown bad with the largest valid erase count, its pages
 /// still read what was programmed, programs and erases of it are refused, and the open
-/// says so. A read-only open leaves the file as it is; a writable one rewrites the entry,
-/// after which the image opens with nothing to repair.
+/// says so. A read-only open leaves the file as it is; a writable one rewrites the entry
+/// with its first change to the image, after which the image opens with nothing to
+/// repair.
 #[test]
 fn a_corrupt_block_table_entry_costs_its_block_not_the_image() {
     let dir = tempfile::tempdir().unwrap();
@@ -1760,11 +1761,18 @@ fn a_corrupt_block_table_entry_costs_its_block_not_the_image() {
         "read-only open wrote nothing"
     );
 
+    // A writable open that changes nothing leaves the file as it is (a command that fails
+    // before its first change, stop 35); the first change writes the entries.
     let rw = open_device(&path).unwrap();
     assert!(rw
         .open_repairs()
         .iter()
-        .all(|l| l.contains("entry rewritten")));
+        .all(|l| l.contains("entry rewritten with the first change")));
+    drop(rw);
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "nothing changed yet");
+    let mut rw = open_device(&path).unwrap();
+    assert_eq!(rw.open_repairs().len(), 2);
+    rw.erase(5).unwrap();
     drop(rw);
     let again = open_device(&path).unwrap();
     assert!(again.open_repairs().is_empty());

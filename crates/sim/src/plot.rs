@@ -115,7 +115,13 @@ impl Chart {
         let ext = extension(path);
         let size = self.size();
         let r = match ext.as_str() {
-            "svg" => self.draw_and_present(SVGBackend::new(path, size).into_drawing_area()),
+            // Drawn into a string and written here: plotters writes an SVG file through a
+            // `BufWriter` whose last flush drops its error (a full disk gave exit 0).
+            "svg" => {
+                let mut svg = String::new();
+                self.draw_and_present(SVGBackend::with_string(&mut svg, size).into_drawing_area())
+                    .and_then(|()| std::fs::write(path, &svg).map_err(|e| anyhow!("{e}")))
+            }
             "png" => self.draw_and_present(BitMapBackend::new(path, size).into_drawing_area()),
             _ => bail!(
                 "plot {}: unknown format (the file name must end in .svg or .png)",
@@ -820,6 +826,24 @@ mod tests {
         assert_eq!(p.series[0].points, vec![(0.8, 10.0), (0.9, 20.0)]);
         assert!(auto_chart(&rows, Some("nope"), &["erasures".into()], "t", &[]).is_err());
         assert!(auto_chart(&rows, None, &["policy".into()], "t", &[]).is_err());
+    }
+
+    /// A plot that cannot be written is an error, SVG as PNG (an SVG on a full disk was
+    /// reported written: plotters' file target drops the error of its last flush).
+    #[test]
+    fn a_plot_on_a_full_disk_is_an_error() {
+        let rows = vec![row("greedy", 0.8, 10.0), row("greedy", 0.9, 20.0)];
+        let c = auto_chart(&rows, None, &["erasures".into()], "t", &[]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        for ext in ["svg", "png"] {
+            let ok = dir.path().join(format!("ok.{ext}"));
+            c.render(&ok).unwrap();
+            assert!(std::fs::metadata(&ok).unwrap().len() > 100, "{ext}");
+            let full = dir.path().join(format!("full.{ext}"));
+            std::os::unix::fs::symlink("/dev/full", &full).unwrap();
+            let e = c.render(&full).unwrap_err();
+            assert!(format!("{e:#}").contains("No space left"), "{ext}: {e:#}");
+        }
     }
 
     #[test]

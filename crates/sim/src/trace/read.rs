@@ -659,6 +659,15 @@ impl Parser {
     }
 }
 
+/// The fields of a record's line in `fmt` (at most 17 counted: more count as 17).
+fn field_count(fmt: Format, line: &[u8]) -> usize {
+    let mut f = [&b""[..]; 16];
+    match fmt {
+        Format::Msr | Format::Spc => split_csv(line, &mut f),
+        Format::Blkparse | Format::Disksim | Format::Fio => split_ws(line, &mut f),
+    }
+}
+
 /// A streaming reader of one trace file: an iterator of [`Record`]s.
 pub struct TraceReader {
     input: BufReader<Box<dyn Read + Send>>,
@@ -667,6 +676,9 @@ pub struct TraceReader {
     line: u64,
     parser: Parser,
     first: Option<i64>,
+    /// The fields of the first record's line ([`field_count`]): a last line without a
+    /// newline with fewer was cut short.
+    first_fields: Option<usize>,
     max_rel: i64,
     limit: u64,
     skip_bad: bool,
@@ -718,6 +730,7 @@ impl TraceReader {
                 clock_ns: 0,
             },
             first: None,
+            first_fields: None,
             max_rel: i64::MIN,
             limit: opts.limit.unwrap_or(u64::MAX),
             skip_bad: opts.skip_bad_lines,
@@ -828,6 +841,28 @@ impl Iterator for TraceReader {
                         self.counts.out_of_order += 1;
                     } else {
                         self.max_rel = rel;
+                    }
+                    // A file cut short inside its last line (a copy or download that
+                    // stopped) can still parse, as a smaller request or without its
+                    // trailing fields: said when the line has no newline and fewer
+                    // fields than the first record's (QA stop 35).
+                    let line = &self.buf[s..e];
+                    let first_fields = *self
+                        .first_fields
+                        .get_or_insert_with(|| field_count(self.parser.fmt, line));
+                    if self.buf.last() != Some(&b'\n') {
+                        let n = field_count(self.parser.fmt, line);
+                        if n < first_fields {
+                            let msg = format!(
+                                "the last line ends without a newline and has {n} fields \
+                                 where the first record has {first_fields}: the file looks \
+                                 cut short"
+                            );
+                            match self.bad(msg) {
+                                Some(r) => return Some(r),
+                                None => continue,
+                            }
+                        }
                     }
                     if let Some(d) = dev {
                         self.counts.note_device(d);

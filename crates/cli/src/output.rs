@@ -275,6 +275,12 @@ impl Fields {
     }
 }
 
+/// Print `lines` on stdout, a newline after each (a closed or full stdout is an error
+/// naming it, as for every report, not a panic as `println!` makes it).
+pub fn print_lines(lines: &[String]) -> Result<()> {
+    to_stdout(|w| lines.iter().try_for_each(|l| writeln!(w, "{l}")))
+}
+
 /// Print `value` as pretty JSON on stdout, followed by a newline.
 pub fn print_json<T: Serialize + ?Sized>(value: &T) -> Result<()> {
     let mut out = io::stdout().lock();

@@ -662,6 +662,27 @@ fn bad_block_lists_quote_the_part() {
 /// tables and JSON alike; it used to be a bare "No space left on device".
 #[test]
 fn stdout_errors_say_it_was_stdout() {
+    // Reports printed line by line too (QA stop 35: `fms format`'s text panicked on a
+    // closed pipe; `trace stats` and `sweep --dry-run` said only "No space left").
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("f.img");
+    ok(flashkit([
+        "nand",
+        "format",
+        path_str(&img),
+        "--device",
+        "nandsim-256m",
+        "--blocks",
+        "16",
+    ]));
+    let trace = dir.path().join("t.csv");
+    std::fs::write(&trace, "128166372003061629,hm,1,Write,0,4096,1\n").unwrap();
+    let spec = dir.path().join("s.toml");
+    std::fs::write(
+        &spec,
+        "policy = [\"greedy\", \"cat\"]\nwritten = \"256KiB\"\n",
+    )
+    .unwrap();
     // clap's help and version too (stop 28: `--help > /dev/full` exited 0).
     for args in [
         &["devices"][..],
@@ -669,6 +690,9 @@ fn stdout_errors_say_it_was_stdout() {
         &["--help"][..],
         &["sim", "--help"][..],
         &["--version"][..],
+        &["fms", "format", path_str(&img), "--force"][..],
+        &["trace", "stats", path_str(&trace)][..],
+        &["sweep", path_str(&spec), "--dry-run"][..],
     ] {
         let full = std::fs::OpenOptions::new()
             .write(true)

@@ -1362,6 +1362,43 @@ fn a_corrupt_block_table_entry_loses_no_data() {
     assert_eq!(json(&o)["grown_bad"], 3);
 }
 
+/// A block table overwritten whole (every entry corrupt): every command that would write
+/// fails naming it, and leaves the file as it was (stop 35: the open wrote every entry
+/// back grown bad first, so that even `fms format --force` then found no good block).
+#[test]
+fn a_command_that_fails_on_a_corrupt_block_table_leaves_the_image_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("t.img");
+    ok(fms_image_at(&img, "nandsim-256m", "64", "4KiB"));
+    let input = dir.path().join("d.bin");
+    std::fs::write(&input, pattern(100_000, 3)).unwrap();
+    let (img_s, in_s) = (path_str(&img), path_str(&input));
+    ok(flashkit(["fms", "write", img_s, "--input", in_s]));
+    let mut bytes = std::fs::read(&img).unwrap();
+    bytes[4096..4096 + 64 * 12].fill(0);
+    std::fs::write(&img, &bytes).unwrap();
+    for args in [
+        &["fms", "check", img_s, "--repair"][..],
+        &["fms", "write", img_s, "--input", in_s],
+        &["fms", "trim", img_s, "--offset", "0", "--length", "4096"],
+        &["fms", "format", img_s],
+    ] {
+        let o = flashkit(args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("because their block-table entries are corrupt")
+                || err.contains("programmed pages remain"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(
+            std::fs::read(&img).unwrap(),
+            bytes,
+            "{args:?} wrote the image"
+        );
+    }
+}
+
 /// `fms format --ecc-bits T` gives a BCH code of T bits per 512 bytes: the format names
 /// it, data round-trips, a strength whose codes do not fit the spare area is refused
 /// naming the bytes, and one outside 1..8 is refused by the parser.

@@ -395,22 +395,32 @@ fn some_segments(segs: &[u32]) -> String {
     format!("{what} {list}")
 }
 
+/// The error for an image whose every erase block is bad, if it is one: "every erase
+/// block is bad (N of N, K of them because their block-table entries are corrupt):
+/// `then`".
+fn all_bad(path: &Path, nand: &nand::Nand, then: &str) -> Option<anyhow::Error> {
+    let blocks = nand.geometry().blocks;
+    if !(0..blocks).all(|b| nand.is_bad(b)) {
+        return None;
+    }
+    let repaired = nand.open_repairs().len();
+    Some(anyhow!(
+        "{}: every erase block is bad ({blocks} of {blocks}{}): {then}",
+        path.display(),
+        if repaired > 0 {
+            format!(", {repaired} of them because their block-table entries are corrupt")
+        } else {
+            String::new()
+        }
+    ))
+}
+
 /// The error for an image with no FMS segment header that decodes (`nand` opened on it).
 fn no_fms(path: &Path, nand: &mut nand::Nand) -> anyhow::Error {
     // Nothing good to read a header from is not "not an FMS": say so, and do not send
     // the user to the one command that would wipe what the bad blocks still hold.
-    let blocks = nand.geometry().blocks;
-    if (0..blocks).all(|b| nand.is_bad(b)) {
-        let repaired = nand.open_repairs().len();
-        return anyhow!(
-            "{}: every erase block is bad ({blocks} of {blocks}{}): no segment to mount",
-            path.display(),
-            if repaired > 0 {
-                format!(", {repaired} of them because their block-table entries are corrupt")
-            } else {
-                String::new()
-            }
-        );
+    if let Some(e) = all_bad(path, nand, "no segment to mount") {
+        return e;
     }
     let programmed = programmed_blocks(nand);
     if !programmed.is_empty() {
@@ -668,6 +678,9 @@ fn format(a: FormatArgs) -> Result<()> {
         }
     }
     let nand = open_image(&a.image, true)?;
+    if let Some(e) = all_bad(&a.image, &nand, "nothing to format") {
+        return Err(e);
+    }
     let geo = nand.geometry().clone();
     if a.no_segment_summaries {
         let why = ftl::fms::layout::Layout::why_no_summaries(&geo, bs, &nand.spec().name);
@@ -758,7 +771,9 @@ fn format(a: FormatArgs) -> Result<()> {
     if a.report.json {
         return output::print_json(&r);
     }
-    println!(
+    // Printed together, as every report's text (a closed stdout is no panic).
+    let mut lines = Vec::new();
+    lines.push(format!(
         "formatted {}: FMS with {} blocks of {} ({} per segment), {} exported{}{}",
         r.image,
         r.logical_blocks,
@@ -775,10 +790,10 @@ fn format(a: FormatArgs) -> Result<()> {
         } else {
             ""
         }
-    );
+    ));
     // Where the rest of the medium goes (docs/format/fms.md, Mount step 0).
     let seg_bytes = geo.pages_per_block as u64 * geo.page_size as u64;
-    println!(
+    lines.push(format!(
         "  of {} raw ({} segments of {}): {} bad, {} kept in reserve (the index, the \
          cleaner's {} and one per stream), the rest {} data slots each",
         output::bytes(geo.blocks as u64 * seg_bytes),
@@ -788,13 +803,13 @@ fn format(a: FormatArgs) -> Result<()> {
         reserve,
         reserve.saturating_sub(1 + fms.config().streams() as u64),
         r.blocks_per_segment,
-    );
+    ));
     if a.capacity.is_some() {
         let slack = r.slack_segments;
         // With the capacity full, the failure reserve fits while the slack exceeds the
         // segments gone bad by `failure_reserve` (docs/fms.md, "The failure reserve").
         let need = fms.config().failure_reserve as u64 + 1;
-        println!(
+        lines.push(format!(
             "  --capacity leaves {} of slack beside the reserve{}",
             segments(slack),
             if slack < need {
@@ -805,27 +820,27 @@ fn format(a: FormatArgs) -> Result<()> {
             } else {
                 String::new()
             }
-        );
+        ));
     }
     // (Not with --capacity: the user chose the capacity.)
     if let Some((cap, b)) = better
         .filter(|&(cap, _)| cap > r.capacity_bytes + r.capacity_bytes / 20)
         .filter(|_| a.capacity.is_none())
     {
-        println!(
+        lines.push(format!(
             "  --block-size {} would export {}",
             output::bytes(b as u64),
             output::bytes(cap)
-        );
+        ));
     }
     if let Some(b) = summary_at {
-        println!(
+        lines.push(format!(
             "  no segment summaries: {} blocks fill each segment; --block-size {} leaves room for one (a mount then reads a page per full segment instead of a spare area per block)",
             output::bytes(bs as u64),
             output::bytes(b as u64)
-        );
+        ));
     }
-    Ok(())
+    output::print_lines(&lines)
 }
 
 /// `fms format --capacity`: a share of the most the medium holds beside the reserve, or a
@@ -1011,7 +1026,7 @@ pub struct FmsInfo {
     /// it reached them (`MountReport::earlier_format`).
     pub earlier_format_segments: Vec<u32>,
     /// Blocks whose newest copy is in a segment whose header does not decode
-    /// (`MountReport::lost_blocks`): they read zeros until written or trimmed.
+    /// (`MountReport::lost_blocks`): reading them fails until they are written or trimmed.
     pub lost_blocks: Vec<SlotRecord>,
     /// The segments held back from reuse and why (`ftl::fms::Hold`): those holding lost
     /// blocks until each is written or trimmed, those holding rescued tombstones until
@@ -1484,7 +1499,7 @@ pub(crate) fn lost_resolved(image: &Path, before: &[SlotRecord], fms: &Fms) -> V
 
 /// The blocks a mount found lost (`MountReport::lost_blocks`), in words: `3: block 0
 /// (segment 1 slot 0), ...; their newest copy is in a segment whose header does not
-/// decode: they read zeros until written, trimmed or salvaged`.
+/// decode: reading them fails until they are written or trimmed (...)`.
 fn lost_text(lost: &[SlotRecord]) -> String {
     let shown = slot_records(&lost[..lost.len().min(5)]);
     let more = match lost.len() {
@@ -1496,7 +1511,7 @@ fn lost_text(lost: &[SlotRecord]) -> String {
     segs.dedup();
     let segs: Vec<String> = segs.iter().map(u32::to_string).collect();
     format!(
-        "{}: {shown}{more}; their newest copy is in segment(s) {} whose header does not decode (damaged): they read zeros until written or trimmed (`fms read --salvage` reads their lost copies)",
+        "{}: {shown}{more}; their newest copy is in segment(s) {} whose header does not decode (damaged): reading them fails until they are written or trimmed (`fms read` refuses a range over them, `blockdev mount` answers EIO; `fms read --salvage` reads their lost copies)",
         lost.len(),
         segs.join(", ")
     )

@@ -129,15 +129,13 @@ pub fn run(a: ReproduceArgs) -> Result<()> {
     if a.report.json {
         return output::print_json(&rep);
     }
-    println!("{}\n", rep.title);
+    output::print_lines(&[rep.title.clone(), String::new()])?;
     let mut t = Table::new(&rep.columns);
     for r in &rep.rows {
         t.row(r.clone());
     }
     t.print()?;
-    println!();
-    for n in &rep.notes {
-        println!("* {n}");
-    }
-    Ok(())
+    let mut lines = vec![String::new()];
+    lines.extend(rep.notes.iter().map(|n| format!("* {n}")));
+    output::print_lines(&lines)
 }

@@ -12,7 +12,7 @@ use serde_json::Value;
 use sim::sweep::{load_done, InFieldOrder, OrderedWriter, Record, Spec};
 
 use super::sim::{describe, plot_rows, table, varying, write_results_csv, JobResult};
-use crate::output::{PlotArgs, ReportArgs};
+use crate::output::{self, PlotArgs, ReportArgs};
 use crate::progress::Progress;
 
 #[derive(Args, Debug)]
@@ -81,17 +81,17 @@ pub fn run(a: SweepArgs) -> Result<()> {
                 describe(&j.options, &keys)
             );
         }
-        let mut out = std::io::stdout().lock();
-        for j in &jobs {
-            if a.report.json {
-                let line = serde_json::json!({ "job": j.id, "options": j.options });
-                writeln!(out, "{line}")?;
-            } else {
-                writeln!(out, "{}  {}", j.id, describe(&j.options, &keys))?;
-            }
-        }
-        out.flush()?;
-        return Ok(());
+        let lines: Vec<String> = jobs
+            .iter()
+            .map(|j| {
+                if a.report.json {
+                    serde_json::json!({ "job": j.id, "options": j.options }).to_string()
+                } else {
+                    format!("{}  {}", j.id, describe(&j.options, &keys))
+                }
+            })
+            .collect();
+        return output::print_lines(&lines);
     }
     // A job that cannot run (a trace filter of another format, written bytes that are no
     // whole number of requests, a fill beyond the capacity) is a spec error: refused in

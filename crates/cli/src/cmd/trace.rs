@@ -305,10 +305,8 @@ fn print_stats(s: &TraceStats) -> Result<()> {
     if !notes.is_empty() {
         f.add("notes", notes.join(", "));
     }
-    let mut out = std::io::stdout().lock();
-    f.write(&mut out)?;
-    drop(out);
-    println!();
+    f.print()?;
+    output::print_lines(&[String::new()])?;
     let mut t = Table::new(&[
         "class",
         "writes",
@@ -351,7 +349,7 @@ fn print_stats(s: &TraceStats) -> Result<()> {
         ]);
     }
     t.print()?;
-    println!();
+    output::print_lines(&[String::new()])?;
     let mut h = Table::new(&["sectors", "reads", "writes", "trims"]);
     for b in &s.size_histogram {
         let range = match b.max_sectors {
@@ -415,11 +413,12 @@ fn to_stdout(path: &Path, json: bool) -> Result<bool> {
 
 /// The one-line summary of `convert` or `generate`: on stdout, or on stderr when the
 /// trace itself goes to stdout.
-fn summary_line(line: &str, to_stdout: bool) {
+fn summary_line(line: &str, to_stdout: bool) -> Result<()> {
     if to_stdout {
         eprintln!("{line}");
+        Ok(())
     } else {
-        println!("{line}");
+        output::print_lines(&[line.to_string()])
     }
 }
 
@@ -516,8 +515,7 @@ fn convert(a: ConvertArgs) -> Result<()> {
             c.input, c.input_format, c.output, c.output_format, c.records
         ),
         to_stdout,
-    );
-    Ok(())
+    )
 }
 
 fn generate(a: GenerateArgs) -> Result<()> {
@@ -614,6 +612,5 @@ fn generate(a: GenerateArgs) -> Result<()> {
             fmt
         ),
         to_stdout,
-    );
-    Ok(())
+    )
 }

@@ -2871,3 +2871,105 @@ fn info_reports_the_failure_reserve() {
         assert!(err.contains(n), "{err}");
     }
 }
+
+/// DAC regions and the redistribution in storage mode (QA stop 35: the `fms` commands and
+/// `blockdev mount` ran each policy with its paper pairing and one region): taken by the
+/// commands that write, per command; more streams than the medium has room for refused
+/// before anything is written, naming the reserve, until `fms format --regions N` leaves
+/// the room; refused where the image is only read; the data round-trips whatever the
+/// configuration of each write.
+#[test]
+fn dac_regions_and_redistribution_in_storage_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("r.img");
+    let img = path_str(&img).to_string();
+    fms_image(&img, "nandsim-256m", "64", "4KiB");
+    let default_blocks = info_json(&img)["logical_blocks"].as_u64().unwrap();
+    let input = dir.path().join("in.bin");
+    let data = pattern(300_000, 5);
+    std::fs::write(&input, &data).unwrap();
+    let in_s = path_str(&input);
+    let write = |extra: &[&str]| {
+        let mut a = vec!["fms", "write", &img, "--input", in_s];
+        a.extend_from_slice(extra);
+        flashkit(a)
+    };
+    let before = std::fs::read(&img).unwrap();
+    fails_with_all(
+        write(&["--regions", "4"]),
+        &[
+            "--regions 4: 5 stream(s) need a reserve of 9 segments",
+            "this medium has 7 segments",
+            "format it with --regions 4",
+        ],
+    );
+    assert_eq!(
+        std::fs::read(&img).unwrap(),
+        before,
+        "refused before writing"
+    );
+    fails_with_all(
+        write(&["--regions", "2", "--redistribution", "m3"]),
+        &["--redistribution: has no effect: DAC regions"],
+    );
+    fails_with_all(write(&["--regions", "9"]), &["--regions: 9 must be 1..8"]);
+    fails_with_all(
+        write(&["--region-threshold", "1s"]),
+        &["--region-threshold: has no effect: it applies to DAC"],
+    );
+    // Two regions fit the default's room; every redistribution too.
+    ok(write(&["--regions", "2", "--region-threshold", "1s"]));
+    for m in ["m1", "m2", "m3", "m4", "m5", "m6"] {
+        ok(write(&["--redistribution", m]));
+    }
+    assert_eq!(read_all(&img, data.len(), dir.path()), data);
+    let out = dir.path().join("o.bin");
+    fails_with_all(
+        flashkit([
+            "fms",
+            "read",
+            &img,
+            "--length",
+            "4096",
+            "--output",
+            path_str(&out),
+            "--regions",
+            "2",
+        ]),
+        &["--regions: has no effect: this command only reads the image"],
+    );
+    // A format for four regions: fewer blocks, and four regions' streams.
+    run_ok(&["fms", "format", &img, "--force", "--regions", "4"]);
+    let blocks = info_json(&img)["logical_blocks"].as_u64().unwrap();
+    assert!(blocks < default_blocks, "{blocks} vs {default_blocks}");
+    for _ in 0..4 {
+        ok(write(&[
+            "--regions",
+            "4",
+            "--region-select",
+            "most-garbage",
+        ]));
+    }
+    assert_eq!(read_all(&img, data.len(), dir.path()), data);
+    let segs: serde_json::Value = serde_json::from_str(&run_ok(&[
+        "fms",
+        "info",
+        &img,
+        "--segments",
+        "--json",
+        "--regions",
+        "4",
+    ]))
+    .unwrap();
+    let top = segs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["stream"].as_u64())
+        .max();
+    assert!(top >= Some(2), "blocks promoted past two regions: {top:?}");
+    fails_with_all(
+        write(&["--regions", "8"]),
+        &["--regions 8: 9 stream(s) need a reserve of 13 segments"],
+    );
+}

@@ -164,6 +164,54 @@ impl DeviceArgs {
     }
 }
 
+/// The DAC and redistribution options of the commands that run the FMS on a medium
+/// (`torture`, and the `fms` commands and `blockdev mount` through `MountArgs`; `sim`
+/// takes them through the sweep keys), on top of `fms`: `--redistribution` (refused with
+/// more than one region, which replace it), `--regions` 1..8, and `--region-select` and
+/// `--region-threshold` (refused with one region).
+pub fn apply_dac(
+    fms: &mut ftl::fms::FmsConfig,
+    redistribution: Option<&str>,
+    regions: Option<u8>,
+    region_select: Option<&str>,
+    region_threshold: Option<&str>,
+) -> Result<()> {
+    let regions = regions.unwrap_or(fms.regions);
+    if let Some(r) = redistribution {
+        if regions > 1 {
+            bail!("--redistribution: has no effect: DAC regions (--regions > 1) replace the redistribution");
+        }
+        fms.redistribution = r
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--redistribution: {e}"))?;
+    }
+    if !(1..=8).contains(&regions) {
+        bail!("--regions: {regions} must be 1..8");
+    }
+    fms.regions = regions;
+    if regions == 1 {
+        for (set, name) in [
+            (region_select.is_some(), "--region-select"),
+            (region_threshold.is_some(), "--region-threshold"),
+        ] {
+            if set {
+                bail!("{name}: has no effect: it applies to DAC (--regions > 1) only");
+            }
+        }
+    }
+    if let Some(r) = region_select {
+        fms.region_select = r
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--region-select: {e}"))?;
+    }
+    if let Some(t) = region_threshold {
+        let s = sim::sweep::parse_duration_s(t)
+            .map_err(|e| anyhow::anyhow!("--region-threshold: {e}"))?;
+        fms.region_threshold_ps = Some((s * 1e12) as u64);
+    }
+    Ok(())
+}
+
 /// `--index-wear-gap N|none` of the commands that run the FMS (`sim` takes it through the
 /// sweep keys): a number of erasures, or `none` for the in-place wrap.
 pub fn parse_index_wear_gap(text: &str) -> Result<Option<u32>> {

@@ -110,6 +110,26 @@ pub struct MountArgs {
     /// check` without --repair).
     #[arg(long, value_name = "WHEN")]
     pub failure_reserve_from: Option<ftl::fms::ReserveFrom>,
+    /// Data redistribution while this command runs, m1..m6 (docs/fms.md) [default: the
+    /// paper's pairing with the policy: greedy m1, cost-benefit m4, cat and adaptive m6].
+    /// Not with --regions above 1 (DAC regions replace it). Not recorded on flash. Refused
+    /// where the image is only read (`fms read`, `fms check` without --repair); `fms info`
+    /// takes it for the reserve it sizes.
+    #[arg(long, value_name = "M")]
+    pub redistribution: Option<String>,
+    /// DAC regions while this command runs (1..8; 1 = no DAC) [default: 1]. A stream and
+    /// its active segment per region: more than 2 need room the format left (`fms format
+    /// --regions N`). Not recorded on flash. Refused where the image is only read.
+    #[arg(long, value_name = "N")]
+    pub regions: Option<u8>,
+    /// DAC region selection: all, most-segments, most-garbage [default: all]. With
+    /// --regions above 1.
+    #[arg(long, value_name = "RULE")]
+    pub region_select: Option<String>,
+    /// DAC time threshold (device time: `500ms`, `2s`, `30m`) [default: none]. With
+    /// --regions above 1.
+    #[arg(long, value_name = "DURATION")]
+    pub region_threshold: Option<String>,
 }
 
 impl MountArgs {
@@ -119,8 +139,15 @@ impl MountArgs {
     /// and a read-only `blockdev mount` report neither): refused as having no effect
     /// (stop 28; the failure reserve's, stop 34).
     pub(crate) fn refuse_writer_options_where_only_read(&self) -> Result<()> {
-        if self.policy.is_some() {
-            bail!("--policy: has no effect: this command only reads the image (give it to the commands that write, or to `fms info` for the reserve it sizes)");
+        let sizing = [
+            ("--policy", self.policy.is_some()),
+            ("--redistribution", self.redistribution.is_some()),
+            ("--regions", self.regions.is_some()),
+            ("--region-select", self.region_select.is_some()),
+            ("--region-threshold", self.region_threshold.is_some()),
+        ];
+        if let Some((flag, _)) = sizing.iter().find(|(_, g)| *g) {
+            bail!("{flag}: has no effect: this command only reads the image (give it to the commands that write, or to `fms info` for the reserve it sizes)");
         }
         let given = [
             ("--failure-reserve", self.failure_reserve.is_some()),
@@ -144,6 +171,14 @@ impl MountArgs {
             None => cfg.index_wear_gap,
             Some(g) => super::common::parse_index_wear_gap(g)?,
         };
+        let mut cfg = cfg;
+        super::common::apply_dac(
+            &mut cfg,
+            self.redistribution.as_deref(),
+            self.regions,
+            self.region_select.as_deref(),
+            self.region_threshold.as_deref(),
+        )?;
         Ok(FmsConfig {
             read_retries: self.read_retries,
             wear_threshold: self.wear_threshold.and_then(|w| w.0),
@@ -202,6 +237,12 @@ pub struct FormatArgs {
     /// 2 KiB ones); `format` says whether the medium has them.
     #[arg(long)]
     pub no_segment_summaries: bool,
+    /// Leave room for N DAC regions (1..8): the reserve keeps an active segment per
+    /// region (and one for read-only data), so later commands may run with `--regions` up
+    /// to N. 1 and 2 need no more than the default's room (the policies' hot and cold
+    /// streams) [default: 1].
+    #[arg(long, value_name = "N")]
+    pub regions: Option<u8>,
     #[command(flatten)]
     pub report: ReportArgs,
 }
@@ -384,6 +425,33 @@ fn programmed_blocks(nand: &mut nand::Nand) -> Vec<u32> {
     out
 }
 
+/// More streams than a default format leaves room for (DAC regions above 2: an active
+/// segment each) only where the medium has the room, as `fms format --regions N` leaves
+/// it: refused otherwise, before the command writes anything. (The policies and
+/// redistributions keep at most the streams the format's reserve counts, and a medium
+/// whose room shrank as blocks went bad keeps working with them, as before.)
+fn check_streams(path: &Path, fms: &Fms) -> Result<()> {
+    let cfg = fms.config();
+    let default = config("cat", cfg.block_size)?;
+    if cfg.streams() <= default.streams() {
+        return Ok(());
+    }
+    let (need, room) = (cfg.reserve_segments(), fms.room_beside_data());
+    if need > room {
+        bail!(
+            "{}: --regions {}: {} stream(s) need a reserve of {} beside the data (1 index, high water {}, a segment per stream), and this medium has {}: format it with --regions {} for them, or give fewer",
+            path.display(),
+            cfg.regions,
+            cfg.streams(),
+            segments(need),
+            cfg.high_water,
+            segments(room),
+            cfg.regions
+        );
+    }
+    Ok(())
+}
+
 /// "segments 1, 2, 3, 4, 5 and N more" for an error message.
 fn some_segments(segs: &[u32]) -> String {
     let what = if segs.len() == 1 {
@@ -481,6 +549,7 @@ pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
             return Err(anyhow::Error::new(e).context(format!("{}: mount", path.display())))
         }
     };
+    check_streams(path, &fms)?;
     // Spare records one bit from valid (not corrected, `spare_flip`): the blocks they
     // name may read older data; said at every mount, as lost blocks are (QA stop 26:
     // only `fms info` said it).
@@ -694,6 +763,13 @@ fn format(a: FormatArgs) -> Result<()> {
         segment_summaries: !a.no_segment_summaries,
         ..config("cat", bs)?
     };
+    // The reserve for the regions' streams, never less than the policies' (cat's hot,
+    // cold and read-only streams).
+    let default_streams = cfg.streams();
+    super::common::apply_dac(&mut cfg, None, a.regions, None, None)?;
+    if cfg.streams() < default_streams {
+        cfg.regions = 1;
+    }
     let reserve = cfg.reserve_segments();
     let good = geo.blocks.saturating_sub(nand.bad_blocks()) as u64;
     if let Some((c, text)) = &capacity {

@@ -10,7 +10,6 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Result};
 use clap::{Args, ValueEnum};
-use ftl::fms::redistribute::Redistribution;
 use ftl::fms::select::Policy;
 use sim::torture::{self, Cuts, TortureConfig, TortureReport};
 
@@ -231,35 +230,13 @@ fn config(a: &TortureArgs) -> Result<TortureConfig> {
         .policy
         .parse::<Policy>()
         .map_err(|e| anyhow!("--policy: {e}"))?;
-    if let Some(r) = &a.redistribution {
-        if a.regions > 1 {
-            bail!("--redistribution: has no effect: DAC regions (--regions > 1) replace the redistribution");
-        }
-        c.fms.redistribution = r
-            .parse::<Redistribution>()
-            .map_err(|e| anyhow!("--redistribution: {e}"))?;
-    }
-    if !(1..=8).contains(&a.regions) {
-        bail!("--regions: {} must be 1..8", a.regions);
-    }
-    c.fms.regions = a.regions;
-    if a.regions == 1 {
-        for (set, name) in [
-            (a.region_select.is_some(), "--region-select"),
-            (a.region_threshold.is_some(), "--region-threshold"),
-        ] {
-            if set {
-                bail!("{name}: has no effect: it applies to DAC (--regions > 1) only");
-            }
-        }
-    }
-    if let Some(r) = &a.region_select {
-        c.fms.region_select = r.parse().map_err(|e| anyhow!("--region-select: {e}"))?;
-    }
-    if let Some(t) = &a.region_threshold {
-        let s = sim::sweep::parse_duration_s(t).map_err(|e| anyhow!("--region-threshold: {e}"))?;
-        c.fms.region_threshold_ps = Some((s * 1e12) as u64);
-    }
+    super::common::apply_dac(
+        &mut c.fms,
+        a.redistribution.as_deref(),
+        Some(a.regions),
+        a.region_select.as_deref(),
+        a.region_threshold.as_deref(),
+    )?;
     c.fms.wear_threshold = a.wear_threshold.and_then(|w| w.0);
     if let Some(g) = &a.index_wear_gap {
         c.fms.index_wear_gap = super::common::parse_index_wear_gap(g)?;

@@ -262,6 +262,14 @@ impl Fms {
             .saturating_sub(held_good)
     }
 
+    /// Good segments beside those the logical blocks fill (segments held for lost blocks
+    /// not counted): the room the reserve ([`FmsConfig::reserve_segments`]: the index, the
+    /// cleaner's high-water mark, an active segment per stream) has on this medium.
+    pub fn room_beside_data(&self) -> u64 {
+        self.good_segments()
+            .saturating_sub(self.logical.div_ceil(self.lay.slots as u64))
+    }
+
     /// Where the failure reserve stands on this medium (`Fms::update_marks`): `Ready`
     /// only when a segment of it would still fit with one more segment gone bad.
     pub fn failure_reserve(&self) -> FailureReserve {

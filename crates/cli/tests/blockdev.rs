@@ -249,6 +249,7 @@ fn mkfs_fat_and_mtools_use_the_served_image() {
         .write(true)
         .open(m.file())
         .is_err());
+    assert_fixed_directory(&mnt, &m.file(), EROFS);
     for (name, data) in &kept {
         let out = dir.path().join(format!("out-{name}"));
         sh(
@@ -261,6 +262,26 @@ fn mkfs_fat_and_mtools_use_the_served_image() {
     assert_eq!(r["read_only"], true);
     assert_eq!(r["writes"], 0, "{r}");
     assert_eq!(r["user_writes"], 0, "{r}");
+}
+
+/// The mount's directory holds its one file, fixed: creating, linking, renaming or
+/// removing anything there fails `errno` (`EPERM`, or `EROFS` on a read-only mount; QA
+/// stop 35: `ENOSYS`, "Function not implemented").
+fn assert_fixed_directory(mnt: &Path, file: &Path, errno: i32) {
+    let other = mnt.join("other");
+    let tries: [(&str, std::io::Result<()>); 6] = [
+        ("create", std::fs::File::create(&other).map(drop)),
+        ("mkdir", std::fs::create_dir(&other)),
+        ("unlink", std::fs::remove_file(file)),
+        ("rename", std::fs::rename(file, &other)),
+        ("link", std::fs::hard_link(file, &other)),
+        ("symlink", std::os::unix::fs::symlink(file, &other)),
+    ];
+    for (what, r) in tries {
+        let e = r.expect_err(what);
+        assert_eq!(e.raw_os_error(), Some(errno), "{what}: {e}");
+    }
+    assert!(file.exists(), "the file is still there");
 }
 
 /// fio's random writes verify (crc32c) on the header-mode Intel card; punching a hole
@@ -617,6 +638,7 @@ fn lost_blocks_fail_reads_until_written_and_the_report_names_them() {
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     let mut m = Mounted::start(&img, &mnt, &[]);
+    assert_fixed_directory(&mnt, &m.file(), EPERM);
     let mut f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -653,6 +675,9 @@ fn lost_blocks_fail_reads_until_written_and_the_report_names_them() {
 
 /// `EIO`'s number (Linux).
 const EIO: i32 = 5;
+/// `EPERM`'s and `EROFS`'s (Linux).
+const EPERM: i32 = 1;
+const EROFS: i32 = 30;
 
 /// A writable mount scrubs at its end: a block whose read through the served file
 /// corrected as many bits as the scrub threshold moves at unmount, though nothing was

@@ -28,6 +28,9 @@
 //!   `cp file disk.img` or a shell's `>` cannot cut it; `conv=notrunc` is not needed
 //!   for `dd`, since truncating to the current size is accepted. `chmod`/`chown` fail
 //!   `EPERM`; access and modification times are kept in RAM.
+//! - **Directory changes** (create, mkdir, mknod, symlink, link, unlink, rmdir, rename)
+//!   fail `EPERM` (`EROFS` on a read-only mount): the directory holds its one file, fixed
+//!   (QA stop 35: they failed `ENOSYS`, "Function not implemented", fuser's default).
 //! - A device error fails the request with `EIO` (`ENOSPC` when the device is full or
 //!   worn out, `EINVAL` out of range). The first one is kept for [`Served::first_error`]
 //!   and every one is counted.
@@ -42,8 +45,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use fuser::{
-    FileAttr, FileType, Filesystem, MountOption, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, Session, TimeOrNow,
+    FileAttr, FileType, Filesystem, MountOption, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, Session, TimeOrNow,
 };
 use nand::blockdev::{BlockDevice, DevError, SECTOR};
 use serde::Serialize;
@@ -307,6 +310,16 @@ struct ImageDir<D> {
 }
 
 impl<D: BlockDevice> ImageDir<D> {
+    /// The error of a request to change the directory, which holds its one file, fixed:
+    /// `EROFS` on a read-only mount, `EPERM` otherwise.
+    fn fixed(&self) -> i32 {
+        if self.opts.read_only {
+            libc::EROFS
+        } else {
+            libc::EPERM
+        }
+    }
+
     fn attr(&self, ino: u64) -> FileAttr {
         let (kind, perm, size, nlink) = if ino == ROOT {
             (FileType::Directory, 0o755, 0, 2)
@@ -407,6 +420,87 @@ impl<D: BlockDevice> Filesystem for ImageDir<D> {
             self.ctime = SystemTime::now();
         }
         reply.attr(&TTL, &self.attr(ino));
+    }
+
+    fn create(
+        &mut self,
+        _req: &Request<'_>,
+        _parent: u64,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        reply.error(self.fixed());
+    }
+
+    fn mknod(
+        &mut self,
+        _req: &Request<'_>,
+        _parent: u64,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(self.fixed());
+    }
+
+    fn mkdir(
+        &mut self,
+        _req: &Request<'_>,
+        _parent: u64,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(self.fixed());
+    }
+
+    fn symlink(
+        &mut self,
+        _req: &Request<'_>,
+        _parent: u64,
+        _link_name: &OsStr,
+        _target: &Path,
+        reply: ReplyEntry,
+    ) {
+        reply.error(self.fixed());
+    }
+
+    fn link(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        _newparent: u64,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        reply.error(self.fixed());
+    }
+
+    fn unlink(&mut self, _req: &Request<'_>, _parent: u64, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(self.fixed());
+    }
+
+    fn rmdir(&mut self, _req: &Request<'_>, _parent: u64, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(self.fixed());
+    }
+
+    fn rename(
+        &mut self,
+        _req: &Request<'_>,
+        _parent: u64,
+        _name: &OsStr,
+        _newparent: u64,
+        _newname: &OsStr,
+        _flags: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(self.fixed());
     }
 
     fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {

@@ -454,6 +454,12 @@ fn bit_flips_need_ecc() {
             vec!["torture", "--device", "mlc2-2g", "--bitflip-rate", "NaN"],
             "--bitflip-rate",
         ),
+        // A rate at which the mount cannot read what the format wrote names the rate
+        // (QA stop 35: it said "not an FMS medium").
+        (
+            vec!["torture", "--device", "mlc2-2g", "--bitflip-rate", "1"],
+            "garbled what the mount read; give a lower rate, or --ecc",
+        ),
     ] {
         let o = flashkit(&args);
         assert!(!o.status.success(), "{args:?}");

@@ -1402,7 +1402,20 @@ fn start(ctx: &Ctx, cut: Option<u64>) -> Result<(Fms, Model), String> {
             ..FaultPlan::default()
         });
     }
-    let fms = Fms::mount(nand, ctx.cfg.clone()).map_err(|e| dev_err("first mount", e))?;
+    let fms = Fms::mount(nand, ctx.cfg.clone()).map_err(|e| {
+        let e = dev_err("first mount", e);
+        // The medium is the one the format just wrote: under flips, the rate is the
+        // cause (QA stop 35: `--bitflip-rate 1` blamed the medium).
+        if ctx.bitflip_rate > 0.0 {
+            format!(
+                "{e} (the medium was just formatted: the bit flips of --bitflip-rate {} garbled what the mount read; give a lower rate{})",
+                ctx.bitflip_rate,
+                if ctx.cfg.ecc { "" } else { ", or --ecc" }
+            )
+        } else {
+            e
+        }
+    })?;
     Ok((fms, Model::new(ctx.sectors, ctx.spb)))
 }
 

@@ -302,6 +302,50 @@ impl SimResult {
         "trace",
     ];
 
+    /// The numeric fields that are null where they do not apply (`Option`s).
+    const NULLABLE_FIELDS: &'static [&'static str] = &[
+        "region_threshold_s",
+        "unit_bytes",
+        "wear_threshold",
+        "write_amplification",
+        "byte_write_amplification",
+        "throughput_bytes_per_s",
+        "policy_greedy_share",
+    ];
+
+    /// Whether a result read back as JSON (a resumed sweep's file) has the types a
+    /// result has: text fields strings, the trace an object or null, metrics numbers (null
+    /// where a field may be, `NULLABLE_FIELDS`). The field that has not, and what it
+    /// holds (QA stop 35: `"erasures": "x"` was taken, and printed as x).
+    pub fn check_types(result: &serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+        use serde_json::Value;
+        for &k in SimResult::FIELDS {
+            let Some(v) = result.get(k) else { continue };
+            let ok = match k {
+                "trace" => v.is_object() || v.is_null(),
+                _ if SimResult::TEXT_FIELDS.contains(&k) => v.is_string(),
+                _ if SimResult::NULLABLE_FIELDS.contains(&k) => v.is_number() || v.is_null(),
+                _ => v.is_number(),
+            };
+            if !ok {
+                let want = match k {
+                    "trace" => "an object or null",
+                    _ if SimResult::TEXT_FIELDS.contains(&k) => "a string",
+                    _ if SimResult::NULLABLE_FIELDS.contains(&k) => "a number or null",
+                    _ => "a number",
+                };
+                let shown = match v {
+                    Value::String(t) if t.chars().count() > 40 => {
+                        format!("a string of {} characters", t.chars().count())
+                    }
+                    _ => v.to_string(),
+                };
+                return Err(format!("`{k}` is {shown}, not {want}"));
+            }
+        }
+        Ok(())
+    }
+
     /// The numeric fields of a result (what a plot can draw on its y axis), in result
     /// order, so a plot's metrics are checked before any job runs. `policy_greedy_share`
     /// is numeric for the adaptive policy only. A test keeps this equal to the serialized

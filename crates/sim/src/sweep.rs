@@ -1973,6 +1973,11 @@ pub fn load_done(path: &Path, jobs: &[Job]) -> Result<(BTreeMap<String, Record>,
                     r.job
                 )),
                 Some(_) => Err("a torn result".to_string()),
+                None if SimResult::check_types(&r.result).is_err() => Err(format!(
+                    "job {}'s result: {} (edited by hand, or damaged)",
+                    r.job,
+                    SimResult::check_types(&r.result).unwrap_err()
+                )),
                 None if !r.options.contains_key("failure_reserve")
                     && r.result.get("retired_segments").and_then(Value::as_u64) > Some(0) =>
                 {
@@ -2672,6 +2677,8 @@ mod tests {
         assert_eq!(jobs.len(), 12);
         for j in &jobs {
             let r = serde_json::to_value(crate::driver::run(&j.config).unwrap()).unwrap();
+            // Every result has the types a resumed sweep checks (`check_types`).
+            assert_eq!(SimResult::check_types(r.as_object().unwrap()), Ok(()));
             for m in SimResult::metrics() {
                 assert_eq!(
                     SimResult::has_metric(&j.config, m),
@@ -2812,12 +2819,21 @@ mod tests {
     /// `failure_reserve` (stop 33) keeps ids at its default, but a result from before it
     /// in which blocks went bad ran without the reserve: resuming refuses it as stale. One
     /// in which none did is the job's.
-    /// A result line of job `id` run with `options`: every result field 0 but
-    /// `retired_segments`.
+    /// A result line of job `id` run with `options`: every metric 0 but
+    /// `retired_segments`, the texts "x", no trace.
     fn result_line(id: &str, options: &BTreeMap<String, Value>, retired: u64) -> Value {
         let mut result: serde_json::Map<String, Value> = SimResult::FIELDS
             .iter()
-            .map(|k| (k.to_string(), Value::from(0)))
+            .map(|&k| {
+                let v = match k {
+                    "trace" => Value::Null,
+                    "device" | "workload" | "policy" | "redistribution" | "arrival" => {
+                        Value::from("x")
+                    }
+                    _ => Value::from(0),
+                };
+                (k.to_string(), v)
+            })
             .collect();
         result.insert("retired_segments".into(), Value::from(retired));
         let mut r = serde_json::json!({ "job": id, "options": options });
@@ -2877,6 +2893,44 @@ mod tests {
         let e = load_done(&out, &jobs).unwrap_err().to_string();
         assert!(e.contains("is stale: blocks went bad"), "{e}");
         assert!(e.contains("before stop 34"), "{e}");
+    }
+
+    /// A result whose fields do not have a result's types (edited by hand: a metric that
+    /// is a string or null, a name that is a number) is refused naming the line, the job
+    /// and the field (QA stop 35: `"erasures": "x"` was taken and printed as x, a null
+    /// `cleaning_cost` as NaN); nulls where a metric may be null are taken.
+    #[test]
+    fn results_of_the_wrong_types_are_refused() {
+        let jobs = spec("policy = \"greedy\"\nwritten = \"256KiB\"\n")
+            .unwrap()
+            .expand()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("r.jsonl");
+        let id = &jobs[0].id;
+        for (key, value, ok) in [
+            ("erasures", Value::from("x"), false),
+            ("cleaning_cost", Value::Null, false),
+            ("policy", Value::from(3), false),
+            ("trace", Value::from("t.csv"), false),
+            ("write_amplification", Value::Null, true),
+            ("wear_threshold", Value::Null, true),
+        ] {
+            let mut r = result_line(id, &jobs[0].options, 0);
+            r[key] = value.clone();
+            std::fs::write(&out, format!("{r}\n")).unwrap();
+            match load_done(&out, &jobs) {
+                Ok((done, _)) => assert!(ok && done.contains_key(id), "{key}: {value}"),
+                Err(e) => {
+                    let e = e.to_string();
+                    assert!(!ok, "{key}: {e}");
+                    assert!(
+                        e.contains(&format!(":1: job {id}'s result: `{key}` is")),
+                        "{e}"
+                    );
+                }
+            }
+        }
     }
 
     /// A job's id covers the contents of the files it reads: an edited device file or

@@ -334,6 +334,19 @@ fn malformed_traces_fail_with_file_and_line() {
         flashkit(["trace", "stats", path_str(&bad), "--trace-format", "csv"]),
         "--trace-format",
     );
+    // A generator seed `sim --seed` could not take (QA stop 35): a usage error.
+    let o = flashkit([
+        "trace",
+        "generate",
+        path_str(&out),
+        "--format",
+        "msr",
+        "--seed",
+        "18446744073709551615",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("is not in 0..=9223372036854775807"), "{err}");
     fails_with(
         flashkit([
             "trace",

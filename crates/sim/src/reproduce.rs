@@ -426,6 +426,18 @@ fn spread_pct(v: &[f64]) -> Option<f64> {
 /// what the tables and comparisons show) and every run with its job (`results`).
 fn collect(cfgs: &[SimConfig], o: &Options) -> Result<(Vec<SimResult>, Vec<Run>)> {
     let per = o.runs.max(1) as usize;
+    // The runs' seeds must each fit a sweep file (`sweep::fits_i64`): said of `--seed`
+    // and `--runs` together, not of a seed the user never gave (QA stop 35).
+    let most = i64::MAX as u64;
+    if per > 1 && o.seed <= most && most - o.seed < per as u64 - 1 {
+        bail!(
+            "--seed {} with --runs {per}: the runs take seeds {} to {}, past {most} (the largest integer a sweep file holds): give a seed of at most {}",
+            o.seed,
+            o.seed,
+            o.seed as u128 + per as u128 - 1,
+            most - (per as u64 - 1)
+        );
+    }
     let cfgs: Vec<SimConfig> = cfgs
         .iter()
         .flat_map(|c| {
@@ -1643,6 +1655,21 @@ mod tests {
         let one = run("chiang1999-table4", &Options { runs: 1, ..o }).unwrap();
         assert_eq!(one.results.len(), 9);
         assert_eq!(one.results[6].result.erasures, e[0]);
+        // Seeds past what a sweep file holds are said of --seed and --runs together.
+        let e = run(
+            "chiang1999-table4",
+            &Options {
+                seed: i64::MAX as u64,
+                runs: 2,
+                ..at(0.05)
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("--seed 9223372036854775807 with --runs 2: the runs take seeds"),
+            "{e}"
+        );
     }
 
     /// The mean averages every measured figure: a field added to the results and left out

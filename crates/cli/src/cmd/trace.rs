@@ -148,7 +148,9 @@ pub struct GenerateArgs {
     /// Poisson arrivals at this many requests per second.
     #[arg(long, default_value_t = 1000.0)]
     pub rate: f64,
-    #[arg(long, default_value_t = 1)]
+    /// Seed of the generator (at most 2^63 − 1, as `sim --seed`: the trace can be matched
+    /// to the `sim` run it reproduces).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(..=i64::MAX as u64))]
     pub seed: u64,
     /// Share of requests that are reads (default: 0, rootdisk 0.525 as in the paper).
     #[arg(long)]

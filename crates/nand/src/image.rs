@@ -465,11 +465,14 @@ impl ImageStore {
         if self.unwritten_repairs.is_empty() || self.overlay.is_some() {
             return Ok(());
         }
-        for b in std::mem::take(&mut self.unwritten_repairs) {
+        // Each entry leaves the list once written: a failed write keeps the rest for the
+        // next change.
+        while let Some(&b) = self.unwritten_repairs.last() {
             let at = self.block_off + b as u64 * BLOCK_ENTRY;
             self.file
                 .write_all_at(&encode_block(self.blocks[b as usize]), at)
                 .map_err(|e| self.io_err(e))?;
+            self.unwritten_repairs.pop();
         }
         Ok(())
     }

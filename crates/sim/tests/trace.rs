@@ -375,48 +375,27 @@ fn malformed_lines_name_file_and_line() {
     assert!(e.to_string().contains("cannot open"), "{e}");
 }
 
-/// A file cut short inside its last line (no newline, fewer fields than the first
-/// record) is named, in every format whose last field a cut can remove (DiskSim needs
-/// all five, and says so whether cut or not); the same line
-/// with its newline, or with as many fields, is read (QA stop 35: a cut MSR line was read
-/// as a 40-byte write, a cut blkparse line as one sector).
+/// An MSR file cut short inside its last line (no newline, fewer fields than the first
+/// record) is named; the same line with its newline, or with as many fields, is read
+/// (QA stop 35: a cut MSR line was read as a 40-byte write). Other formats are not
+/// checked: their lines vary in shape (blkparse process names with spaces, SPC's
+/// optional fields; the review of stop 35 found valid traces refused), so such a last
+/// line of theirs is read.
 #[test]
 fn a_file_cut_inside_its_last_line_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let cases = [
-        (
-            Format::Msr,
-            "128166372003061629,hm,1,Write,0,4096,1\n128166372003061630,hm,1,Write,8192,40",
-        ),
-        (
-            Format::Blkparse,
-            "8,0 0 1 0.1 1 D W 8 + 8 [a]\n8,0 0 2 0.2 1 D W 16 + 1",
-        ),
-        (Format::Spc, "0,1,512,w,0.1,x\n0,12,512,w,0.2"),
-    ];
-    for (fmt, text) in cases {
-        let p = write(dir.path(), &format!("cut.{}", fmt.name()), text);
-        let err = TraceReader::open(&p, &opts(Some(fmt)))
-            .unwrap()
-            .find_map(|r| r.err())
-            .unwrap_or_else(|| panic!("{fmt}: no error"));
-        let s = err.to_string();
-        assert!(s.starts_with(&format!("{}:2: ", p.display())), "{fmt}: {s}");
-        assert!(s.contains("the file looks cut short"), "{fmt}: {s}");
-        // With its newline, the short line is a record like any other (trailing fields
-        // are optional) or an error of its own; never this one.
-        let p = write(
-            dir.path(),
-            &format!("nl.{}", fmt.name()),
-            &format!("{text}\n"),
-        );
-        let r = TraceReader::open(&p, &opts(Some(fmt))).unwrap();
-        for x in r {
-            if let Err(e) = x {
-                assert!(!e.to_string().contains("cut short"), "{fmt}: {e}");
-            }
-        }
-    }
+    let text = "128166372003061629,hm,1,Write,0,4096,1\n128166372003061630,hm,1,Write,8192,40";
+    let p = write(dir.path(), "cut.csv", text);
+    let err = TraceReader::open(&p, &opts(Some(Format::Msr)))
+        .unwrap()
+        .find_map(|r| r.err())
+        .expect("an error");
+    let s = err.to_string();
+    assert!(s.starts_with(&format!("{}:2: ", p.display())), "{s}");
+    assert!(s.contains("the file looks cut short"), "{s}");
+    // With its newline the short line is a record (ResponseTime is optional).
+    let p = write(dir.path(), "nl.csv", &format!("{text}\n"));
+    assert_eq!(read_all(&p, &opts(Some(Format::Msr))).0.len(), 2);
     // A last line without a newline but with every field is read.
     let p = write(
         dir.path(),
@@ -426,6 +405,18 @@ fn a_file_cut_inside_its_last_line_is_named() {
     let (recs, _) = read_all(&p, &opts(Some(Format::Msr)));
     assert_eq!(recs.len(), 2);
     assert_eq!(recs[1].sectors, 8);
+    // Lines of other formats vary in shape: a process name with a space, an optional
+    // field in the first record only; their last lines without a newline are read.
+    for (fmt, text) in [
+        (
+            Format::Blkparse,
+            "8,0 0 1 0.1 1 D W 8 + 8 [Web Content]\n8,0 0 2 0.2 1 D W 16 + 8 [a]",
+        ),
+        (Format::Spc, "0,1,512,w,0.1,x\n0,12,512,w,0.2"),
+    ] {
+        let p = write(dir.path(), &format!("v.{}", fmt.name()), text);
+        assert_eq!(read_all(&p, &opts(Some(fmt))).0.len(), 2, "{fmt}");
+    }
 }
 
 /// Records every format can hold: µs time stamps, reads and writes.

@@ -676,8 +676,8 @@ pub struct TraceReader {
     line: u64,
     parser: Parser,
     first: Option<i64>,
-    /// The fields of the first record's line ([`field_count`]): a last line without a
-    /// newline with fewer was cut short.
+    /// The fields of the first record's line ([`field_count`]): an MSR last line
+    /// without a newline with fewer was cut short.
     first_fields: Option<usize>,
     max_rel: i64,
     limit: u64,
@@ -842,15 +842,18 @@ impl Iterator for TraceReader {
                     } else {
                         self.max_rel = rel;
                     }
-                    // A file cut short inside its last line (a copy or download that
-                    // stopped) can still parse, as a smaller request or without its
-                    // trailing fields: said when the line has no newline and fewer
-                    // fields than the first record's (QA stop 35).
+                    // An MSR file cut short inside its last line (a copy or download
+                    // that stopped) can still parse, without its response time and with
+                    // a shorter size: said when the line has no newline and fewer fields
+                    // than the first record's (QA stop 35). MSR lines have a fixed
+                    // shape; other formats' do not (blkparse process names with
+                    // spaces, SPC's optional fields), and a cut inside a number cannot
+                    // be told from a smaller one in any.
                     let line = &self.buf[s..e];
                     let first_fields = *self
                         .first_fields
                         .get_or_insert_with(|| field_count(self.parser.fmt, line));
-                    if self.buf.last() != Some(&b'\n') {
+                    if self.parser.fmt == Format::Msr && self.buf.last() != Some(&b'\n') {
                         let n = field_count(self.parser.fmt, line);
                         if n < first_fields {
                             let msg = format!(

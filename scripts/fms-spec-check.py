@@ -732,8 +732,8 @@ def mutations(m, rng):
 
         def bad_unknown_feature(m, g=g):
             m.set_state(g, 2)
-            m.header(g, features=f.hdrs[g]["features"] | 0x200)
-        out.append(("seg %d grown bad with an unknown feature bit (bit 9)" % g, bad_unknown_feature))
+            m.header(g, features=f.hdrs[g]["features"] | 0x400)
+        out.append(("seg %d grown bad with an unknown feature bit (bit 10)" % g, bad_unknown_feature))
         if f.index_seg is not None:
             def retired(m, g=g):
                 n = len(f.index_entries)
@@ -1343,7 +1343,7 @@ def invalid_inputs(binary, scratch):
         h[60:64] = reader.crc32c(bytes(h[0:60])).to_bytes(4, "little")
         b[seg1:seg1 + 64] = bytes(x ^ 0xFF for x in h)
         return b
-    variant("unknown-feature-bit-9", lambda b: unknown_feature(b, 9))
+    variant("unknown-feature-bit-10", lambda b: unknown_feature(b, 10))
     variant("unknown-feature-bit-31", lambda b: unknown_feature(b, 31))
 
     def live_byte_on_spare(b):

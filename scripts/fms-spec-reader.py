@@ -428,12 +428,14 @@ TRIM_MAGIC = 0x544D5346
 INDEX_MAGIC = 0x1DE5
 
 
-FEATURES_KNOWN = 0x1FF  # bit 0 ECC, bit 1 live byte, bit 2 header code, bit 3 segment
-#                         summaries, bits 4-7 BCH strength, bit 8 record correction
+FEATURES_KNOWN = 0x3FF  # bit 0 ECC, bit 1 live byte, bit 2 header code, bit 3 segment
+#                         summaries, bits 4-7 BCH strength, bit 8 record correction,
+#                         bit 9 first-page slot tests
 LIVE_BYTE = 0x02  # features bit 1 (fms.md, "Header-mode entry")
 HEADER_CODE = 0x04  # features bit 2 (fms.md, "Segment header")
 SUMMARY = 0x08  # features bit 3 (fms.md, "Segment summary (spare mode, features bit 3)")
 RECORD_CORRECTION = 0x100  # features bit 8 (fms.md, Mount steps 2 and 4)
+FIRST_PAGE = 0x200  # features bit 9 (fms.md, Mount steps 2 and 4)
 SUMMARY_MAGIC = 0x53534D46  # bytes 46 4D 53 53, "FMSS"
 PAD_RECORD = bytes(15)
 
@@ -441,8 +443,8 @@ PAD_RECORD = bytes(15)
 def features_error(f):
     """fms.md, segment header offset 48: None when mount accepts the features word, else
     why not (bit 0 ECC; bit 1 live byte; bit 2 header code; bit 3 segment summaries;
-    bits 4-7, with bit 0, the BCH strength 2..8; bit 8 record correction; other bits
-    zero)."""
+    bits 4-7, with bit 0, the BCH strength 2..8; bit 8 record correction; bit 9
+    first-page slot tests; other bits zero)."""
     if f & ~FEATURES_KNOWN:
         return "has unknown feature bits 0x%x" % (f & ~FEATURES_KNOWN)
     t = (f >> 4) & 0xF
@@ -755,11 +757,11 @@ class Fms:
                 last = base + 1 + k * self.pps + self.pps - 1
                 r = img.page_spare(last, 1, 15)
                 if r == ff(15):
-                    # fms.md, Mount step 2: the scan stops at a slot that reads fully
-                    # erased when the next slot's record reads erased too.
+                    # fms.md, Mount step 2: the scan stops at a slot that reads unwritten
+                    # when the next slot's record reads erased too.
                     nxt = last + self.pps
                     if (k + 1 >= self.slots or img.page_spare(nxt, 1, 15) == ff(15)) \
-                            and self.slot_erased(seg, k):
+                            and self.slot_unwritten(seg, k, not out):
                         break
                     continue
                 d = self.classify_record(r)
@@ -805,6 +807,24 @@ class Fms:
                     out.append(chunk)
                 pages[j] = b"".join(out)
         return b"".join(pages)
+
+    def slot_unwritten(self, seg, k, empty):
+        """fms.md, Mount step 4: a write of slot k was never begun.  With features bit 9,
+        where no slot before it holds a record (`empty`), its first page alone, read as
+        `slot_erased` reads every page; otherwise every page."""
+        if not (empty and self.first_page and self.mode == "spare"):
+            return self.slot_erased(seg, k)
+        img = self.img
+        p = seg * img.ppb + 1 + k * self.pps
+        d = img.page_data(p)
+        if d != ff(len(d)):
+            if not self.ecc:
+                return False
+            for c in range(0, len(d), 512):
+                ch = d[c:c + 512]
+                if sum(8 - bin(x).count("1") for x in ch if x != 0xFF) > 1:
+                    return False
+        return img.page_spare(p) == ff(img.spare_size)
 
     def slot_erased(self, seg, k):
         img = self.img
@@ -940,6 +960,10 @@ class Fms:
         self.record_correction = bool(first["features"] & RECORD_CORRECTION)
         if self.record_correction and self.mode != "spare":
             raise SpecError("record-correction feature on a header-mode (nop = 0) device")
+        # bit 9: first-page slot tests, spare mode only
+        self.first_page = bool(first["features"] & FIRST_PAGE)
+        if self.first_page and self.mode != "spare":
+            raise SpecError("first-page feature on a header-mode (nop = 0) device")
         self.bch_t = (first["features"] >> 4) & 0xF
         self.bch = bch(self.bch_t) if self.bch_t else None
         self.code_bytes = self.bch.nbytes if self.bch else 3
@@ -1215,9 +1239,10 @@ class Fms:
                 continue
             last = used_last.get(g, -1)
             ff_slot = last + 1
-            if ff_slot < slots and not self.slot_erased(g, ff_slot):
+            empty = last < 0
+            if ff_slot < slots and not self.slot_unwritten(g, ff_slot, empty):
                 if not img.in_order:
-                    while ff_slot < slots and not self.slot_erased(g, ff_slot):
+                    while ff_slot < slots and not self.slot_unwritten(g, ff_slot, empty):
                         ff_slot += 1
             state[g] = "free" if ff_slot == 0 else "used"
         for g in range(nseg):

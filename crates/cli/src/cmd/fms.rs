@@ -276,6 +276,9 @@ pub struct FormatReport {
     /// bit flipped for good), the mount closing a segment whose tail holds a record one or
     /// two bits from valid (header features bit 8: every new spare-mode format).
     pub record_correction: bool,
+    /// Whether a mount judges a free segment's first slot by its first page (header
+    /// features bit 9: every spare-mode format since stop 35).
+    pub first_page_test: bool,
     /// Good segments beyond the reserve and the segments the capacity fills: 0 at the
     /// most the medium holds, more with `--capacity` (stop 34; before, the text alone said
     /// it). With the capacity full, the failure reserve holds through a first failure
@@ -427,7 +430,8 @@ fn programmed_blocks(nand: &mut nand::Nand) -> Vec<u32> {
 
 /// More streams than a default format leaves room for (DAC regions above 2: an active
 /// segment each) only where the medium has the room, as `fms format --regions N` leaves
-/// it: refused otherwise, before the command writes anything. (The policies and
+/// it: refused otherwise, before the command writes anything of its own (the mount's
+/// repairs aside); `fms info` reports the medium as it is. (The policies and
 /// redistributions keep at most the streams the format's reserve counts, and a medium
 /// whose room shrank as blocks went bad keeps working with them, as before.)
 fn check_streams(path: &Path, fms: &Fms) -> Result<()> {
@@ -549,7 +553,9 @@ pub(crate) fn mount(path: &Path, m: &MountArgs, access: Access) -> Result<Fms> {
             return Err(anyhow::Error::new(e).context(format!("{}: mount", path.display())))
         }
     };
-    check_streams(path, &fms)?;
+    if access == Access::Write {
+        check_streams(path, &fms)?;
+    }
     // Spare records one bit from valid (not corrected, `spare_flip`): the blocks they
     // name may read older data; said at every mount, as lost blocks are (QA stop 26:
     // only `fms info` said it).
@@ -836,6 +842,7 @@ fn format(a: FormatArgs) -> Result<()> {
         header_code: fms.layout().header_code_t().is_some(),
         segment_summaries: fms.layout().summary_page.is_some(),
         record_correction: fms.layout().corrects_records(),
+        first_page_test: fms.layout().judges_by_first_page(),
         slack_segments: fms
             .spare_segments()
             .saturating_sub(fms.config().reserve_segments() - 2),
@@ -1081,6 +1088,9 @@ pub struct FmsInfo {
     /// Whether the medium has record correction (as `fms format` reports it;
     /// `false` on media formatted before it, and in header mode).
     pub record_correction: bool,
+    /// Whether a mount judges a free segment's first slot by its first page (header
+    /// features bit 9; `false` on media formatted before stop 35, and in header mode).
+    pub first_page_test: bool,
     /// Reads the mount made again because a header, record, index entry or trim list
     /// failed its checksum, or a page did not read erased (a power cut's traces, or flips).
     pub read_retries: u64,
@@ -1204,6 +1214,7 @@ fn info(a: InfoArgs) -> Result<()> {
         segment_summaries: fms.layout().summary_page.is_some(),
         summaries_read: fms.mount_report().summaries_read(),
         record_correction: fms.layout().corrects_records(),
+        first_page_test: fms.layout().judges_by_first_page(),
         read_retries: fms.stats().read_retries,
         mount_paths: fms.mount_report().counts(),
         corrected_headers: fms.mount_report().corrected_headers.clone(),
@@ -1276,6 +1287,16 @@ fn info(a: InfoArgs) -> Result<()> {
                 "no record correction (formatted before it): a spare record one bit from valid is reported, not corrected"
             } else {
                 "header mode: entries one bit from valid are corrected"
+            },
+        )
+        .add(
+            "free slots",
+            if r.first_page_test {
+                "a free segment's first slot is read at its first page at mount"
+            } else if fms.layout().mode == ftl::fms::layout::RecordMode::Spare {
+                "read whole at mount (formatted before stop 35; a new format reads a free segment's first page only)"
+            } else {
+                "header mode: read whole at mount"
             },
         )
         .add(

@@ -88,13 +88,26 @@ pub const FEATURE_SUMMARY: u32 = 8;
 /// spare-mode formats (`FmsConfig::record_correction`); a reader that does not know it
 /// refuses the medium (an unknown bit), since it would write after such records.
 pub const FEATURE_RECORD_CORRECTION: u32 = 0x100;
+/// Segment header features word, bit 9 (spare mode only; stop 35): **first-page slot
+/// test**. Where no slot before it in its segment holds a record, a mount judges a slot
+/// torn or free by its first page alone (`mount::slot_unwritten`): every FMS that writes
+/// such a medium programs a slot's pages in order, each with a mark or the record, and
+/// never writes a slot after one without a record at a segment's start unless that
+/// slot's first page is programmed. Builds before stop 35 skipped any slot not fully
+/// erased there (pages a torn erase kept further in) and wrote after it, and a
+/// first-page test would stop before their records: media without the bit are read a
+/// whole slot at a time, as before. Set by new spare-mode formats
+/// (`FmsConfig::first_page_test`); a reader that does not know it refuses the medium (an
+/// unknown bit), since it would write after such slots.
+pub const FEATURE_FIRST_PAGE: u32 = 0x200;
 /// The feature bits this version reads; a medium with others is refused at mount.
 pub const FEATURES_KNOWN: u32 = FEATURE_ECC
     | FEATURE_LIVE_BYTE
     | FEATURE_HEADER_CODE
     | FEATURE_SUMMARY
     | FEATURE_BCH_MASK
-    | FEATURE_RECORD_CORRECTION;
+    | FEATURE_RECORD_CORRECTION
+    | FEATURE_FIRST_PAGE;
 /// Segment summary magic (bytes `46 4D 53 53`, "FMSS").
 pub const SUMMARY_MAGIC: u32 = 0x5353_4D46;
 /// Bytes of a segment summary before its records.
@@ -297,6 +310,10 @@ pub struct Layout {
     /// In header mode it has no effect ([`Layout::features`]; entries are corrected
     /// anyway, `mount::entry_flip`).
     pub record_correction: bool,
+    /// Spare mode: a slot with no record before it in its segment is judged torn or free
+    /// by its first page ([`FEATURE_FIRST_PAGE`]: new formats, and mounts of media whose
+    /// headers have it). In header mode it has no effect.
+    pub first_page: bool,
 }
 
 impl Layout {
@@ -425,6 +442,7 @@ impl Layout {
                 header_code: true,
                 summary_page: None,
                 record_correction: true,
+                first_page: true,
             }
             .derived())
         } else {
@@ -469,6 +487,7 @@ impl Layout {
                 header_code: true,
                 summary_page: None,
                 record_correction: true,
+                first_page: true,
             }
             .derived()
             .with_summary(true))
@@ -505,6 +524,21 @@ impl Layout {
             record_correction: on,
             ..self
         }
+    }
+
+    /// The layout with slots judged by their first page where no record precedes them
+    /// ([`FEATURE_FIRST_PAGE`]) or not (media formatted before the feature).
+    pub fn with_first_page(self, on: bool) -> Layout {
+        Layout {
+            first_page: on,
+            ..self
+        }
+    }
+
+    /// Whether a mount judges a slot with no record before it in its segment by its
+    /// first page ([`FEATURE_FIRST_PAGE`]).
+    pub fn judges_by_first_page(&self) -> bool {
+        self.mode == RecordMode::Spare && self.first_page
     }
 
     /// Whether a mount corrects a spare record one bit from valid that a decoding record
@@ -566,7 +600,8 @@ impl Layout {
     /// ([`features_of`]) and, in header mode with [`LiveFlag::Byte`],
     /// [`FEATURE_LIVE_BYTE`]; in spare mode with ECC and [`Layout::header_code`],
     /// [`FEATURE_HEADER_CODE`]; in spare mode, [`FEATURE_SUMMARY`] with a summary page and
-    /// [`FEATURE_RECORD_CORRECTION`] with [`Layout::record_correction`].
+    /// [`FEATURE_RECORD_CORRECTION`] with [`Layout::record_correction`] and
+    /// [`FEATURE_FIRST_PAGE`] with [`Layout::first_page`].
     pub fn features(&self) -> u32 {
         let live = match (self.mode, self.live) {
             (RecordMode::Header, LiveFlag::Byte) => FEATURE_LIVE_BYTE,
@@ -582,7 +617,12 @@ impl Layout {
         } else {
             0
         };
-        features_of(self.ecc_t) | live | self.header_code_feature() | summary | torn
+        let first = if self.judges_by_first_page() {
+            FEATURE_FIRST_PAGE
+        } else {
+            0
+        };
+        features_of(self.ecc_t) | live | self.header_code_feature() | summary | torn | first
     }
 
     /// [`FEATURE_HEADER_CODE`] when this layout's headers carry a code, else 0.

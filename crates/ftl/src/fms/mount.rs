@@ -38,9 +38,9 @@ use nand::{BadState, Nand};
 use super::layout::{
     ecc_name, ecc_strength_of, header_code_of, medium_time_ps, one_bit_from, IndexEntry, Layout,
     LiveFlag, Record, RecordMode, SegHeader, SegSummary, TrimList, ECC_SPARE_OFFSET, ENTRY,
-    FEATURES_KNOWN, FEATURE_HEADER_CODE, FEATURE_LIVE_BYTE, FEATURE_RECORD_CORRECTION,
-    FEATURE_SUMMARY, INDEX_ENTRY, PAD_RECORD, SEG_HEADER, SPARE_RECORD, SUMMARY_NO_TIME,
-    SUMMARY_SLOT, TRIM_LIST_LBN,
+    FEATURES_KNOWN, FEATURE_FIRST_PAGE, FEATURE_HEADER_CODE, FEATURE_LIVE_BYTE,
+    FEATURE_RECORD_CORRECTION, FEATURE_SUMMARY, INDEX_ENTRY, PAD_RECORD, SEG_HEADER, SPARE_RECORD,
+    SUMMARY_NO_TIME, SUMMARY_SLOT, TRIM_LIST_LBN,
 };
 use super::trims::{ListSlot, Tomb};
 use super::{Fms, FmsConfig, IndexLog, SegState, Tail, NONE};
@@ -515,11 +515,19 @@ fn rebuild(
                     h.features
                 )));
             }
+            let first_page = h.features & FEATURE_FIRST_PAGE != 0;
+            if first_page && lay.mode != RecordMode::Spare {
+                return Err(DevError::corrupt(format!(
+                    "segment {seg}: header features {:#x} say first-page slot tests, which are for spare records (nop >= 1), but this device keeps its records in segment headers: written for another device, or corrupt",
+                    h.features
+                )));
+            }
             lay = lay
                 .with_live_byte(live)
                 .with_header_code(hcode)
                 .with_summary(summary)
-                .with_record_correction(record_correction);
+                .with_record_correction(record_correction)
+                .with_first_page(first_page);
             if t > 0 {
                 lay = lay.with_ecc(t, &geo).map_err(|e| {
                     DevError::corrupt(format!("segment {seg}: header says ECC, but {e}"))
@@ -536,6 +544,7 @@ fn rebuild(
             f.cfg.live_byte = live;
             f.cfg.header_code = hcode;
             f.cfg.record_correction = record_correction;
+            f.cfg.first_page_test = first_page;
         }
         any_header = true;
         format_id.get_or_insert(h.format_id);
@@ -1220,6 +1229,7 @@ fn unlike(this: u32, medium: u32) -> Option<(String, String)> {
         [
             (FEATURE_SUMMARY, "segment summaries"),
             (FEATURE_RECORD_CORRECTION, "record correction"),
+            (FEATURE_FIRST_PAGE, "first-page slot tests"),
         ]
         .into_iter()
         .find(|&(bit, _)| this & bit != medium & bit)
@@ -1524,7 +1534,7 @@ pub(super) fn slot_erased(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
 /// pages of a NOR-style card, read as one span).
 fn slot_unwritten(f: &mut Fms, seg: u32, slot: u32, empty: bool) -> DevResult<bool> {
     match f.lay.mode {
-        RecordMode::Spare if empty => slot_pages_erased(f, seg, slot, 1),
+        RecordMode::Spare if empty && f.lay.first_page => slot_pages_erased(f, seg, slot, 1),
         _ => slot_erased(f, seg, slot),
     }
 }
@@ -1859,7 +1869,8 @@ pub(super) fn holds_no_record_of(f: &mut Fms, seg: u32, h: &SegHeader) -> DevRes
         .with_live_byte(h.features & FEATURE_LIVE_BYTE != 0)
         .with_header_code(h.features & FEATURE_HEADER_CODE != 0)
         .with_summary(h.features & FEATURE_SUMMARY != 0)
-        .with_record_correction(h.features & FEATURE_RECORD_CORRECTION != 0);
+        .with_record_correction(h.features & FEATURE_RECORD_CORRECTION != 0)
+        .with_first_page(h.features & FEATURE_FIRST_PAGE != 0);
     if t > 0 {
         match old.with_ecc(t, &geo) {
             Ok(l) => old = l,

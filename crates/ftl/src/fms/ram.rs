@@ -80,7 +80,8 @@ impl Sizing {
             .with_live_byte(cfg.live_byte)
             .with_header_code(cfg.header_code)
             .with_summary(cfg.segment_summaries)
-            .with_record_correction(cfg.record_correction);
+            .with_record_correction(cfg.record_correction)
+            .with_first_page(cfg.first_page_test);
         check_index_room(&lay, cfg)?;
         let segments = lay.segments as usize;
         // A physical slot number is `seg << slot_bits | slot`: shifts, not divisions by

@@ -2412,6 +2412,64 @@ fn two_torn_slots_before_a_record_are_skipped() {
     assert_eq!(g.segs[seg].next, 3);
 }
 
+/// Media formatted before stop 35 (no features bit 9) are read a whole slot at a time at
+/// a segment's start: their FMS skipped slots not fully erased there (pages a torn erase
+/// kept past a slot's first page) and wrote after them. Built here as such an FMS left
+/// it: a segment whose slots 0 and 1 hold only such pages and whose slot 2 holds a
+/// block. A mount of that medium reads the block; with the bit (new formats, whose FMS
+/// never writes after such a slot) the scan would stop at slot 0 (the review of stop
+/// 35 found that loss on a medium stop 34's build wrote). Fails if the first-page test
+/// applies to media without the bit.
+#[test]
+fn media_without_the_first_page_bit_are_read_a_whole_slot_at_a_time() {
+    for first_page_test in [false, true] {
+        let spec = shrunk("nandsim-256m", 16, 64);
+        let cfg = FmsConfig {
+            block_size: 4096,
+            first_page_test,
+            ..FmsConfig::default()
+        };
+        let mut f = Fms::format(Nand::ram(spec.clone()).unwrap(), cfg.clone()).unwrap();
+        assert_eq!(
+            f.lay.features() & layout::FEATURE_FIRST_PAGE != 0,
+            first_page_test
+        );
+        assert_eq!((f.lay.pages_per_slot, f.lay.slots), (8, 7));
+        let seg = *f.free.back().expect("a free segment");
+        let first = f.nand.geometry().first_page(seg);
+        for slot in [0u64, 1] {
+            f.nand
+                .program(
+                    first + 1 + slot * 8 + 3,
+                    0,
+                    nand::Data::Bytes(&[7; 512]),
+                    Some((1, &layout::PAGE_MARK)),
+                )
+                .unwrap();
+        }
+        let rec = Record {
+            lbn: 5,
+            region: 0,
+            readonly: false,
+            live: true,
+            updates: 1,
+            seq: 1 << 20,
+            time_ms: 1,
+        };
+        f.program_slot(seg, 2, Some(&[9; 4096]), &rec).unwrap();
+        let mut g = reopened(f, &spec, &cfg);
+        let mut buf = vec![0u8; 4096];
+        g.read_block(5, Some(&mut buf)).unwrap();
+        if first_page_test {
+            // What the bit rules out: the scan stops at slot 0 and the block is not seen.
+            assert_eq!(g.lookup(5), None, "with the bit");
+        } else {
+            assert!(buf.iter().all(|&b| b == 9), "block 5 after two kept slots");
+            assert_eq!(g.lookup(5), Some(seg * g.lay.slots + 2));
+        }
+    }
+}
+
 /// Spare mode: a page a torn erase kept further into a free segment's slot 0 (its first
 /// page erased) is not looked for at mount: the segment is free, its tail unchecked, and
 /// the FMS reads slot 0 whole before its first program there (`Fms::check_tail`), erasing
@@ -3184,7 +3242,8 @@ fn unknown_features_and_mixed_ecc_are_refused() {
     let medium = layout::FEATURE_ECC
         | layout::FEATURE_HEADER_CODE
         | layout::FEATURE_SUMMARY
-        | layout::FEATURE_RECORD_CORRECTION;
+        | layout::FEATURE_RECORD_CORRECTION
+        | layout::FEATURE_FIRST_PAGE;
     assert_eq!(hdr.features, medium);
     // Rewrite segment 1's header (erase, then program) with other features or kind,
     // and mark its erase block grown bad when `bad`.
@@ -3229,6 +3288,15 @@ fn unknown_features_and_mixed_ecc_are_refused() {
             "{e}"
         );
     }
+    // First-page slot tests or not (`FEATURE_FIRST_PAGE`, stop 35), good or grown bad.
+    for bad in [false, true] {
+        let without = medium & !layout::FEATURE_FIRST_PAGE;
+        let e = with(fresh(), without, 0, bad, &mut hdr).unwrap();
+        assert!(
+            e.contains("segment 1") && e.contains("without first-page slot tests, unlike"),
+            "{e}"
+        );
+    }
     // Headers with and without a code (`FEATURE_HEADER_CODE`, after stop 22), good or grown
     // bad.
     for bad in [false, true] {
@@ -3259,9 +3327,9 @@ fn unknown_features_and_mixed_ecc_are_refused() {
     );
     // A grown-bad segment whose records the mount reads is held to the same rules (its
     // unknown features were ignored).
-    let e = with(fresh(), layout::FEATURE_ECC | 0x200, 0, true, &mut hdr).unwrap();
+    let e = with(fresh(), layout::FEATURE_ECC | 0x400, 0, true, &mut hdr).unwrap();
     assert!(
-        e.contains("segment 1") && e.contains("features 0x201"),
+        e.contains("segment 1") && e.contains("features 0x401"),
         "{e}"
     );
     // Segment summaries on some segments only (stop 23).
@@ -3354,7 +3422,7 @@ fn mixed_or_misplaced_live_byte_features_are_refused() {
     f.flush().unwrap();
     assert_eq!(
         f.lay.features(),
-        layout::FEATURE_RECORD_CORRECTION,
+        layout::FEATURE_RECORD_CORRECTION | layout::FEATURE_FIRST_PAGE,
         "spare mode: no live byte"
     );
     let mut nd = f.into_nand();

@@ -1518,8 +1518,11 @@ pub(super) fn slot_erased(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
 /// Mount's test of a slot after a segment's last record ([`first_free`],
 /// [`scan_ends_at`]): whether a write of it was never begun. In a segment none of whose
 /// slots before `slot` holds a record (`empty`: a free segment, or one whose first slots a
-/// cut tore) spare mode reads the slot's first page only (stop 35; before, every page of
-/// it): a spare-mode slot is written a page at a time in page order, every page with a
+/// cut tore), on media with the first-page feature ([`Layout::first_page`], header
+/// features bit 9: formats since stop 35), spare mode reads the slot's first page only
+/// (before, every page of it; media without the bit still are, since the builds that
+/// wrote them wrote after slots they skipped for pages a torn erase kept past the first
+/// page): a spare-mode slot is written a page at a time in page order, every page with a
 /// mark or the record (`Fms::program_slot`, the cleaner's runs alike), so a power cut in
 /// its write leaves its first page programmed (or, cut in that page's own program,
 /// reading erased as the rest then does). Only pages a torn erase kept can tell the two
@@ -2202,10 +2205,10 @@ pub(super) fn record_page(f: &Fms, seg: u32, slot: u32) -> u64 {
 
 /// Spare mode: whether the record scan of `seg` may stop at `slot`, whose record reads
 /// erased: the record of the slot after it reads erased too, and no write of `slot` was
-/// begun ([`slot_unwritten`]: where no slot before it holds a record, `empty`, its first
-/// page reads erased; otherwise all of it). Every slot after it is then erased, or holds
-/// pages a torn
-/// erase kept (found before the first program there, [`Tail::Unchecked`]): the FMS
+/// begun ([`slot_unwritten`]: where no slot before it holds a record, `empty`, and the
+/// medium has the first-page feature, its first page reads erased; otherwise all of it).
+/// Every slot after it is then erased, or holds pages a torn erase kept (found before
+/// the first program there, [`Tail::Unchecked`]): the FMS
 /// writes a segment's slots in order and goes past a slot only once it is programmed
 /// (a cut leaves the slot being written torn and the later ones erased), or, at mount,
 /// when it read the slot not erased ([`first_free`] skips torn slots). A slot that

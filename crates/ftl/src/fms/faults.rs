@@ -226,8 +226,10 @@ impl Fms {
             }
             _ => {}
         }
+        // Read as a program there needs them: with no bit held at 0
+        // (`mount::page_programmable`).
         for slot in self.segs[seg as usize].next..self.lay.slots {
-            if !mount::slot_erased(self, seg, slot)? {
+            if !mount::slot_programmable(self, seg, slot)? {
                 return self.mark_garbage(seg);
             }
         }
@@ -237,7 +239,7 @@ impl Fms {
         if let Some(p) = self.lay.summary_page {
             let first = self.nand.geometry().first_page(seg);
             for k in 0..self.lay.summary_pages() as u64 {
-                if !mount::page_erased(self, first + p as u64 + k)? {
+                if !mount::page_programmable(self, first + p as u64 + k)? {
                     return self.mark_garbage(seg);
                 }
             }

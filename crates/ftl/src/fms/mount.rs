@@ -1506,6 +1506,55 @@ fn erased(ecc: bool, b: &[u8]) -> bool {
         .all(|c| c.iter().map(|&x| x.count_zeros()).sum::<u32>() <= 1)
 }
 
+/// The FMS's test of a page it is about to program without having erased it itself
+/// ([`Fms::check_tail`]): erased as [`page_erased`] reads it, and with ECC no bit held at
+/// 0 in every read. With ECC, [`erased`] admits one 0 bit per 512 bytes (a driver reads an
+/// erased page with a flip); a flip is transient, but a bit that reads 0 in every read is
+/// held there (a stuck cell, or a torn program that cleared one bit), and a program that
+/// needs it fails. Before stop 35 the FMS met such a bit only by that failing program and
+/// closed the segment early, one free segment after another: a full medium with such bits
+/// in its free segments ran out of them inside one cleaning and answered every write
+/// "device full" until remounted (QA stop 35). A page whose reads were not all-0xFF is
+/// read again until the bits set in some read cover the page, at most `1 +
+/// meta_read_retries` times. Without ECC, as [`page_erased`] (exact).
+pub(super) fn page_programmable(f: &mut Fms, ppn: u64) -> DevResult<bool> {
+    let geo = f.nand.geometry();
+    let (ps, raw) = (geo.page_size as usize, geo.raw_page_size() as usize);
+    let ecc = f.lay.ecc();
+    let mut page = vec![0u8; raw];
+    // The bits read 1 in some read: a bit still 0 here read 0 every time.
+    let mut ones = vec![0u8; raw];
+    let (mut data, mut spare) = (false, false);
+    for t in 0..=f.cfg.meta_read_retries() {
+        if t > 0 {
+            f.stats.read_retries += 1;
+        }
+        f.nand.read(ppn, 0, &mut page)?;
+        data |= erased(ecc, &page[..ps]);
+        spare |= erased(ecc, &page[ps..]);
+        ones.iter_mut().zip(&page).for_each(|(o, &b)| *o |= b);
+        if data && spare && (!ecc || all_erased(&ones)) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// [`page_programmable`] for every page of a slot (spare mode); header mode (no ECC) reads
+/// the slot's bytes as [`slot_erased`] does.
+pub(super) fn slot_programmable(f: &mut Fms, seg: u32, slot: u32) -> DevResult<bool> {
+    if f.lay.mode != RecordMode::Spare {
+        return slot_erased(f, seg, slot);
+    }
+    let p0 = f.nand.geometry().first_page(seg) + f.lay.slot_offset(slot) / f.lay.page_size as u64;
+    for k in 0..f.lay.pages_per_slot as u64 {
+        if !page_programmable(f, p0 + k)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// True when every byte of the slot (and, in spare mode, its pages' spare) is erased.
 /// Each piece (header mode: the slot's data; spare mode: each page's data and its spare)
 /// counts as erased if any of `1 + meta_read_retries` reads finds it so, as in
